@@ -1,0 +1,30 @@
+"""mixprec: a small mixed-precision training engine on NumPy and CuPy.
+
+    import mixprec as mp
+    x = mp.randn(4, 3, requires_grad=True)
+    (x @ x.T).sum().backward()
+"""
+from . import ops  # noqa: F401  (registers every op before anything binds to them)
+from .backend import (Device, DeviceUnavailableError, device, device_count, get_default_device,  # noqa: F401
+                      is_cuda_available, set_default_device)
+from .dtypes import (bfloat16, bool_, double, float, float16, float32, float64, half, int32,  # noqa: F401
+                     int64, long, result_type)
+from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
+                     full_like, linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
+                     randn_like, randperm, tensor, zeros, zeros_like)
+from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
+from . import autograd, amp, nn, optim  # noqa: F401
+
+bool = bool_  # mp.bool, like torch.bool
+
+
+def _export_ops():
+    """mp.<name> for every registered op with a plain name (operators stay methods)."""
+    from .ops.registry import _REGISTRY, public
+    for name, op in _REGISTRY.items():
+        if name.isidentifier() and not name.startswith("_") and name not in globals():
+            globals()[name] = public(op)
+
+
+_export_ops()
+__version__ = "0.1.0"

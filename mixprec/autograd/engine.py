@@ -1,0 +1,167 @@
+"""Reverse-mode autodiff: walk the graph from the outputs in reverse topological order."""
+from __future__ import annotations
+
+from . import grad_mode
+from .graph import Node
+
+
+def _topo_order(roots):
+    """Nodes reachable from ``roots``, each after every node that consumes it."""
+    order, seen = [], set()
+    stack = [(n, False) for n in roots]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        node._check_alive()
+        stack.append((node, True))
+        for t in node.edges():
+            if t is not None and t.grad_fn is not None and id(t.grad_fn) not in seen:
+                stack.append((t.grad_fn, False))
+    order.reverse()
+    return order
+
+
+def _fit(grad, meta):
+    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
+    shape, dtype = meta
+    if grad.shape != shape:
+        extra = grad.ndim - len(shape)
+        axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape)
+                                           if n == 1 and grad.shape[i + extra] != 1)
+        if axes:
+            grad = grad.sum(dim=axes, keepdim=True, dtype=grad.dtype)
+        if extra:
+            grad = grad.reshape(shape)
+        if grad.shape != shape:
+            raise RuntimeError(f"gradient of shape {grad.shape} does not fit an input of shape {shape}")
+    if grad.dtype != dtype:
+        grad = grad.to(dtype)
+    return grad
+
+
+def _accumulate(store, key, grad):
+    prev = store.get(key)
+    store[key] = grad if prev is None else prev + grad
+
+
+def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, inputs=None,
+             allow_unused=True):
+    """Run backward from ``outputs`` seeded with ``grad_outputs``.
+
+    With ``inputs=None`` gradients accumulate into the ``.grad`` of leaves;
+    otherwise the gradients of ``inputs`` are returned (autograd.grad).
+    """
+    node_grads: dict[int, object] = {}
+    leaf_grads: dict[int, object] = {}
+    leaves: dict[int, object] = {}
+    roots = []
+    for out, g in zip(outputs, grad_outputs):
+        if not out.requires_grad:
+            raise RuntimeError("element of outputs does not require grad and has no grad_fn: "
+                               "nothing to differentiate (did you call it under mp.no_grad()?)")
+        if out.grad_fn is None:  # a leaf differentiated w.r.t. itself
+            _accumulate(leaf_grads, id(out), g)
+            leaves[id(out)] = out
+        else:
+            _accumulate(node_grads, id(out.grad_fn), g)
+            roots.append(out.grad_fn)
+    wanted = {id(t): t for t in inputs} if inputs is not None else None
+    captured = {}
+    order = _topo_order(roots)
+    anomaly = grad_mode.is_anomaly_enabled()
+    with grad_mode.enable_grad() if create_graph else grad_mode.no_grad(), _no_autocast():
+        for node in order:
+            grad = node_grads.pop(id(node), None)
+            if grad is None:
+                continue
+            out = node.out_ref()
+            if out is not None:
+                grad = _run_hooks(out, grad)
+                if wanted is not None and id(out) in wanted:
+                    captured[id(out)] = grad
+                if out._retains_grad and wanted is None:
+                    out.grad = grad if out.grad is None else out.grad + grad
+            grads = node.op.backward(node, grad)
+            if not isinstance(grads, (tuple, list)):
+                grads = (grads,)
+            grads = _flatten(grads, node.args)
+            edges = node.edges()
+            if len(grads) != len(edges):
+                raise RuntimeError(f"backward of {node.name} returned {len(grads)} gradients "
+                                   f"for {len(edges)} inputs")
+            for t, g in zip(edges, grads):
+                if t is None or g is None:
+                    continue
+                g = _fit(g, (t.shape, t.dtype))
+                if anomaly:
+                    _check_finite(node, g)
+                if t.grad_fn is None:
+                    _accumulate(leaf_grads, id(t), g)
+                    leaves[id(t)] = t
+                else:
+                    _accumulate(node_grads, id(t.grad_fn), g)
+            if not retain_graph:
+                node.release()
+        results = []
+        for key, leaf in leaves.items():
+            g = _run_hooks(leaf, leaf_grads[key])
+            if wanted is not None:
+                if key in wanted:
+                    captured[key] = g
+            else:
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
+    if wanted is None:
+        return None
+    for t in inputs:
+        if id(t) not in captured and not allow_unused:
+            raise RuntimeError("one of the differentiated tensors was not used to compute the outputs; "
+                               "pass allow_unused=True to get None for it")
+        results.append(captured.get(id(t)))
+    return results
+
+
+def _flatten(grads, args):
+    """Match a backward's per-arg results to the flattened input list (lists expand, missing trailing ones are None)."""
+    flat = []
+    for i, a in enumerate(args):
+        g = grads[i] if i < len(grads) else None
+        if isinstance(a, (list, tuple)):
+            gs = g if g is not None else [None] * len(a)
+            flat.extend(gs)
+        else:
+            flat.append(g)
+    return flat
+
+
+def _run_hooks(t, grad):
+    for hook in t._hooks or ():
+        new = hook(grad)
+        if new is not None:
+            grad = new
+    return grad
+
+
+def _check_finite(node, g):
+    xp_ok = bool(g.isfinite().all().item())
+    if not xp_ok:
+        where = f"\nthe forward call of {node.name} was made at:\n{node.trace}" if node.trace else ""
+        raise RuntimeError(f"function {node.name}Backward returned NaN or inf values in its gradient{where}")
+
+
+class _no_autocast:
+    """Backward runs every op in the dtypes forward saved, never under autocast."""
+
+    def __enter__(self):
+        from ..ops.registry import STATE
+        self._state = STATE
+        self._prev = getattr(STATE, "autocast", None)
+        STATE.autocast = None
+
+    def __exit__(self, *exc):
+        self._state.autocast = self._prev
+        return False

@@ -1,0 +1,106 @@
+"""The dtypes mixprec knows and the one promotion table every op uses.
+
+mp dtypes *are* NumPy dtype objects (``mp.bfloat16`` is ml_dtypes' bfloat16),
+so ``t.dtype == np.float16`` and ``t.dtype == mp.float16`` both read naturally.
+NumPy cannot promote float16 with bfloat16 and ml_dtypes promotes
+``bfloat16 * 2.0`` to float32, so mixprec never relies on NumPy's rules:
+:func:`result_type` decides, and nothing is ever promoted to float64 unless
+an input already is float64.
+"""
+from __future__ import annotations
+
+import builtins
+
+import ml_dtypes
+import numpy as np
+
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+
+half, float, double, long, int = float16, float32, float64, int64, int32  # torch-style aliases
+
+FLOATING = (float16, bfloat16, float32, float64)
+LOW_PRECISION = (float16, bfloat16)
+SUPPORTED = (float16, bfloat16, float32, float64, int32, int64, bool_)
+_BY_NAME = {d.name: d for d in SUPPORTED} | {"half": float16, "float": float32, "double": float64,
+                                              "long": int64, "int": int32, "bool": bool_}
+
+# Rank inside a category; promotion takes the higher category, then the higher rank.
+_CATEGORY = {bool_: 0, int32: 1, int64: 1, float16: 2, bfloat16: 2, float32: 2, float64: 2}
+_RANK = {bool_: 0, int32: 1, int64: 2, float16: 1, bfloat16: 1, float32: 2, float64: 3}
+
+
+def as_dtype(spec) -> np.dtype:
+    """Normalise an mp dtype, NumPy dtype-like or name ("float16") to a supported dtype."""
+    if isinstance(spec, str):
+        d = _BY_NAME.get(spec)
+    else:
+        try:
+            d = np.dtype(spec)
+        except TypeError:
+            d = None
+    if d is None or d not in _CATEGORY:
+        names = ", ".join(x.name for x in SUPPORTED)
+        raise TypeError(f"unsupported dtype {spec!r}; mixprec supports {names}")
+    return d
+
+
+def is_floating(d) -> bool:
+    return d in (float16, bfloat16, float32, float64)
+
+
+def promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype an op on tensors of dtypes a and b computes in."""
+    if a == b:
+        return a
+    ca, cb = _CATEGORY[a], _CATEGORY[b]
+    if ca != cb:
+        return a if ca > cb else b
+    if {a, b} == {float16, bfloat16}:  # neither holds the other: meet in float32
+        return float32
+    return a if _RANK[a] > _RANK[b] else b
+
+
+def scalar_dtype(value) -> np.dtype:
+    """Default dtype of a Python scalar when it creates a tensor on its own."""
+    if isinstance(value, (builtins.bool, np.bool_)):
+        return bool_
+    if isinstance(value, (builtins.int, np.integer)):
+        return int64
+    if isinstance(value, (builtins.float, np.floating)):
+        return float32
+    raise TypeError(f"expected a Python number, got {type(value).__name__}")
+
+
+def promote_with_scalar(d: np.dtype, value) -> np.dtype:
+    """Scalars are 'weak': they adopt the tensor's dtype unless they need a wider category."""
+    sd = scalar_dtype(value)
+    if _CATEGORY[sd] <= _CATEGORY[d]:
+        return d
+    return float32 if sd == float32 else (int64 if sd == int64 else d)
+
+
+def result_type(*items) -> np.dtype:
+    """Promote a mix of dtypes (tensors' dtypes) and Python scalars.
+
+    Tensor dtypes decide among themselves first; scalars only widen the category
+    (an int tensor times 0.5 becomes float32, a float16 tensor times 0.5 stays float16).
+    """
+    out = None
+    scalars = []
+    for it in items:
+        if isinstance(it, np.dtype):
+            out = it if out is None else promote(out, it)
+        else:
+            scalars.append(it)
+    if out is None:
+        out = scalar_dtype(scalars[0])
+        scalars = scalars[1:]
+    for s in scalars:
+        out = promote_with_scalar(out, s)
+    return out

@@ -1,0 +1,7 @@
+"""Every op mixprec has, registered once (see registry.py for how an op is defined).
+
+New ops go in a module of this package and are imported below; that is all it
+takes for mp.<name>, Tensor methods and the autocast policy tables to see them.
+"""
+from .registry import CastPolicy, Op, as_policy, get, names, policy, register  # noqa: F401
+from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)

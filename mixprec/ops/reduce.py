@@ -1,0 +1,175 @@
+"""Reductions. float16/bfloat16 inputs accumulate in float32 and round once at the end."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..backend import array_module
+from .registry import register
+
+
+def _axes(dim, ndim, name):
+    """Normalise dim (None, int or sequence) to a sorted tuple of non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    out = []
+    for d in dims:
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError(f"{name}: dim {d} is out of range for a tensor with {ndim} dimensions")
+        out.append(d % max(ndim, 1))
+    return tuple(sorted(set(out))) if ndim else ()
+
+
+def _acc_dtype(dtype):
+    return np.float32 if dtype in _dt.LOW_PRECISION else dtype
+
+
+def _expand_back(ctx, g):
+    """Broadcast a reduced gradient back over the input's shape."""
+    shape = ctx.in_shape
+    if not ctx.keepdim:
+        kept = tuple(1 if i in ctx.axes else n for i, n in enumerate(shape))
+        g = g.reshape(kept)
+    return g.expand(shape)
+
+
+def _reduction(ctx, x, dim, keepdim, name):
+    ctx.axes = _axes(dim, x.ndim, name)
+    ctx.keepdim = keepdim
+    ctx.in_shape = x.shape
+    return ctx.axes
+
+
+def _out_dtype(x, dtype):
+    if dtype is not None:
+        return _dt.as_dtype(dtype)
+    if x.dtype.kind in "biu":  # integer sums count in int64, as torch does
+        return np.dtype(np.int64)
+    return x.dtype
+
+
+@register("sum", methods=("sum",), cuda="fp32")
+def sum(ctx, input, dim=None, keepdim=False, dtype=None):
+    """Sum over dim (all dims when None); float32 under CUDA autocast."""
+    axes = _reduction(ctx, input, dim, keepdim, "sum")
+    out_dtype = _out_dtype(input, dtype)
+    acc = _acc_dtype(out_dtype)
+    return array_module(input).sum(input, axis=axes, keepdims=keepdim, dtype=acc).astype(out_dtype, copy=False)
+
+
+sum.grad(lambda ctx, g: (_expand_back(ctx, g),))
+
+
+@register("mean", methods=("mean",))
+def mean(ctx, input, dim=None, keepdim=False, dtype=None):
+    if not _dt.is_floating(input.dtype) and dtype is None:
+        raise TypeError(f"mean: needs a floating input, got {input.dtype.name}; pass dtype= or cast first")
+    axes = _reduction(ctx, input, dim, keepdim, "mean")
+    out_dtype = _out_dtype(input, dtype)
+    ctx.count = int(np.prod([input.shape[a] for a in axes])) if axes else 1
+    return array_module(input).mean(input, axis=axes, keepdims=keepdim,
+                                    dtype=_acc_dtype(out_dtype)).astype(out_dtype, copy=False)
+
+
+mean.grad(lambda ctx, g: (_expand_back(ctx, g) / ctx.count,))
+
+
+@register("prod", methods=("prod",), cuda="fp32", cpu="fp32")
+def prod(ctx, input, dim=None, keepdim=False, dtype=None):
+    """Product over one dim or all; float32 under autocast on both devices."""
+    axes = _reduction(ctx, input, dim, keepdim, "prod")
+    out_dtype = _out_dtype(input, dtype)
+    return array_module(input).prod(input, axis=axes, keepdims=keepdim,
+                                    dtype=_acc_dtype(out_dtype)).astype(out_dtype, copy=False)
+
+
+@prod.grad
+def _(ctx, g):
+    # d prod / d x_i is the product of the other elements. Dividing out/x fails at
+    # zeros, so count zeros per group: with none, it is p/x_i; with exactly one, only
+    # the zero's position gets the product of the non-zeros; with more, all are 0.
+    from .elementwise import where
+    x = ctx.inputs[0]
+    zeros = x == 0
+    nonzero_x = where(zeros, 1.0, x)
+    p = nonzero_x.prod(dim=ctx.axes, keepdim=True)
+    nzeros = zeros.sum(dim=ctx.axes, keepdim=True)
+    others = where(zeros, where(nzeros == 1, p, 0.0), where(nzeros == 0, p / nonzero_x, 0.0))
+    return _expand_back(ctx, g) * others,
+
+
+def _extreme(name, fn):
+    op = register(name, methods=(name,))(
+        lambda ctx, input, dim=None, keepdim=False: fn(array_module(input), input,
+                                                        _reduction(ctx, input, dim, keepdim, name), keepdim))
+    op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."
+
+    @op.grad
+    def _(ctx, g):
+        x = ctx.inputs[0]
+        out = ctx.output
+        if not ctx.keepdim:
+            kept = tuple(1 if i in ctx.axes else n for i, n in enumerate(ctx.in_shape))
+            out, g = out.reshape(kept), g.reshape(kept)
+        mask = (x == out).to(g.dtype)
+        return g * mask / mask.sum(dim=ctx.axes, keepdim=True),
+    return op
+
+
+amax = _extreme("amax", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep))
+amin = _extreme("amin", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep))
+
+
+@register("var", methods=("var",))
+def var(ctx, input, dim=None, keepdim=False, correction=1, unbiased=None):
+    """Variance over dim with Bessel's correction (correction=1) by default."""
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    axes = _reduction(ctx, input, dim, keepdim, "var")
+    n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
+    ctx.denom = max(n - correction, 0)
+    acc = _acc_dtype(input.dtype)
+    xp = array_module(input)
+    return xp.var(input.astype(acc, copy=False), axis=axes, keepdims=keepdim,
+                  ddof=correction).astype(input.dtype, copy=False)
+
+
+@var.grad
+def _(ctx, g):
+    x = ctx.inputs[0]
+    centred = x - x.mean(dim=ctx.axes, keepdim=True)
+    return _expand_back(ctx, g) * centred * (2.0 / ctx.denom if ctx.denom else float("nan")),
+
+
+@register("cumsum", methods=("cumsum",), cuda="fp32")
+def cumsum(ctx, input, dim, dtype=None):
+    """Running sum along dim; float32 under CUDA autocast."""
+    ctx.dim = _axes(dim, input.ndim, "cumsum")[0] if input.ndim else 0
+    out_dtype = _out_dtype(input, dtype)
+    return array_module(input).cumsum(input, axis=ctx.dim if input.ndim else None,
+                                      dtype=_acc_dtype(out_dtype)).astype(out_dtype, copy=False) \
+        .reshape(input.shape)
+
+
+cumsum.grad(lambda ctx, g: (g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim) if g.ndim else g,))
+
+
+@register("argmax", methods=("argmax",), differentiable=False)
+def argmax(ctx, input, dim=None, keepdim=False):
+    return array_module(input).argmax(input, axis=dim, keepdims=keepdim)
+
+
+@register("argmin", methods=("argmin",), differentiable=False)
+def argmin(ctx, input, dim=None, keepdim=False):
+    return array_module(input).argmin(input, axis=dim, keepdims=keepdim)
+
+
+@register("all", methods=("all",), differentiable=False)
+def all(ctx, input, dim=None, keepdim=False):
+    return array_module(input).all(input, axis=dim, keepdims=keepdim)
+
+
+@register("any", methods=("any",), differentiable=False)
+def any(ctx, input, dim=None, keepdim=False):
+    return array_module(input).any(input, axis=dim, keepdims=keepdim)

@@ -1,0 +1,347 @@
+"""Shape, indexing, joining and dtype/device movement ops."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend as _be
+from .. import dtypes as _dt
+from ..backend import array_module
+from .registry import register
+
+
+def _size_arg(shape):
+    """Accept reshape(2, 3) and reshape((2, 3))."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+@register("_to_copy", promote=(), doc="Copy to another dtype and/or device; the gradient goes back the same way.")
+def _to_copy(ctx, input, dtype=None, device=None):
+    ctx.src = (input.dtype, _be.device_of_array(input))
+    out = input
+    if device is not None:
+        out = _be.to_device(out, _be.as_device(device))
+    if dtype is not None:
+        dtype = _dt.as_dtype(dtype)
+        out = out.astype(dtype, copy=out is input)
+    elif out is input:
+        out = out.copy()
+    return out
+
+
+@_to_copy.grad
+def _(ctx, g):
+    dtype, device = ctx.src
+    return _to_copy(g, dtype=dtype if g.dtype != dtype else None, device=device if g.device != device else None),
+
+
+@register("clone", methods=("clone",))
+def clone(ctx, input):
+    return input.copy()
+
+
+clone.grad(lambda ctx, g: (g,))
+
+
+@register("contiguous", methods=("contiguous",))
+def contiguous(ctx, input):
+    return array_module(input).ascontiguousarray(input)
+
+
+contiguous.grad(lambda ctx, g: (g,))
+
+
+def _reshape_grad(ctx, g):
+    return g.reshape(ctx.in_shape),
+
+
+@register("reshape", methods=("reshape",), view=True)
+def reshape(ctx, input, *shape):
+    """A tensor with the same data and a new shape (-1 infers one size)."""
+    shape = _size_arg(shape)
+    ctx.in_shape = input.shape
+    try:
+        return input.reshape(shape)
+    except ValueError:
+        raise RuntimeError(f"reshape: shape {shape} is invalid for an input of shape {input.shape} "
+                           f"({input.size} elements)") from None
+
+
+reshape.grad(_reshape_grad)
+
+
+@register("view", methods=("view",), view=True)
+def view(ctx, input, *shape):
+    """reshape() that refuses to copy: the input's memory must already fit the new shape."""
+    shape = _size_arg(shape)
+    ctx.in_shape = input.shape
+    out = input.view()
+    try:
+        out.shape = shape
+    except (AttributeError, ValueError):
+        raise RuntimeError(f"view: cannot view an input of shape {input.shape} and strides {input.strides} "
+                           f"as {shape}; use reshape() (it copies when needed)") from None
+    return out
+
+
+view.grad(_reshape_grad)
+
+
+@register("flatten", methods=("flatten",), view=True)
+def flatten(ctx, input, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim into one."""
+    ctx.in_shape = input.shape
+    if input.ndim == 0:
+        return input.reshape(1)
+    s, e = start_dim % input.ndim, end_dim % input.ndim
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return input.reshape(input.shape[:s] + (-1,) + input.shape[e + 1:])
+
+
+flatten.grad(_reshape_grad)
+
+
+@register("transpose", methods=("transpose",), view=True)
+def transpose(ctx, input, dim0, dim1):
+    """Swap two dims."""
+    ctx.dims = (dim0, dim1)
+    return array_module(input).swapaxes(input, dim0, dim1)
+
+
+transpose.grad(lambda ctx, g: (g.transpose(*ctx.dims),))
+
+
+@register("permute", methods=("permute",), view=True)
+def permute(ctx, input, *dims):
+    """Reorder dims."""
+    dims = _size_arg(dims)
+    if sorted(d % max(input.ndim, 1) for d in dims) != list(range(input.ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of the {input.ndim} dims of the input")
+    ctx.dims = dims
+    return input.transpose(dims)
+
+
+permute.grad(lambda ctx, g: (g.permute(*np.argsort([d % g.ndim for d in ctx.dims]).tolist()),))
+
+
+@register("squeeze", methods=("squeeze",), view=True)
+def squeeze(ctx, input, dim=None):
+    """Drop size-1 dims (only ``dim`` when given, and only if it has size 1)."""
+    ctx.in_shape = input.shape
+    if dim is None:
+        return input.reshape(tuple(n for n in input.shape if n != 1))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    drop = {d % max(input.ndim, 1) for d in dims}
+    return input.reshape(tuple(n for i, n in enumerate(input.shape) if not (i in drop and n == 1)))
+
+
+squeeze.grad(_reshape_grad)
+
+
+@register("unsqueeze", methods=("unsqueeze",), view=True)
+def unsqueeze(ctx, input, dim):
+    """Insert a size-1 dim at ``dim``."""
+    if not -input.ndim - 1 <= dim <= input.ndim:
+        raise IndexError(f"unsqueeze: dim {dim} is out of range for a tensor with {input.ndim} dimensions")
+    ctx.in_shape = input.shape
+    return array_module(input).expand_dims(input, dim)
+
+
+unsqueeze.grad(_reshape_grad)
+
+
+@register("expand", methods=("expand",), view=True)
+def expand(ctx, input, *shape):
+    """Broadcast to a larger shape without copying (-1 keeps a dim)."""
+    shape = _size_arg(shape)
+    lead = len(shape) - input.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: cannot expand shape {input.shape} to fewer dims {shape}")
+    full = tuple(input.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(shape))
+    try:
+        return array_module(input).broadcast_to(input, full)
+    except ValueError:
+        raise RuntimeError(f"expand: cannot expand shape {input.shape} to {shape}") from None
+
+
+expand.grad(lambda ctx, g: (g,))  # the engine sums broadcast dims back to the input's shape
+
+
+@register("flip", methods=("flip",))
+def flip(ctx, input, dims):
+    ctx.dims = dims
+    return array_module(input).flip(input, axis=dims)
+
+
+flip.grad(lambda ctx, g: (g.flip(ctx.dims),))
+
+
+# ---------------------------------------------------------------- joining
+def _check_join(name, arrays, dim, same_shape):
+    if len(arrays) == 0:
+        raise ValueError(f"{name}: expected a non-empty list of tensors")
+    ref = arrays[0].shape
+    for a in arrays[1:]:
+        bad = (a.shape != ref) if same_shape else (
+            a.ndim != len(ref) or any(x != y for i, (x, y) in enumerate(zip(a.shape, ref)) if i != dim % len(ref)))
+        if bad:
+            raise RuntimeError(f"{name}: shapes {ref} and {a.shape} do not match "
+                               f"{'exactly' if same_shape else f'outside dim {dim}'}")
+
+
+@register("cat", promote=(0,), cpu="promote", aliases=("concatenate",))
+def cat(ctx, tensors, dim=0):
+    """Join tensors along an existing dim (inputs promote to one dtype)."""
+    _check_join("cat", tensors, dim, same_shape=False)
+    ctx.sizes = [a.shape[dim] for a in tensors]
+    ctx.dim = dim
+    return array_module(tensors[0]).concatenate(tensors, axis=dim)
+
+
+@cat.grad
+def _(ctx, g):
+    return g.split(ctx.sizes, ctx.dim),
+
+
+@register("stack", promote=(0,), cpu="promote")
+def stack(ctx, tensors, dim=0):
+    """Join same-shaped tensors along a new dim."""
+    _check_join("stack", tensors, dim, same_shape=True)
+    ctx.dim, ctx.n = dim, len(tensors)
+    return array_module(tensors[0]).stack(tensors, axis=dim)
+
+
+@stack.grad
+def _(ctx, g):
+    return [g.select(ctx.dim, i) for i in range(ctx.n)],
+
+
+@register("split", methods=("split",), composite=True)
+def split(ctx, input, split_size_or_sections, dim=0):
+    """Split into chunks of a size (last may be smaller) or into the given section sizes."""
+    n = input.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections <= 0:
+            raise ValueError("split: split size must be positive")
+        sizes = [min(split_size_or_sections, n - s) for s in range(0, n, split_size_or_sections)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise ValueError(f"split: sections {sizes} do not add up to the size {n} of dim {dim}")
+    out, start = [], 0
+    index = [slice(None)] * input.ndim
+    for s in sizes:
+        index[dim] = slice(start, start + s)
+        out.append(input[tuple(index)])
+        start += s
+    return tuple(out)
+
+
+@register("chunk", methods=("chunk",), composite=True)
+def chunk(ctx, input, chunks, dim=0):
+    n = input.shape[dim]
+    return split(input, -(-n // chunks), dim)
+
+
+@register("select", methods=("select",), composite=True)
+def select(ctx, input, dim, index):
+    """input[..., index, ...] at dim, dropping that dim."""
+    key = [slice(None)] * input.ndim
+    key[dim] = index
+    return input[tuple(key)]
+
+
+# ---------------------------------------------------------------- indexing
+@register("__getitem__", methods=("__getitem__",), promote=())
+def getitem(ctx, input, key):
+    """Basic (ints, slices, None, ...) and integer/bool array indexing."""
+    ctx.in_shape = input.shape
+    if isinstance(key, list):
+        key = array_module(input).asarray(key)
+    ctx.key = key
+    try:
+        return input[key]
+    except IndexError as exc:
+        raise IndexError(f"__getitem__: {exc} (tensor of shape {input.shape})") from None
+
+
+@getitem.grad
+def _(ctx, g):
+    return index_put(_zeros_of(g, ctx.in_shape), ctx.key, g, accumulate=True), None
+
+
+def _zeros_of(like, shape):
+    from ..tensor import Tensor
+    xp = array_module(like.data)
+    return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
+
+
+@register("index_put", promote=(0, 2), cuda="promote")
+def index_put(ctx, input, indices, values, accumulate=False):
+    """A copy of input with input[indices] = values (or += values when accumulate)."""
+    if isinstance(indices, list):
+        indices = tuple(indices)
+    ctx.indices, ctx.accumulate = indices, accumulate
+    out = input.copy()
+    if accumulate:
+        _be.scatter_add(out, indices, values)
+    else:
+        out[indices] = values
+    ctx.values_shape = np.shape(values)
+    return out
+
+
+@index_put.grad
+def _(ctx, g):
+    gx = g if ctx.accumulate else index_put(g, ctx.indices, 0.0)
+    gv = g[ctx.indices]
+    if gv.shape != ctx.values_shape:  # values were broadcast into the indexed slots
+        from ..autograd.engine import _fit
+        gv = _fit(gv, (ctx.values_shape, gv.dtype))
+    return gx, None, gv
+
+
+def _along(ctx, input, dim, index):
+    if index.ndim != input.ndim:
+        raise RuntimeError(f"index must have as many dims as the input ({input.ndim}), got {index.ndim}")
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"index must be an integer tensor, got {index.dtype.name}")
+    return dim % input.ndim
+
+
+@register("gather", methods=("gather",), promote=(0,))
+def gather(ctx, input, dim, index):
+    """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
+    ctx.dim = _along(ctx, input, dim, index)
+    ctx.in_shape = input.shape
+    return array_module(input).take_along_axis(input, index, axis=ctx.dim)
+
+
+@gather.grad
+def _(ctx, g):
+    return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.args[2], g), None, None
+
+
+@register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote")
+def scatter_add(ctx, input, dim, index, src):
+    """A copy of input with src added at index along dim (repeated indices add up)."""
+    ctx.dim = _along(ctx, input, dim, index)
+    xp = array_module(input)
+    grids = xp.indices(index.shape, sparse=True)
+    key = tuple(index if i == ctx.dim else grids[i] for i in range(input.ndim))
+    out = input.copy()
+    _be.scatter_add(out, key, src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+@scatter_add.grad
+def _(ctx, g):
+    index = ctx.args[2]
+    gsrc = g.gather(ctx.dim, index)
+    src_shape = ctx.args[3].shape
+    if gsrc.shape != src_shape:  # src may be larger than index: only the indexed part was used
+        pad = _zeros_of(g, src_shape)
+        gsrc = index_put(pad, tuple(slice(0, n) for n in index.shape), gsrc)
+    return g, None, None, gsrc

@@ -1,0 +1,3 @@
+"""Optimizers that update parameters in place (outside autograd)."""
+from .optimizer import Optimizer  # noqa: F401
+from .sgd import SGD  # noqa: F401

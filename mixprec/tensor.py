@@ -1,0 +1,559 @@
+"""The Tensor: one NumPy or CuPy array plus what autograd needs to know about it.
+
+Math lives in the op registry (mixprec/ops); this class holds state, conversions
+and the autograd entry points. Operators and most methods are bound onto it by
+the registry, so every op has a single definition.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import backend as _be
+from . import dtypes as _dt
+from .autograd import grad_mode as _gm
+from .ops import registry as _reg
+
+
+class Tensor:
+    __slots__ = ("data", "requires_grad", "grad_fn", "_grad", "_vc", "_hooks", "_retains_grad",
+                 "__weakref__", "__dict__")
+    __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        self._init(t.data, requires_grad=t.requires_grad)
+
+    def _init(self, data, requires_grad=False, grad_fn=None, vc=None):
+        self.data = data
+        self.requires_grad = requires_grad
+        self.grad_fn = grad_fn
+        self._grad = None
+        self._vc = vc if vc is not None else [0]
+        self._hooks = None
+        self._retains_grad = False
+
+    @classmethod
+    def _wrap(cls, data, device=None, grad_fn=None, vc=None):
+        """Wrap an array without copying or checking (internal fast path)."""
+        t = object.__new__(cls)
+        t._init(data, grad_fn is not None, grad_fn, vc)
+        return t
+
+    # ---- metadata ----
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def size(self, dim=None):
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> _be.Device:
+        return _be.CPU if isinstance(self.data, np.ndarray) else _be.device_of_array(self.data)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_floating_point(self) -> bool:
+        return _dt.is_floating(self.dtype)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def _version(self) -> int:
+        """Bumped by every in-place change; views share the counter with their base."""
+        return self._vc[0]
+
+    def _bump_version(self):
+        self._vc[0] += 1
+
+    # ---- gradients ----
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
+            if value.dtype != self.dtype:
+                raise RuntimeError(f"assigned grad has dtype {value.dtype.name}, but the tensor has dtype {self.dtype.name}")
+            if value.device != self.device:
+                raise RuntimeError(f"assigned grad is on {value.device}, but the tensor is on {self.device}")
+        self._grad = value
+
+    def requires_grad_(self, mode: bool = True):
+        if mode and not _dt.is_floating(self.dtype):
+            raise RuntimeError(f"only floating-point tensors can require gradients, this one is {self.dtype.name}")
+        if not self.is_leaf and not mode:
+            raise RuntimeError("requires_grad can only be switched off on a leaf tensor; use detach()")
+        self.requires_grad = mode
+        return self
+
+    def retain_grad(self):
+        """Keep .grad on a non-leaf tensor after backward (leaves always keep it)."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad() on a tensor that does not require grad")
+        self._retains_grad = True
+
+    def register_hook(self, hook):
+        """Call hook(grad) when this tensor's gradient is computed; a non-None return replaces it."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that does not require grad")
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        hooks = self._hooks
+
+        class _Handle:
+            def remove(self_inner):
+                if hook in hooks:
+                    hooks.remove(hook)
+        return _Handle()
+
+    def backward(self, gradient=None, retain_graph=False, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (gradient defaults to 1 for scalars)."""
+        from .autograd import engine
+        if gradient is None:
+            if self.data.size != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; this tensor has "
+                                   f"shape {self.shape}, so pass gradient= of that shape")
+            gradient = ones_like(self)
+        elif not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+        if gradient.shape != self.shape:
+            raise RuntimeError(f"gradient has shape {gradient.shape}, but the output has shape {self.shape}")
+        if inputs is not None:
+            inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+            grads = engine.backward([self], [gradient], retain_graph=retain_graph or create_graph,
+                                    create_graph=create_graph, inputs=inputs)
+            for t, g in zip(inputs, grads):
+                if g is not None:
+                    t.grad = g if t.grad is None else t.grad + g
+            return
+        engine.backward([self], [gradient], retain_graph=retain_graph or create_graph, create_graph=create_graph)
+
+    def detach(self):
+        """The same data (shared, with the same version counter) cut from the graph."""
+        return Tensor._wrap(self.data, vc=self._vc)
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # ---- conversions ----
+    def numpy(self) -> np.ndarray:
+        """The data as a NumPy array: shared memory on the CPU, a copy from the GPU."""
+        return _be.to_device(self.data, _be.CPU)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.data.reshape(()).item() if self.dtype not in _dt.LOW_PRECISION else float(self.numpy().reshape(()))
+
+    def tolist(self):
+        return self.numpy().tolist() if self.dtype not in _dt.LOW_PRECISION else self.numpy().astype(np.float32).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if _dt.is_floating(self.dtype) or self.data.size != 1:
+            raise TypeError("only integer tensors with one element can be used as an index")
+        return int(self.item())
+
+    def to(self, *args, dtype=None, device=None, copy=False):
+        """to(dtype), to(device), to(device, dtype) or to(other_tensor); differentiable."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, (str, _be.Device)) and not (isinstance(a, str) and a in _dt._BY_NAME):
+                device = a
+            else:
+                dtype = a
+        dtype = _dt.as_dtype(dtype) if dtype is not None else None
+        device = _be.as_device(device) if device is not None else None
+        if (dtype is None or dtype == self.dtype) and (device is None or device == self.device) and not copy:
+            return self
+        return _to_copy(self, dtype=dtype, device=device)
+
+    def half(self):
+        return self.to(_dt.float16)
+
+    def float(self):
+        return self.to(_dt.float32)
+
+    def double(self):
+        return self.to(_dt.float64)
+
+    def bfloat16(self):
+        return self.to(_dt.bfloat16)
+
+    def long(self):
+        return self.to(_dt.int64)
+
+    def int(self):
+        return self.to(_dt.int32)
+
+    def bool(self):
+        return self.to(_dt.bool_)
+
+    def type(self, dtype=None):
+        return self.dtype.name if dtype is None else self.to(dtype)
+
+    def cpu(self):
+        return self.to(device=_be.CPU)
+
+    def cuda(self, index=None):
+        return self.to(device="cuda" if index is None else f"cuda:{index}")
+
+    # ---- DLPack ----
+    def __dlpack__(self, *args, **kwargs):
+        if self.requires_grad:
+            raise RuntimeError("cannot export a tensor that requires grad via DLPack; call .detach() first")
+        return self.data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+    # ---- in-place updates (outside autograd) ----
+    def _check_inplace(self, what):
+        if self.requires_grad and _gm.is_grad_enabled():
+            kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor that is part of a graph"
+            raise RuntimeError(f"{what}: in-place change of {kind}; wrap it in mp.no_grad() "
+                               "(parameter updates) or use the out-of-place op")
+
+    def _assign(self, what, array):
+        """Write ``array`` into this tensor's memory in place, keeping dtype and device."""
+        self._check_inplace(what)
+        xp = _be.xp_of(self.device)
+        if isinstance(array, Tensor):
+            if array.device != self.device:
+                raise RuntimeError(f"{what}: source is on {array.device}, destination on {self.device}")
+            array = array.data
+        xp.copyto(self.data, xp.asarray(array).astype(self.dtype, copy=False), casting="unsafe")
+        self._bump_version()
+        return self
+
+    def copy_(self, src):
+        if isinstance(src, Tensor) and src.shape != self.shape:
+            src.data.reshape(np.broadcast_shapes(src.shape, self.shape))  # raises a clear shape error below
+        return self._assign("copy_", src)
+
+    def zero_(self):
+        return self._assign("zero_", 0)
+
+    def fill_(self, value):
+        return self._assign("fill_", value)
+
+    def add_(self, other, alpha=1):
+        return self._assign("add_", (self + other * alpha) if alpha != 1 else (self + other))
+
+    def sub_(self, other, alpha=1):
+        return self._assign("sub_", (self - other * alpha) if alpha != 1 else (self - other))
+
+    def mul_(self, other):
+        return self._assign("mul_", self * other)
+
+    def div_(self, other):
+        return self._assign("div_", self / other)
+
+    def clamp_(self, min=None, max=None):
+        return self._assign("clamp_", self.clamp(min, max))
+
+    def __setitem__(self, key, value):
+        self._check_inplace("__setitem__")
+        key = _index_key(key)
+        value = value.data if isinstance(value, Tensor) else value
+        if _dt.is_floating(self.dtype) and not isinstance(value, (int, float)):
+            value = _be.xp_of(self.device).asarray(value).astype(self.dtype)
+        elif isinstance(value, (int, float)):
+            value = self.dtype.type(value)
+        self.data[key] = value
+        self._bump_version()
+
+    # ---- misc ----
+    __hash__ = object.__hash__
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def __repr__(self):
+        arr = self.numpy()
+        if self.dtype == _dt.bfloat16:
+            arr = arr.astype(np.float32)
+        body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
+        extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64) else []
+        if self.device != _be.CPU:
+            extra.append(f"device='{self.device}'")
+        if self.grad_fn is not None:
+            extra.append(f"grad_fn=<{self.grad_fn.name}Backward>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + e for e in extra)})"
+
+
+def _index_key(key):
+    """Replace Tensors inside an index by their arrays."""
+    if isinstance(key, Tensor):
+        return key.data
+    if isinstance(key, tuple):
+        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
+    if isinstance(key, list):
+        return [k.data if isinstance(k, Tensor) else k for k in key]
+    return key
+
+
+# ----------------------------------------------------------- creation
+_rng_state = {"np": np.random.default_rng()}
+
+
+def manual_seed(seed: int):
+    """Seed every generator mixprec draws from (NumPy's and, with a GPU, CuPy's)."""
+    _rng_state["np"] = np.random.default_rng(seed)
+    _be.manual_seed(seed)
+
+
+def _resolve(dtype, device, default_dtype=_dt.float32):
+    dtype = _dt.as_dtype(dtype) if dtype is not None else default_dtype
+    device = _be.as_device(device) if device is not None else _be.get_default_device()
+    return dtype, device
+
+
+def _finish(array, device, requires_grad):
+    if requires_grad and not _dt.is_floating(array.dtype):
+        raise RuntimeError(f"only floating-point tensors can require gradients, got dtype {array.dtype.name}")
+    t = Tensor._wrap(array)
+    t.requires_grad = bool(requires_grad)
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A new leaf tensor copied from data.
+
+    Arrays keep their dtype; Python floats become float32, ints int64, bools bool.
+    """
+    if isinstance(data, Tensor):
+        src_dtype, arr = data.dtype, data.data
+        src_device = data.device
+    elif _be.is_array(data):
+        arr, src_dtype, src_device = data, _dt.as_dtype(data.dtype), _be.device_of_array(data)
+    else:
+        arr = np.asarray(data.numpy() if hasattr(data, "numpy") and not isinstance(data, (list, tuple)) else data)
+        if arr.dtype == object:
+            raise TypeError(f"cannot make a tensor from {type(data).__name__} holding mixed or ragged data")
+        if arr.dtype.kind == "f" and not isinstance(data, np.generic):
+            src_dtype = _dt.float32 if arr.dtype == np.float64 else _dt.as_dtype(arr.dtype)
+        elif arr.dtype.kind in "iu":
+            src_dtype = _dt.int64
+        else:
+            src_dtype = _dt.as_dtype(arr.dtype)
+        src_device = _be.CPU
+    dtype = _dt.as_dtype(dtype) if dtype is not None else src_dtype
+    device = _be.as_device(device) if device is not None else (
+        src_device if isinstance(data, Tensor) or _be.is_array(data) else _be.get_default_device())
+    with _be.on_device(device):
+        out = _be.to_device(arr, device)
+        out = out.astype(dtype, copy=out is arr)
+    return _finish(out, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like tensor() but shares memory when data already is a Tensor/array of the right kind."""
+    if isinstance(data, Tensor) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
+            and (device is None or _be.as_device(device) == data.device):
+        return data
+    if _be.is_array(data) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
+            and (device is None or _be.as_device(device) == _be.device_of_array(data)):
+        _dt.as_dtype(data.dtype)
+        return Tensor._wrap(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with a NumPy array (dtype kept)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    _dt.as_dtype(array.dtype)
+    return Tensor._wrap(array)
+
+
+def from_dlpack(obj) -> Tensor:
+    """Zero-copy import of anything with __dlpack__ (NumPy, CuPy, PyTorch, JAX, ...)."""
+    if isinstance(obj, Tensor):
+        return obj.detach()
+    arr = _be.from_dlpack(obj)
+    _dt.as_dtype(arr.dtype)
+    return Tensor._wrap(arr)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or s < 0:
+            raise ValueError(f"sizes must be non-negative integers, got {size}")
+    return tuple(int(s) for s in size)
+
+
+def _filled(value, size, dtype, device, requires_grad):
+    if dtype is None and not isinstance(value, float):
+        dtype = _dt.scalar_dtype(value)
+    dtype, device = _resolve(dtype, device)
+    with _be.on_device(device):
+        arr = _be.xp_of(device).full(_shape(size), value, dtype=dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(0.0, size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(1.0, size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _resolve(dtype, device)
+    with _be.on_device(device):
+        arr = _be.xp_of(device).empty(_shape(size), dtype=dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    size = (size,) if isinstance(size, int) else tuple(size)
+    return _filled(fill_value, size, dtype, device, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = _dt.float32 if any(isinstance(v, float) for v in (start, end, step)) else _dt.int64
+    dtype, device = _resolve(dtype, device)
+    with _be.on_device(device):
+        arr = _be.xp_of(device).arange(start, end, step, dtype=np.float64 if _dt.is_floating(dtype) else dtype)
+    return _finish(arr.astype(dtype, copy=False), device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _resolve(dtype, device)
+    with _be.on_device(device):
+        arr = _be.xp_of(device).linspace(start, end, steps).astype(dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _resolve(dtype, device)
+    with _be.on_device(device):
+        arr = _be.xp_of(device).eye(n, m, dtype=dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def _random(kind, size, dtype, device, requires_grad):
+    dtype, device = _resolve(dtype, device)
+    if not _dt.is_floating(dtype):
+        raise TypeError(f"{kind} needs a floating dtype, got {dtype.name}")
+    size = _shape(size)
+    # Draw in float32 or float64 on the host generator so a seed gives the same
+    # numbers on every device, then round to the requested dtype.
+    gen = _rng_state["np"]
+    draw_dtype = np.float64 if dtype == _dt.float64 else np.float32
+    arr = gen.random(size, dtype=draw_dtype) if kind == "rand" else gen.standard_normal(size, dtype=draw_dtype)
+    with _be.on_device(device):
+        arr = _be.to_device(arr, device).astype(dtype, copy=False)
+    return _finish(arr, device, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("rand", size, dtype, device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", size, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    dtype, device = _resolve(dtype, device, _dt.int64)
+    arr = _rng_state["np"].integers(low, high, size=size, dtype=np.int64)
+    return _finish(_be.to_device(arr, device).astype(dtype, copy=False), device, False)
+
+
+def randperm(n, device=None) -> Tensor:
+    _, device = _resolve(None, device)
+    return _finish(_be.to_device(_rng_state["np"].permutation(n), device), device, False)
+
+
+def _like(fn):
+    def like(t, dtype=None, device=None, requires_grad=False, **kw):
+        return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
+    like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = f"{fn.__name__}() with the shape, dtype and device of a tensor."
+    return like
+
+
+zeros_like, ones_like, empty_like, rand_like, randn_like = map(_like, (zeros, ones, empty, rand, randn))
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def _to_copy(t, dtype=None, device=None):
+    return _reg.get("_to_copy")(t, dtype=dtype, device=device)
+
+
+_reg.bind_tensor_class(Tensor)

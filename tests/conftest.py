@@ -1,0 +1,27 @@
+"""Shared fixtures: the device list every op test runs on ("cuda" only with a usable GPU)."""
+import pytest
+
+import mixprec as mp
+
+CUDA_OK = mp.is_cuda_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA device (mp.is_cuda_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords and not CUDA_OK:
+            item.add_marker(skip)
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Each test using this fixture runs on the CPU and, marked gpu, on CUDA."""
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    mp.manual_seed(0)
