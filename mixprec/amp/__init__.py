@@ -1,2 +1,4 @@
-"""Automatic mixed precision: autocast and loss scaling."""
+"""Automatic mixed precision: autocast (autocast_mode) and loss scaling (grad_scaler)."""
 from ..ops.registry import CastPolicy  # noqa: F401
+from .autocast_mode import *  # noqa: F401,F403
+from .grad_scaler import *  # noqa: F401,F403

@@ -1,0 +1,2 @@
+"""autocast: torch.amp cast policies applied at dispatch (issue 3)."""
+__all__ = []
