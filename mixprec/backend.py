@@ -10,6 +10,8 @@ import threading
 
 import numpy as np
 
+from .dtypes import LOW_PRECISION
+
 try:  # CuPy is optional: mixprec runs on NumPy alone.
     import cupy as _cupy
     _CUPY_IMPORT_ERROR = None
@@ -185,8 +187,17 @@ _NULL_CONTEXT = _NullContext()
 
 
 def scatter_add(target, index, values):
-    """target[index] += values, summing repeated indices (in place)."""
-    if isinstance(target, np.ndarray):
+    """target[index] += values, summing repeated indices (in place).
+
+    float16/bfloat16 targets accumulate in float32 and round once, like the
+    reductions: adding many small values one rounding at a time in half
+    precision would lose them (and CuPy has no bfloat16 atomic add).
+    """
+    if target.dtype in LOW_PRECISION:
+        wide = target.astype(np.float32)
+        scatter_add(wide, index, values.astype(np.float32) if hasattr(values, "astype") else values)
+        target[...] = wide.astype(target.dtype)
+    elif isinstance(target, np.ndarray):
         np.add.at(target, index, values)
     else:
         import cupyx

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import engine
-from .grad_mode import no_grad
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=True):
@@ -72,18 +71,19 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
                                                                   device=out.device), allow_unused=True)[0]
                 if g is not None:
                     analytic[j] = g.numpy().reshape(-1)
+            # numeric: central differences, perturbing x's memory in place (grad mode stays
+            # on, so fn may itself call autograd.grad: that is how 2nd derivatives are checked)
             numeric = np.zeros_like(analytic)
             base = x.data.copy()
-            flat = x.data.reshape(-1)
-            with no_grad():
-                for e in range(x.numel()):
-                    orig = flat[e].item()
-                    flat[e] = orig + eps
-                    plus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
-                    flat[e] = orig - eps
-                    minus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
-                    flat[e] = orig
-                    numeric[:, e] = (plus - minus) / (2 * eps)
+            for e in range(x.numel()):
+                at = np.unravel_index(e, x.shape)
+                orig = x.data[at].item()
+                x.data[at] = orig + eps
+                plus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
+                x.data[at] = orig - eps
+                minus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
+                x.data[at] = orig
+                numeric[:, e] = (plus - minus) / (2 * eps)
             x.data[...] = base
             if not np.allclose(analytic, numeric, atol=atol, rtol=rtol, equal_nan=False):
                 if raise_exception:

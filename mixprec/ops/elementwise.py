@@ -74,9 +74,15 @@ def _div_grad(ctx, g):
 @register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1))
 def div(ctx, input, other):
     """input / other; integer inputs divide into float32."""
-    if input.dtype.kind in "biu":
-        input = input.astype(np.float32)
-    return input / other
+    return _true_divide(input, other)
+
+
+def _true_divide(a, b):
+    """a / b; integer/bool operands (promotion left them integer) divide in float32, as torch does."""
+    if a.dtype.kind in "biu":
+        a = a.astype(np.float32)
+        b = b.astype(np.float32) if hasattr(b, "astype") else np.float32(b)
+    return a / b
 
 
 div.grad(_div_grad)
@@ -85,9 +91,7 @@ div.grad(_div_grad)
 @register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32")
 def rtruediv(ctx, input, other):
     """other / input as the reflected operator (``2 / x``): float32 under CUDA autocast."""
-    if input.dtype.kind in "biu":
-        input = input.astype(np.float32)
-    return input / other
+    return _true_divide(input, other)
 
 
 rtruediv.grad(_div_grad)
@@ -95,6 +99,8 @@ rtruediv.grad(_div_grad)
 
 @register("neg", methods=("neg", "__neg__"))
 def neg(ctx, input):
+    if input.dtype == np.bool_:
+        raise TypeError("neg: negation of a bool tensor is not supported; to invert a mask use ~ or logical_not()")
     return -input
 
 
@@ -293,7 +299,7 @@ def clamp(ctx, input, min=None, max=None):
 
 @clamp.grad
 def _(ctx, g):
-    x, lo, hi = ctx.inputs
+    x, lo, hi = (*ctx.inputs, None, None)[:3]  # bounds given by keyword may be absent
     inside = None
     if lo is not None:
         inside = x >= lo

@@ -3,10 +3,18 @@
 Float16/bfloat16 products follow the tensor-core contract: low-precision inputs,
 float32 accumulation, one rounding of the result. NumPy has no fast half GEMM,
 so on the CPU the inputs are widened to float32, multiplied with float32 BLAS and
-the result rounded to the input dtype; that is the same arithmetic a GPU GEMM
-with a float32 compute type performs. On CuPy, float16 matmul calls cuBLAS
-(cublasGemmEx) with a float32 compute type by default; bfloat16 is widened the
-same way as on the CPU so results do not depend on the CuPy build.
+the result rounded to the input dtype: the arithmetic of a GPU GEMM with a
+float32 compute type. The fused ops (addmm, baddbmm, linear with a bias) add
+their extra term in float32 too, before that single rounding, as torch's CPU
+GEMM does.
+
+On CuPy, float16 matmul goes to cuBLAS (cublasGemmEx) with compute type
+CUBLAS_COMPUTE_32F (float32 accumulation, tensor-core algorithm on sm_70+), so it
+is used as is; a 1-D . 1-D float16 dot is the exception (CuPy reduces it with an
+elementwise kernel in float16), so it is widened like on the CPU. bfloat16 is
+widened on both backends, so results do not depend on the CuPy version. On CuPy
+the fused ops' extra term is added in float32 to the already rounded float16
+product (two roundings). See docs/core.md.
 """
 from __future__ import annotations
 
@@ -19,11 +27,43 @@ from .registry import register
 LP = "lower_precision_fp"
 
 
+def _widen(a, b):
+    """Whether a half-precision product must be widened to float32 here (see the module docstring)."""
+    if a.dtype not in _dt.LOW_PRECISION:
+        return False
+    return a.dtype == _dt.bfloat16 or isinstance(a, np.ndarray) or (a.ndim == 1 and b.ndim == 1)
+
+
 def _mm(a, b):
-    """a @ b with float32 accumulation for half inputs."""
-    if a.dtype in _dt.LOW_PRECISION and (a.dtype == _dt.bfloat16 or isinstance(a, np.ndarray)):
+    """a @ b, with float32 accumulation and one rounding for half inputs."""
+    if _widen(a, b):
         return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
     return a @ b
+
+
+def _mm_plus(name, a, b, c, alpha=1, beta=1):
+    """alpha * (a @ b) + beta * c, rounded once for half inputs (torch ignores c, even NaN, when beta is 0)."""
+    dtype = a.dtype
+    if _widen(a, b):
+        prod = a.astype(np.float32) @ b.astype(np.float32)
+    else:
+        prod = a @ b
+    try:
+        fits = np.broadcast_shapes(prod.shape, c.shape) == prod.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"{name}: the added tensor of shape {tuple(c.shape)} does not broadcast to the "
+                           f"product's shape {tuple(prod.shape)}")
+    if dtype in _dt.LOW_PRECISION:
+        prod, c = prod.astype(np.float32, copy=False), c.astype(np.float32)
+    t = prod.dtype.type
+    out = prod if alpha == 1 else prod * t(alpha)
+    if beta == 0:
+        out = out + array_module(out).zeros_like(c)
+    else:
+        out = out + (c if beta == 1 else c * t(beta))
+    return out.astype(dtype, copy=False)
 
 
 def _check(name, cond, a, b, what):
@@ -39,6 +79,10 @@ def matmul(ctx, input, other):
         raise RuntimeError("matmul: both arguments need at least 1 dimension, got a 0-d tensor")
     k_other = other.shape[0] if other.ndim == 1 else other.shape[-2]
     _check("matmul", input.shape[-1] == k_other, input, other, "inner dimensions differ")
+    try:
+        np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
+    except ValueError:
+        _check("matmul", False, input, other, "batch dimensions do not broadcast")
     return _mm(input, other)
 
 
@@ -116,15 +160,7 @@ def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     _check("addmm", mat1.ndim == 2 and mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0], mat1, mat2,
            "addmm needs two 2-D matrices with matching inner dimensions")
     ctx.beta, ctx.alpha = beta, alpha
-    return _scaled_sum(input, _mm(mat1, mat2), beta, alpha)
-
-
-def _scaled_sum(input, prod, beta, alpha):
-    t = input.dtype.type
-    out = prod if alpha == 1 else prod * t(alpha)
-    if beta == 0:  # torch ignores input (even NaN) when beta is 0
-        return out + array_module(out).zeros_like(input)
-    return out + (input if beta == 1 else input * t(beta))
+    return _mm_plus("addmm", mat1, mat2, input, alpha, beta)
 
 
 def _addmm_grad(ctx, g):
@@ -143,7 +179,7 @@ def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     _check("baddbmm", batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
            and batch1.shape[2] == batch2.shape[1], batch1, batch2, "baddbmm needs matching 3-D batches")
     ctx.beta, ctx.alpha = beta, alpha
-    return _scaled_sum(input, _mm(batch1, batch2), beta, alpha)
+    return _mm_plus("baddbmm", batch1, batch2, input, alpha, beta)
 
 
 baddbmm.grad(_addmm_grad)
@@ -158,13 +194,12 @@ def linear(ctx, input, weight, bias=None):
     if bias is not None and bias.shape not in ((weight.shape[0],), ()):
         raise RuntimeError(f"linear: bias of shape {tuple(bias.shape)} does not fit weight of shape "
                            f"{tuple(weight.shape)} (expected ({weight.shape[0]},))")
-    out = _mm(input, weight.T)
-    return out if bias is None else out + bias
+    return _mm(input, weight.T) if bias is None else _mm_plus("linear", input, weight.T, bias)
 
 
 @linear.grad
 def _(ctx, g):
-    x, w, b = ctx.inputs
+    x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
     gx = g @ w
     g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
     x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
