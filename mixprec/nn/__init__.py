@@ -1,2 +1,7 @@
-"""Neural-network building blocks."""
+"""Neural-network building blocks: Module and layers, functional ops, init, and gradient clipping."""
 from . import functional  # noqa: F401
+from . import init, utils  # noqa: F401
+from .parameter import Parameter  # noqa: F401
+from .module import Module, ModuleDict, ModuleList, Sequential  # noqa: F401
+from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELU,  # noqa: F401
+                     Identity, Linear, LayerNorm, LogSoftmax, MaxPool2d, ReLU, Sigmoid, Softmax, Tanh)

@@ -1,0 +1,509 @@
+"""Module: the base class of every layer and model, and the containers Sequential, ModuleList, ModuleDict.
+
+A Module finds its parts by attribute assignment: assigning a Parameter
+registers a parameter, assigning a Module registers a child, and
+``register_buffer`` registers a tensor that is state but not learnable
+(BatchNorm's running statistics). Names follow PyTorch's, so a state_dict key
+reads ``"0.weight"`` or ``"encoder.layers.1.bias"``.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
+
+import numpy as np
+
+from .. import backend as _be
+from .. import dtypes as _dt
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor
+from .parameter import Parameter
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Module:
+    """Base class for layers and models: subclass it, create parts in __init__, write forward()."""
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_modules", {})
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must implement forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---------------------------------------------------------------- registration
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if params is None:
+            if isinstance(value, (Parameter, Module)):
+                raise AttributeError(f"cannot assign {type(value).__name__} {name!r} before Module.__init__() "
+                                     f"ran; call super().__init__() first in {type(self).__name__}.__init__")
+            object.__setattr__(self, name, value)
+            return
+        if isinstance(value, Parameter):
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            self._forget(name)
+            d["_modules"][name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                                "(an mp.nn.Parameter or None is expected)")
+            params[name] = None
+        elif name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r} "
+                                "(an mp.nn.Module or None is expected)")
+            d["_modules"][name] = None
+        elif name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} "
+                                "(a Tensor or None is expected)")
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        d = self.__dict__
+        d.pop(name, None)
+        for store in ("_parameters", "_buffers", "_modules"):
+            d[store].pop(name, None)
+        d["_non_persistent_buffers"].discard(name)
+
+    def __getattr__(self, name):  # only called when normal lookup fails
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(store, ()):
+                del d[store][name]
+                d["_non_persistent_buffers"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+    @staticmethod
+    def _check_name(kind, name):
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name must be a string, got {type(name).__name__}")
+        if not name or "." in name:
+            raise KeyError(f"{kind} name must be non-empty and contain no '.', got {name!r}")
+
+    def register_parameter(self, name: str, param: Parameter | None):
+        """Add a parameter (or a None placeholder, as Linear(bias=False) does for bias)."""
+        self._check_name("parameter", name)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r} "
+                            "(an mp.nn.Parameter or None is expected; wrap tensors in mp.nn.Parameter)")
+        if name in self.__dict__:
+            raise KeyError(f"attribute {name!r} already exists")
+        self._forget(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True):
+        """Add state that is saved in state_dict (unless persistent=False) but not learned."""
+        self._check_name("buffer", name)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot register {type(tensor).__name__} as buffer {name!r} (a Tensor or None "
+                            "is expected)")
+        if name in self.__dict__ or name in self._parameters or name in self._modules:
+            raise KeyError(f"attribute {name!r} already exists")
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name: str, module: Module | None):
+        self._check_name("module", name)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if name in self.__dict__ or name in self._parameters or name in self._buffers:
+            raise KeyError(f"attribute {name!r} already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # ---------------------------------------------------------------- traversal
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        """(name, module) for this module and every descendant, depth first; each module once."""
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self):
+        for _, c in self.named_children():
+            yield c
+
+    def _named_members(self, store, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mod_prefix, module in modules:
+            for name, value in getattr(module, store).items():
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                yield mod_prefix + ("." if mod_prefix else "") + name, value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        """(name, Parameter) pairs; a parameter shared by two layers is listed once."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn):
+        """Call fn(module) on every child (recursively), then on self; returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ---------------------------------------------------------------- modes
+    def train(self, mode: bool = True):
+        """Training mode (Dropout drops, BatchNorm uses batch statistics) for this module and its children."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode must be a bool, got {mode!r}")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        """Evaluation mode: train(False)."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True):
+        """Clear every parameter's gradient: drop it (default) or fill it with zeros."""
+        for p in self.parameters():
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.data[...] = 0
+                    p.grad._bump_version()
+
+    # ---------------------------------------------------------------- dtype and device
+    def to(self, *args, **kwargs):
+        """Move parameters and buffers to a device and/or cast the floating ones to a dtype.
+
+        to(device), to(dtype), to(device, dtype) or to(tensor). Parameters keep
+        their identity (an optimizer built on them stays valid); integer buffers
+        such as num_batches_tracked keep their dtype.
+        """
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, _be.Device) or (isinstance(a, str) and a.partition(":")[0] in ("cpu", "cuda")):
+                device = a
+            else:
+                dtype = a
+        if dtype is not None:
+            dtype = _dt.as_dtype(dtype)
+            if not _dt.is_floating(dtype):
+                raise TypeError(f"Module.to only casts to floating-point dtypes, got {dtype.name}")
+        device = _be.as_device(device) if device is not None else None
+
+        def convert(array):
+            if device is not None:
+                array = _be.to_device(array, device)
+            if dtype is not None and _dt.is_floating(array.dtype) and array.dtype != dtype:
+                with _be.on_device(_be.device_of_array(array)):
+                    array = array.astype(dtype)
+            return array
+        return self._apply(convert)
+
+    def _apply(self, convert):
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is None:
+                    continue
+                new = convert(p.data)
+                if new is not p.data:
+                    p.data = new
+                    p._bump_version()
+                if p.grad is not None:
+                    g = convert(p.grad.data)
+                    p._grad = Tensor._wrap(g) if g is not p.grad.data else p.grad
+            for name, b in m._buffers.items():
+                if b is not None:
+                    new = convert(b.data)
+                    if new is not b.data:
+                        m._buffers[name] = Tensor._wrap(new)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def float(self):
+        return self.to(_dt.float32)
+
+    def double(self):
+        return self.to(_dt.float64)
+
+    def half(self):
+        return self.to(_dt.float16)
+
+    def bfloat16(self):
+        return self.to(_dt.bfloat16)
+
+    # ---------------------------------------------------------------- state
+    def _state_entries(self, prefix=""):
+        """Every (key, tensor) a state_dict holds: parameters, then persistent buffers, module by module."""
+        for mod_prefix, module in self.named_modules(prefix=prefix, remove_duplicate=False):
+            head = mod_prefix + ("." if mod_prefix else "")
+            for name, p in module._parameters.items():
+                if p is not None:
+                    yield head + name, p
+            for name, b in module._buffers.items():
+                if b is not None and name not in module._non_persistent_buffers:
+                    yield head + name, b
+
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
+        """An ordered dict key -> tensor of everything needed to restore this module.
+
+        The tensors share memory with the module (detached unless keep_vars), as
+        in PyTorch: save or copy them if the module will keep changing.
+        """
+        out = OrderedDict() if destination is None else destination
+        for key, t in self._state_entries(prefix):
+            out[key] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy values from ``state_dict`` (mp tensors, NumPy/CuPy arrays or numbers) into this module.
+
+        Everything is checked before anything is copied, so a failed load leaves
+        the module unchanged. With strict=True (default) missing and unexpected
+        keys are errors; shape mismatches always are. Floating values may be
+        cast to another floating dtype (a float16 checkpoint into a float32
+        model); a floating value for an integer buffer, or the reverse, is an error.
+        """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict expects a dict of key -> tensor, got {type(state_dict).__name__}")
+        expected = OrderedDict(self._state_entries())
+        missing = [k for k in expected if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in expected]
+        problems, ready = [], []
+        for key, target in expected.items():
+            if key not in state_dict:
+                continue
+            value = _as_array(key, state_dict[key])
+            if value is None:
+                problems.append(f"value for {key} is a {type(state_dict[key]).__name__}, expected a Tensor, an "
+                                "array or a number")
+            elif tuple(value.shape) != tuple(target.shape):
+                problems.append(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} from "
+                                f"checkpoint, the shape in current model is {tuple(target.shape)}.")
+            elif _is_float(value.dtype) != _dt.is_floating(target.dtype):
+                problems.append(f"dtype mismatch for {key}: the checkpoint holds {value.dtype.name}, the model "
+                                f"has {target.dtype.name} (floating and integer values do not mix)")
+            else:
+                ready.append((target, value))
+        errors = []
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+        errors.extend(problems)
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        with no_grad():
+            for target, value in ready:
+                target._assign("load_state_dict", _be.to_device(value, target.device))
+        return IncompatibleKeys(missing, unexpected)
+
+    # ---------------------------------------------------------------- printing
+    def extra_repr(self) -> str:
+        """The text inside this module's parentheses in repr (a layer's settings)."""
+        return ""
+
+    def __repr__(self):
+        lines = []
+        for name, child in self._modules.items():
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "")
+        return head + "\n" + "\n".join(lines) + "\n)"
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind == "f" or dtype == _dt.bfloat16
+
+
+def _as_array(key, value):
+    """The array inside a state_dict value, or None when it is not one."""
+    if isinstance(value, Tensor):
+        return value.data
+    if _be.is_array(value):
+        return value
+    if isinstance(value, (bool, int, float, np.generic)):
+        return np.asarray(value)
+    return None
+
+
+# ---------------------------------------------------------------- containers
+class Sequential(Module):
+    """Runs its children in order, each one's output feeding the next. Children are named '0', '1', ..."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], (dict, OrderedDict)):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
+
+    def forward(self, input):
+        for m in self._modules.values():
+            input = m(input)
+        return input
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[_index(idx, len(self))]
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters the parent sees (a plain Python list would hide them)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for m in modules or ():
+            self.append(m)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ModuleList(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self)))]
+
+    def __setitem__(self, idx, module):
+        self.add_module(str(_index(idx, len(self))), module)
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward(); iterate over it in your module's forward()")
+
+
+class ModuleDict(Module):
+    """A dict of named modules whose parameters the parent sees."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for name, m in (modules or {}).items():
+            self.add_module(name, m)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(); index it in your module's forward()")
+
+
+def _index(idx, n):
+    if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
+        raise TypeError(f"indices must be integers or slices, got {type(idx).__name__}")
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range for a container of {n} modules")
+    return int(idx) % n
