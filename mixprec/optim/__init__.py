@@ -1,3 +1,4 @@
 """Optimizers that update parameters in place (outside autograd)."""
 from .optimizer import Optimizer  # noqa: F401
 from .sgd import SGD  # noqa: F401
+from .adam import Adam, AdamW  # noqa: F401

@@ -1,0 +1,122 @@
+"""Adam and AdamW with torch.optim's update rules, statement for statement.
+
+One step for a parameter p with gradient g (torch's single-tensor Adam):
+
+    g = -g                                    if maximize
+    step += 1
+    p = p * (1 - lr * weight_decay)           AdamW (decoupled weight decay)
+    g = g + weight_decay * p                  Adam (L2 penalty folded into the gradient)
+    m = lerp(m, g, 1 - beta1)                 first moment
+    v = v * beta2 + (1 - beta2) * g * g       second moment
+    v_max = max(v_max, v)                     amsgrad only; then v_max replaces v below
+    denom = sqrt(v) / sqrt(1 - beta2**step) + eps
+    p = p + (-lr / (1 - beta1**step)) * m / denom
+
+The state (m, v, v_max) has the parameter's dtype and device, so float32
+parameters keep float32 state. Each line is one PyTorch kernel: for
+float16/bfloat16 tensors it computes in float32 and rounds once when it
+stores, which is what PyTorch's kernels do ("opmath").
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..backend import array_module
+from .optimizer import Optimizer
+
+
+def _opmath(a):
+    """The array a kernel computes on: float32 for half-precision storage."""
+    return a.astype(np.float32) if a.dtype in _dt.LOW_PRECISION else a
+
+
+def _store(dst, value):
+    """Write a kernel's result into dst's memory, rounding to dst's dtype once."""
+    dst[...] = value.astype(dst.dtype, copy=False)
+
+
+def _lerp(start, end, weight):
+    """start + weight * (end - start), in torch's two-sided form (exact at weight 0 and 1)."""
+    if abs(weight) < 0.5:
+        return start + weight * (end - start)
+    return end - (end - start) * (1 - weight)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba), with torch's defaults and options.
+
+    weight_decay adds an L2 penalty to the gradient; for decoupled weight
+    decay use AdamW (or decoupled_weight_decay=True). amsgrad keeps the
+    running maximum of the second moment; maximize ascends instead.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False, decoupled_weight_decay=False):
+        name = type(self).__name__
+        if not 0.0 <= lr:
+            raise ValueError(f"{name}: invalid learning rate {lr} (must be >= 0)")
+        if not 0.0 <= eps:
+            raise ValueError(f"{name}: invalid epsilon {eps} (must be >= 0)")
+        betas = tuple(betas)
+        if len(betas) != 2:
+            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"{name}: invalid beta parameter at index {i}: {b} (must be in [0, 1))")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"{name}: invalid weight_decay {weight_decay} (must be >= 0)")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay))
+
+    def _update(self, p, grad, state, group):
+        xp = array_module(p.data)
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = xp.zeros_like(p.data)
+            state["exp_avg_sq"] = xp.zeros_like(p.data)
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = xp.zeros_like(p.data)
+        c = np.float32 if p.dtype in _dt.LOW_PRECISION else p.dtype.type  # the kernels' scalar type
+        param, exp_avg, exp_avg_sq = p.data, state["exp_avg"], state["exp_avg_sq"]
+        g = -grad if group["maximize"] else grad
+        state["step"] += 1
+        step = state["step"]
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                _store(param, _opmath(param) * c(1 - lr * wd))
+            else:
+                g = (_opmath(g) + c(wd) * _opmath(param)).astype(grad.dtype, copy=False)
+        g = _opmath(g)
+        _store(exp_avg, _lerp(_opmath(exp_avg), g, c(1 - beta1)))
+        _store(exp_avg_sq, _opmath(exp_avg_sq) * c(beta2))
+        _store(exp_avg_sq, _opmath(exp_avg_sq) + c(1 - beta2) * g * g)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        step_size = lr / bias_correction1
+        if group["amsgrad"]:
+            second = state["max_exp_avg_sq"]
+            xp.maximum(second, exp_avg_sq, out=second)
+        else:
+            second = exp_avg_sq
+        dt = p.dtype
+        denom = xp.sqrt(_opmath(second)).astype(dt, copy=False)
+        denom = (_opmath(denom) / c(bias_correction2_sqrt)).astype(dt, copy=False)
+        denom = (_opmath(denom) + c(eps)).astype(dt, copy=False)
+        _store(param, _opmath(param) + c(-step_size) * _opmath(exp_avg) / _opmath(denom))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr * weight_decay before the Adam step.
+
+    Defaults follow torch.optim.AdamW (weight_decay=1e-2).
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                         maximize=maximize, decoupled_weight_decay=True)
