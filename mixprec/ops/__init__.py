@@ -6,3 +6,4 @@ takes for mp.<name>, Tensor methods and the autocast policy tables to see them.
 from .registry import CastPolicy, Op, as_policy, get, names, policy, register  # noqa: F401
 from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
 from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, pools)
+from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
