@@ -4,11 +4,17 @@ from __future__ import annotations
 import functools
 import threading
 
-_local = threading.local()
+class _Modes(threading.local):
+    """Per-thread switches; the class attributes are each new thread's defaults."""
+    grad = True
+    anomaly = False
+
+
+_local = _Modes()
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_local, "grad", True)
+    return _local.grad
 
 
 def set_grad_enabled(mode: bool) -> None:
@@ -47,7 +53,7 @@ class enable_grad(_GradModeContext):
 
 
 def is_anomaly_enabled() -> bool:
-    return getattr(_local, "anomaly", False)
+    return _local.anomaly
 
 
 class detect_anomaly:

@@ -16,7 +16,7 @@ class Node:
     def __init__(self, op, args):
         self.op = op
         self.args = args
-        self.versions = tuple(a._version if hasattr(a, "_vc") else None for a in args)
+        self.versions = [a._vc[0] if hasattr(a, "_vc") else None for a in args]
         self.freed = False
         self.trace = None
 
@@ -28,7 +28,9 @@ class Node:
         """Link the node to its output (weakly: the output owns the node, not the reverse)."""
         self.out_ref = weakref.ref(out)
         self.out_data = out.data
-        self.out_meta = (out.shape, out.dtype)
+        self.out_vc = out._vc
+        self.out_version = out._vc[0]
+        self.out_meta = (out.data.shape, out.data.dtype)
         out.grad_fn = self
         out.requires_grad = True
 
@@ -48,6 +50,10 @@ class Node:
     def output(self):
         """The op's output as a Tensor attached to this node (safe to differentiate through)."""
         self._check_alive()
+        if self.out_vc[0] != self.out_version:
+            raise RuntimeError(
+                f"the output of {self.name}, which its backward needs, has been modified by an in-place "
+                f"operation (version {self.out_vc[0]}, expected {self.out_version}); use an out-of-place op instead")
         from ..tensor import Tensor
         out = self.out_ref()
         if out is not None:

@@ -22,7 +22,7 @@ def _in_f32(fn):
 
 
 # ---------------------------------------------------------------- arithmetic
-@register("add", methods=("add", "__add__"), rmethods=("__radd__",), promote=(0, 1))
+@register("add", methods=("add", "__add__"), rmethods=("__radd__",), promote=(0, 1), broadcast=True)
 def add(ctx, input, other, alpha=1):
     """input + alpha * other, promoting dtypes."""
     ctx.alpha = alpha
@@ -34,7 +34,7 @@ def _(ctx, g):
     return g, (g if ctx.alpha == 1 else g * ctx.alpha)
 
 
-@register("sub", methods=("sub", "__sub__"), promote=(0, 1))
+@register("sub", methods=("sub", "__sub__"), promote=(0, 1), broadcast=True)
 def sub(ctx, input, other, alpha=1):
     """input - alpha * other."""
     ctx.alpha = alpha
@@ -46,7 +46,7 @@ def _(ctx, g):
     return g, -g if ctx.alpha == 1 else g * -ctx.alpha
 
 
-@register("__rsub__", rmethods=("__rsub__",), promote=(0, 1))
+@register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True)
 def rsub(ctx, input, other):
     """other - input, for ``2 - x``: called as rsub(2, x)."""
     return input - other
@@ -55,7 +55,7 @@ def rsub(ctx, input, other):
 rsub.grad(lambda ctx, g: (g, -g))
 
 
-@register("mul", methods=("mul", "__mul__"), rmethods=("__rmul__",), promote=(0, 1))
+@register("mul", methods=("mul", "__mul__"), rmethods=("__rmul__",), promote=(0, 1), broadcast=True)
 def mul(ctx, input, other):
     return input * other
 
@@ -71,7 +71,7 @@ def _div_grad(ctx, g):
     return g / b, -g * a / (b * b)
 
 
-@register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1))
+@register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1), broadcast=True)
 def div(ctx, input, other):
     """input / other; integer inputs divide into float32."""
     return _true_divide(input, other)
@@ -88,7 +88,7 @@ def _true_divide(a, b):
 div.grad(_div_grad)
 
 
-@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32")
+@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32", broadcast=True)
 def rtruediv(ctx, input, other):
     """other / input as the reflected operator (``2 / x``): float32 under CUDA autocast."""
     return _true_divide(input, other)
@@ -124,13 +124,13 @@ def _is_number(x):
     return isinstance(x, (int, float, np.generic))
 
 
-@register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32")
+@register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True)
 def pow(ctx, input, exponent):
     """input ** exponent (float32 under CUDA autocast)."""
     return _power(input, exponent)
 
 
-@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32")
+@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32", broadcast=True)
 def rpow(ctx, input, exponent):
     """``2 ** x``, called as rpow(2, x)."""
     return _power(input, exponent)
@@ -254,12 +254,12 @@ def _minmax_grad(ctx, g):
     return (g * wa if wa is not None else None), (g * wb if wb is not None else None)
 
 
-@register("maximum", methods=("maximum",), promote=(0, 1))
+@register("maximum", methods=("maximum",), promote=(0, 1), broadcast=True)
 def maximum(ctx, input, other):
     return array_module(input).maximum(input, other)
 
 
-@register("minimum", methods=("minimum",), promote=(0, 1))
+@register("minimum", methods=("minimum",), promote=(0, 1), broadcast=True)
 def minimum(ctx, input, other):
     return array_module(input).minimum(input, other)
 
@@ -268,7 +268,7 @@ maximum.grad(_minmax_grad)
 minimum.grad(_minmax_grad)
 
 
-@register("where", promote=(1, 2))
+@register("where", promote=(1, 2), broadcast=True)
 def where(ctx, condition, input, other):
     """input where condition holds, else other."""
     if condition.dtype != np.bool_:
@@ -283,7 +283,7 @@ def _(ctx, g):
     return None, where(c, g, zero), where(c, zero, g)
 
 
-@register("clamp", methods=("clamp", "clip"), aliases=("clip",), promote=(0, 1, 2))
+@register("clamp", methods=("clamp", "clip"), aliases=("clip",), promote=(0, 1, 2), broadcast=True)
 def clamp(ctx, input, min=None, max=None):
     """Limit values to [min, max]; either bound may be None, a number or a tensor."""
     if min is None and max is None:
@@ -314,7 +314,7 @@ def _(ctx, g):
 
 # ---------------------------------------------------------------- comparisons (no gradient)
 def _compare(name, fn, method):
-    op = register(name, methods=(name, method), promote=(0, 1), differentiable=False)(
+    op = register(name, methods=(name, method), promote=(0, 1), differentiable=False, broadcast=True)(
         lambda ctx, input, other: fn(input, other))
     op.__doc__ = f"Elementwise {name}, a bool tensor."
     return op
@@ -328,12 +328,12 @@ gt = _compare("gt", lambda a, b: a > b, "__gt__")
 ge = _compare("ge", lambda a, b: a >= b, "__ge__")
 
 
-@register("logical_and", methods=("logical_and", "__and__"), promote=(), differentiable=False)
+@register("logical_and", methods=("logical_and", "__and__"), promote=(), differentiable=False, broadcast=True)
 def logical_and(ctx, input, other):
     return array_module(input).logical_and(input, other)
 
 
-@register("logical_or", methods=("logical_or", "__or__"), promote=(), differentiable=False)
+@register("logical_or", methods=("logical_or", "__or__"), promote=(), differentiable=False, broadcast=True)
 def logical_or(ctx, input, other):
     return array_module(input).logical_or(input, other)
 

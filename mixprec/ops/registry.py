@@ -22,6 +22,8 @@ import traceback
 import numpy as _np
 
 from .. import dtypes as _dt
+from ..backend import CPU
+from ..backend import is_array as _is_array
 from ..backend import on_device as _on
 from ..autograd import grad_mode as _gm
 from ..autograd.graph import Node
@@ -50,9 +52,14 @@ def as_policy(p) -> CastPolicy | None:
                          "'lower_precision_fp', 'fp32', 'promote', 'banned' or None") from None
 
 
-# Thread-local dispatch state, read on every call. ``autocast`` is owned by
-# mixprec.amp: a dict {device_type: dtype} of enabled regions, or None.
-STATE = threading.local()
+class _DispatchState(threading.local):
+    """Thread-local dispatch state, read on every call. ``autocast`` is owned by
+    mixprec.amp: a dict {device_type: dtype} of enabled regions, or None (the
+    class attribute is each new thread's default)."""
+    autocast = None
+
+
+STATE = _DispatchState()
 AUTOCAST_HOOK = None      # set by mixprec.amp: (op, args, device, dtype) -> args
 OBSERVERS: list = []      # callables (op, args_in, args_run, out) for tracing
 
@@ -71,7 +78,7 @@ class Op:
     """
 
     def __init__(self, name, forward, *, cuda=None, cpu=None, promote=(0,), same_dtype=False,
-                 differentiable=True, composite=False, inplace=False, view=False, doc=None):
+                 differentiable=True, composite=False, inplace=False, view=False, broadcast=False, doc=None):
         self.name = name
         self.forward = forward
         self.backward = None
@@ -82,8 +89,13 @@ class Op:
         self.composite = composite
         self.inplace = inplace
         self.view = view  # output shares memory (and so the version counter) with input 0
+        self.broadcast = broadcast  # elementwise: the array args broadcast against each other
+        if list(promote) != sorted(promote):
+            raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
         code = forward.__code__
         self.arg_names = code.co_varnames[1:code.co_argcount]  # positional params after ctx
+        defaults = forward.__defaults__ or ()
+        self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         self.__doc__ = doc or forward.__doc__
 
     def grad(self, fn):
@@ -182,67 +194,195 @@ def public(op):
 
 
 # ---------------------------------------------------------------- dispatch
-def _flatten_tensors(args):
-    """The Tensors among positional args, looking one level into lists and tuples."""
-    found = []
-    for a in args:
-        if isinstance(a, Tensor):
-            found.append(a)
-        elif isinstance(a, (list, tuple)):
-            found.extend(x for x in a if isinstance(x, Tensor))
-    return found
+# Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
+_SCALARS = (int, float, _np.number, _np.bool_)
 
 
-def _common_device(op, tensors):
-    dev = tensors[0].device
-    for t in tensors[1:]:
-        if t.device != dev:
-            raise RuntimeError(f"{op.name}: expected all tensors on one device, "
-                               f"got {dev} and {t.device}")
-    return dev
+def dispatch(op, args, kwargs):
+    """Run one call of ``op`` (the steps are listed in the module docstring).
 
-
-def _to_arrays(args):
-    out = []
-    for a in args:
-        if isinstance(a, Tensor):
-            out.append(a.data)
-        elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
-            out.append(type(a)(x.data if isinstance(x, Tensor) else x for x in a))
+    This runs for every op call, so the common case (tensors of one dtype on one
+    device) takes the shortest path; anything unusual is handled in helpers.
+    """
+    if kwargs and op.arg_names:
+        args, kwargs = _keyword_args_to_positional(op, args, kwargs)
+    tensors, args = _find_tensors(op, args)
+    if not tensors:
+        tensors, args = _scalars_to_tensors(op, args)
+    device = tensors[0].device
+    if device is CPU:  # the common case, checked without building Device objects
+        for t in tensors:
+            if not isinstance(t.data, _np.ndarray):
+                _check_same_device(op, device, t.device)
+    else:
+        for t in tensors:
+            if t.device is not device:
+                _check_same_device(op, device, t.device)
+    args_in = args
+    autocast = STATE.autocast
+    if autocast and device.type in autocast and not op.inplace and "out" not in kwargs \
+            and kwargs.get("dtype") is None and AUTOCAST_HOOK is not None:
+        args = AUTOCAST_HOOK(op, args, device, autocast[device.type])
+        if args is not args_in:
+            tensors = _find_tensors(op, args)[0]
+    if op.composite:
+        out = op.forward(None, *args, **kwargs)
+        for obs in OBSERVERS:
+            obs(op, args_in, args, out)
+        return out
+    if op.promote:
+        args = _promote(op, args)
+    needs_grad = False
+    if op.differentiable and _gm.is_grad_enabled():
+        for t in tensors:  # a cast made by promotion requires grad exactly when its source does
+            if t.requires_grad:
+                needs_grad = True
+                break
+    ctx = Node(op, args) if needs_grad else _Scratch()
+    arrays = [a.data if isinstance(a, Tensor) else _arrays_in(a) for a in args]
+    try:
+        if device is CPU:
+            data = op.forward(ctx, *arrays, **kwargs)
         else:
-            out.append(a)
+            with _on(device):
+                data = op.forward(ctx, *arrays, **kwargs)
+    except ValueError:
+        if op.broadcast:
+            _check_broadcast(op, arrays)
+        raise
+    if not isinstance(data, _np.ndarray) and isinstance(data, _np.generic):
+        data = _np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
+    out = Tensor._wrap(data, vc=args[0]._vc if op.view else None)
+    if needs_grad and data.dtype in _FLOATING:
+        ctx.finish(out)
+        if _gm.is_anomaly_enabled():
+            ctx.trace = "".join(traceback.format_stack()[:-2])
+    for obs in OBSERVERS:
+        obs(op, args_in, args, out)
     return out
 
 
+_FLOATING = frozenset(_dt.FLOATING)
+
+
+class _Scratch:
+    """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
+
+
+def _find_tensors(op, args):
+    """The Tensors among the positional args (also inside a list: cat, stack).
+
+    A raw NumPy/CuPy array in a data position (``op.promote``) is wrapped as a
+    Tensor first, so ``t + ndarray`` follows the same dtype and device rules as
+    two tensors.
+    """
+    tensors = []
+    wrapped = None
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            tensors.append(a)
+        elif isinstance(a, (list, tuple)):
+            tensors.extend(x for x in a if isinstance(x, Tensor))
+        elif i in op.promote and _is_array(a):
+            _dt.as_dtype(a.dtype)  # names an unsupported dtype
+            if wrapped is None:
+                wrapped = list(args)
+            wrapped[i] = Tensor._wrap(a)
+            tensors.append(wrapped[i])
+    return tensors, (args if wrapped is None else tuple(wrapped))
+
+
+def _scalars_to_tensors(op, args):
+    """No tensor at all (``mp.exp(1.0)``): data-position scalars become tensors on the default device."""
+    from ..tensor import tensor as _make_tensor
+    args = tuple(_make_tensor(a) if i in op.promote and isinstance(a, _SCALARS) else a
+                 for i, a in enumerate(args))
+    tensors = _find_tensors(op, args)[0]
+    if not tensors:
+        raise TypeError(f"{op.name}: expected a Tensor argument")
+    return tensors, args
+
+
+def _check_same_device(op, device, other):
+    if other != device:
+        raise RuntimeError(f"{op.name}: expected all tensors on one device, got {device} and {other}")
+
+
+def _keyword_args_to_positional(op, args, kwargs):
+    """Params given by keyword (``clamp(x, max=t)``) join the positional args; defaults fill gaps.
+
+    Forward and backward then see every tensor argument in its position.
+    """
+    names = op.arg_names[len(args):]
+    last = -1
+    for k, n in enumerate(names):
+        if n in kwargs:
+            last = k
+    if last < 0:
+        return args, kwargs
+    kwargs = dict(kwargs)
+    extra = []
+    for n in names[:last + 1]:
+        if n in kwargs:
+            extra.append(kwargs.pop(n))
+        elif n in op.defaults:
+            extra.append(op.defaults[n])
+        else:
+            raise TypeError(f"{op.name}: missing argument {n!r}")
+    return tuple(args) + tuple(extra), kwargs
+
+
+def _arrays_in(a):
+    """A list/tuple arg with Tensors in it becomes the same container of arrays; anything else passes."""
+    if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
+        return type(a)(x.data if isinstance(x, Tensor) else x for x in a)
+    return a
+
+
 def _promote(op, args):
-    """Cast the data args (op.promote) to one dtype; scalars become scalars of that dtype."""
+    """Cast the data args (op.promote) to one dtype; scalars become scalars of that dtype.
+
+    Fast path: every data arg is a Tensor (or None) of one dtype, nothing to do.
+    """
+    target = None
+    n = len(args)
+    for i in op.promote:
+        if i >= n:
+            break
+        a = args[i]
+        if isinstance(a, Tensor):
+            d = a.data.dtype
+            if target is None:
+                target = d
+            elif d is not target and d != target:
+                return _promote_mixed(op, args)
+        elif a is not None:
+            return _promote_mixed(op, args)
+    return args
+
+
+def _promote_mixed(op, args):
+    """_promote for mixed dtypes, scalars and lists: one target dtype by the promotion table."""
     dts = []
     scalars = []
     for i in op.promote:
         if i >= len(args):
             continue
         a = args[i]
-        items = a if isinstance(a, (list, tuple)) else (a,)
-        for x in items:
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(x, Tensor):
                 dts.append(x.dtype)
-            elif isinstance(x, (int, float, bool)) and not isinstance(x, Tensor):
+            elif isinstance(x, _SCALARS):
                 scalars.append(x)
-    if not dts:
-        if not scalars:
-            return args, None
-        raise TypeError(f"{op.name}: expected at least one Tensor argument, got only Python scalars")
-    target = dts[0]
-    if op.same_dtype:
-        for d in dts[1:]:
-            if d != target:
-                raise TypeError(f"{op.name}: expected all inputs to have the same dtype, got {target.name} "
-                                f"and {d.name} (cast one with .to(dtype), or run under mp.autocast)")
-    else:
-        for d in dts[1:]:
-            target = _dt.promote(target, d)
-    for s in scalars:
-        target = _dt.promote_with_scalar(target, s)
+            elif isinstance(x, complex):
+                raise TypeError(f"{op.name}: complex numbers are not supported")
+    if not dts and not scalars:
+        return args
+    if op.same_dtype and len(set(dts)) > 1:
+        raise TypeError(f"{op.name}: expected all inputs to have the same dtype, got "
+                        f"{' and '.join(sorted({d.name for d in dts}))} (cast one with .to(dtype), "
+                        "or run under mp.autocast)")
+    target = _dt.result_type(*dts, *scalars)
     args = list(args)
     for i in op.promote:
         if i >= len(args):
@@ -252,75 +392,23 @@ def _promote(op, args):
             args[i] = [_cast_or_scalar(x, target) for x in a]
         else:
             args[i] = _cast_or_scalar(a, target)
-    return args, target
+    return tuple(args)
 
 
 def _cast_or_scalar(x, dtype):
     if isinstance(x, Tensor):
         return x if x.dtype == dtype else x.to(dtype)
-    if isinstance(x, (int, float, bool)):
+    if isinstance(x, _SCALARS):
         return dtype.type(x)
     return x
 
 
-def dispatch(op, args, kwargs):
-    if kwargs and op.arg_names:  # tensor-like params given by keyword join the positional args
-        moved = [n for n in op.arg_names[len(args):] if n in kwargs]
-        if moved:
-            kwargs = dict(kwargs)
-            args = tuple(args) + tuple(kwargs.pop(n) if n in kwargs else _default(op, n)
-                                       for n in op.arg_names[len(args):op.arg_names.index(moved[-1]) + 1])
-    tensors = _flatten_tensors(args)
-    if not tensors:
-        from ..tensor import tensor as _make_tensor
-        args = tuple(_make_tensor(a) if i in op.promote and isinstance(a, (int, float, bool)) else a
-                     for i, a in enumerate(args))
-        tensors = _flatten_tensors(args)
-        if not tensors:
-            raise TypeError(f"{op.name}: expected a Tensor argument")
-    device = _common_device(op, tensors)
-    args_in = args
-    autocast = getattr(STATE, "autocast", None)
-    if autocast and device.type in autocast and not op.inplace and "out" not in kwargs \
-            and kwargs.get("dtype") is None and AUTOCAST_HOOK is not None:
-        args = AUTOCAST_HOOK(op, args, device, autocast[device.type])
-        if args is not args_in:
-            tensors = _flatten_tensors(args)
-    if op.composite:
-        out = op.forward(None, *args, **kwargs)
-        if OBSERVERS:
-            for obs in OBSERVERS:
-                obs(op, args_in, args, out)
-        return out
-    args, _ = _promote(op, args)
-    if op.promote:
-        tensors = _flatten_tensors(args)
-    needs_grad = op.differentiable and _gm.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    node = Node(op, args) if needs_grad else _Scratch()
-    arrays = _to_arrays(args)
-    with _on(device):
-        data = op.forward(node, *arrays, **kwargs)
-    if isinstance(data, _np.generic):  # NumPy reductions return scalars, not 0-d arrays
-        data = _np.asarray(data)
-    out = Tensor._wrap(data, device, vc=args[0]._vc if op.view else None)
-    if needs_grad and _dt.is_floating(out.dtype):
-        node.finish(out)
-        if _gm.is_anomaly_enabled():
-            node.trace = "".join(traceback.format_stack()[:-2])
-    if OBSERVERS:
-        for obs in OBSERVERS:
-            obs(op, args_in, args, out)
-    return out
-
-
-class _Scratch:
-    """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
-
-
-def _default(op, name):
-    import inspect
-    p = inspect.signature(op.forward).parameters[name]
-    if p.default is inspect.Parameter.empty:
-        raise TypeError(f"{op.name}: missing argument {name!r}")
-    return p.default
-
+def _check_broadcast(op, arrays):
+    """Turn NumPy's/CuPy's broadcasting ValueError into one that names the op and the shapes."""
+    shapes = [tuple(a.shape) for a in arrays if _is_array(a)]
+    try:
+        _np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
+        raise RuntimeError(f"{op.name}: shapes {listed} cannot be broadcast together "
+                           "(each dimension, counted from the right, must be equal or 1)") from None

@@ -1,0 +1,165 @@
+"""Python overhead of mixprec's dispatch and autograd engine on tiny CPU tensors.
+
+On tensors this small the arithmetic is nearly free, so the time per call is the
+framework's own Python (or C++) overhead. Three workloads:
+
+  op        ``a + b`` on two 4x4 float32 tensors (no graph)
+  op+grad   the same with ``a.requires_grad`` (records a graph node)
+  mlp step  one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
+            (linear, relu, linear, log_softmax, index the targets, mean),
+            backward, SGD with momentum
+
+Each is timed for mixprec and, when PyTorch is importable, for PyTorch eager in
+the same process, and reported as a ratio (mixprec / PyTorch). Raw NumPy is shown
+as the floor for the single op. Timings are the best of ``--repeat`` runs of
+``--number`` calls each.
+
+    python benchmarks/dispatch.py [--number 2000] [--repeat 7]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import mixprec as mp  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # the PyTorch column is skipped
+    torch = None
+
+BATCH, IN, HIDDEN, OUT = 32, 64, 64, 10
+
+
+def best_time(fn, number, repeat):
+    """Seconds per call: the best of ``repeat`` runs of ``number`` calls (after one warm-up run)."""
+    for _ in range(min(number, 50)):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+# ------------------------------------------------------------------ workloads
+def op_workloads():
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.standard_normal((4, 4), dtype=np.float32), rng.standard_normal((4, 4), dtype=np.float32)
+    a, b = mp.tensor(a_np), mp.tensor(b_np)
+    ag = mp.tensor(a_np, requires_grad=True)
+    out = {"numpy": {"op": lambda: a_np + b_np},
+           "mixprec": {"op": lambda: a + b, "op+grad": lambda: ag + b}}
+    if torch is not None:
+        ta, tb = torch.from_numpy(a_np.copy()), torch.from_numpy(b_np.copy())
+        tag = ta.clone().requires_grad_(True)
+        out["torch"] = {"op": lambda: ta + tb, "op+grad": lambda: tag + tb}
+    return out
+
+
+def mlp_data():
+    rng = np.random.default_rng(0)
+    init = {"w1": rng.standard_normal((HIDDEN, IN)) / np.sqrt(IN), "b1": np.zeros(HIDDEN),
+            "w2": rng.standard_normal((OUT, HIDDEN)) / np.sqrt(HIDDEN), "b2": np.zeros(OUT)}
+    init = {k: v.astype(np.float32) for k, v in init.items()}
+    x = rng.standard_normal((BATCH, IN), dtype=np.float32)
+    y = rng.integers(0, OUT, BATCH)
+    return init, x, y
+
+
+def mixprec_step():
+    init, x_np, y_np = mlp_data()
+    params = {k: mp.tensor(v, requires_grad=True) for k, v in init.items()}
+    x, y, rows = mp.tensor(x_np), mp.tensor(y_np), mp.arange(BATCH)
+    opt = mp.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
+    F = mp.nn.functional
+
+    def step():
+        h = F.relu(F.linear(x, params["w1"], params["b1"]))
+        logits = F.linear(h, params["w2"], params["b2"])
+        loss = -F.log_softmax(logits, dim=1)[rows, y].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def torch_step():
+    init, x_np, y_np = mlp_data()
+    params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
+    x, y, rows = torch.from_numpy(x_np), torch.from_numpy(y_np), torch.arange(BATCH)
+    opt = torch.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
+    F = torch.nn.functional
+
+    def step():
+        h = F.relu(F.linear(x, params["w1"], params["b1"]))
+        logits = F.linear(h, params["w2"], params["b2"])
+        loss = -F.log_softmax(logits, dim=1)[rows, y].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def check_same_training():
+    """Both frameworks train the same model to the same loss (so the timed work is the same)."""
+    if torch is None:
+        return None
+    ms, ts = mixprec_step(), torch_step()
+    for _ in range(20):
+        lm, lt = ms().item(), ts().item()
+    return abs(lm - lt)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--number", type=int, default=2000, help="calls per timing run (op); mlp uses number/10")
+    ap.add_argument("--repeat", type=int, default=7, help="timing runs; the best is reported")
+    args = ap.parse_args(argv)
+
+    if torch is not None:
+        torch.set_num_threads(1)  # tiny tensors: threads only add overhead, keep both single-threaded
+    print(f"mixprec {mp.__version__}, numpy {np.__version__}"
+          + (f", torch {torch.__version__}" if torch is not None else ", torch not installed (no ratio column)"))
+    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or platform.system()}")
+    diff = check_same_training()
+    if diff is not None:
+        print(f"same model, same data: |loss_mixprec - loss_torch| after 20 steps = {diff:.2e}")
+
+    ops = op_workloads()
+    rows = []
+    for name in ("op", "op+grad"):
+        t_mp = best_time(ops["mixprec"][name], args.number, args.repeat)
+        t_t = best_time(ops["torch"][name], args.number, args.repeat) if torch is not None else None
+        t_np = best_time(ops["numpy"][name], args.number, args.repeat) if name in ops["numpy"] else None
+        rows.append((f"{name}: add 4x4 float32", t_mp, t_t, t_np))
+    n_mlp = max(args.number // 10, 20)
+    t_mp = best_time(mixprec_step(), n_mlp, args.repeat)
+    t_t = best_time(torch_step(), n_mlp, args.repeat) if torch is not None else None
+    rows.append((f"mlp step: {BATCH}x{IN} -> {HIDDEN} -> {OUT}, fwd+bwd+SGD", t_mp, t_t, None))
+
+    print()
+    head = f"{'workload':44} {'mixprec us':>11} {'torch us':>9} {'ratio':>6} {'numpy us':>9}"
+    print(head)
+    print("-" * len(head))
+    for label, t_mp, t_t, t_np in rows:
+        cells = [f"{label:44}", f"{t_mp * 1e6:11.2f}",
+                 f"{t_t * 1e6:9.2f}" if t_t else f"{'-':>9}",
+                 f"{t_mp / t_t:6.2f}" if t_t else f"{'-':>6}",
+                 f"{t_np * 1e6:9.2f}" if t_np else f"{'-':>9}"]
+        print(" ".join(cells))
+    print("\nratio = mixprec time / PyTorch eager time in this process (goal: mlp step <= 2)")
+
+
+if __name__ == "__main__":
+    main()
