@@ -55,12 +55,15 @@ def as_policy(p) -> CastPolicy | None:
 class _DispatchState(threading.local):
     """Thread-local dispatch state, read on every call. ``autocast`` is owned by
     mixprec.amp: a dict {device_type: dtype} of enabled regions, or None (the
-    class attribute is each new thread's default)."""
+    class attribute is each new thread's default). ``depth`` counts the composite
+    ops (and autocast casts) now running, so a trace can show what ran inside what."""
     autocast = None
+    depth = 0
 
 
 STATE = _DispatchState()
-AUTOCAST_HOOK = None      # set by mixprec.amp: (op, args, device, dtype) -> args
+AUTOCAST_HOOK = None      # set by mixprec.amp: (op, args, device, dtype) -> args; the same args
+                          # object when the op has no policy there, new args when one was applied
 OBSERVERS: list = []      # callables (op, args_in, args_run, out) for tracing
 
 _REGISTRY: dict[str, "Op"] = {}
@@ -226,7 +229,7 @@ def dispatch(op, args, kwargs):
         if args is not args_in:
             tensors = _find_tensors(op, args)[0]
     if op.composite:
-        out = op.forward(None, *args, **kwargs)
+        out = _run_composite(op, args, kwargs, autocast_applied=args is not args_in)
         for obs in OBSERVERS:
             obs(op, args_in, args, out)
         return out
@@ -263,6 +266,21 @@ def dispatch(op, args, kwargs):
 
 
 _FLOATING = frozenset(_dt.FLOATING)
+
+
+def _run_composite(op, args, kwargs, autocast_applied):
+    """Run a composite's forward one level deeper. When autocast applied the op's own
+    policy, its inner ops run with autocast off: the policy is applied once, at the
+    top, as torch excludes the autocast key inside an op on its lists."""
+    saved = STATE.autocast
+    STATE.depth += 1
+    if autocast_applied:
+        STATE.autocast = None
+    try:
+        return op.forward(None, *args, **kwargs)
+    finally:
+        STATE.depth -= 1
+        STATE.autocast = saved
 
 
 class _Scratch:
