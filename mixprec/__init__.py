@@ -14,6 +14,7 @@ from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlp
                      randn_like, randperm, tensor, zeros, zeros_like)
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from . import autograd, amp, nn, optim  # noqa: F401
+from .serialization import load, save  # noqa: F401  (checkpoints, no pickle)
 
 bool = bool_  # mp.bool, like torch.bool
 
