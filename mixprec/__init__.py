@@ -15,6 +15,8 @@ from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlp
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from . import autograd, amp, nn, optim  # noqa: F401
 from .serialization import load, save  # noqa: F401  (checkpoints, no pickle)
+from .random import get_rng_state, set_rng_state  # noqa: F401
+from . import random  # noqa: F401
 
 bool = bool_  # mp.bool, like torch.bool
 
