@@ -17,6 +17,7 @@ from . import autograd, amp, nn, optim  # noqa: F401
 from .serialization import load, save  # noqa: F401  (checkpoints, no pickle)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from . import random  # noqa: F401
+from . import distributed  # noqa: F401  (MPI / NCCL data parallelism; imports no MPI until used)
 
 bool = bool_  # mp.bool, like torch.bool
 
