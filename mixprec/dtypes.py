@@ -4,8 +4,9 @@ mp dtypes *are* NumPy dtype objects (``mp.bfloat16`` is ml_dtypes' bfloat16),
 so ``t.dtype == np.float16`` and ``t.dtype == mp.float16`` both read naturally.
 NumPy cannot promote float16 with bfloat16 and ml_dtypes promotes
 ``bfloat16 * 2.0`` to float32, so mixprec never relies on NumPy's rules:
-:func:`result_type` decides, and nothing is ever promoted to float64 unless
-an input already is float64.
+:func:`promote` (the table) and :func:`result_type` (tensors and scalars,
+torch's rules) decide, and nothing is ever promoted to float64 unless an
+input already is float64.
 """
 from __future__ import annotations
 
@@ -77,30 +78,41 @@ def scalar_dtype(value) -> np.dtype:
     raise TypeError(f"expected a Python number, got {type(value).__name__}")
 
 
-def promote_with_scalar(d: np.dtype, value) -> np.dtype:
-    """Scalars are 'weak': they adopt the tensor's dtype unless they need a wider category."""
-    sd = scalar_dtype(value)
-    if _CATEGORY[sd] <= _CATEGORY[d]:
-        return d
-    return float32 if sd == float32 else (int64 if sd == int64 else d)
+def result_type(*operands) -> np.dtype:
+    """The dtype an op on these operands computes in (torch's rules, on mixprec's table).
 
-
-def result_type(*items) -> np.dtype:
-    """Promote a mix of dtypes (tensors' dtypes) and Python scalars.
-
-    Tensor dtypes decide among themselves first; scalars only widen the category
-    (an int tensor times 0.5 becomes float32, a float16 tensor times 0.5 stays float16).
+    Operands are dtypes, tensors/arrays, or Python/NumPy scalars, in three tiers:
+    tensors with dimensions (and bare dtypes) decide among themselves; a 0-d
+    tensor, and then a scalar, only counts when it is of a higher category
+    (bool < integer < floating) than what decided so far. So float16 * 0.5 and
+    float16 * tensor(0.5) stay float16, int * 0.5 becomes float32 (a Python
+    float counts as float32), and float16 + bfloat16 tensors meet in float32.
     """
-    out = None
-    scalars = []
-    for it in items:
-        if isinstance(it, np.dtype):
-            out = it if out is None else promote(out, it)
+    dims = zero_dims = weak = None
+    for x in operands:
+        if isinstance(x, np.dtype):
+            dims = _join(dims, x)
+        elif hasattr(x, "dtype") and hasattr(x, "ndim") and not isinstance(x, np.generic):
+            if x.ndim:
+                dims = _join(dims, as_dtype(x.dtype))
+            else:
+                zero_dims = _join(zero_dims, as_dtype(x.dtype))
         else:
-            scalars.append(it)
+            weak = _join(weak, scalar_dtype(x))
+    out = _combine(dims, _combine(zero_dims, weak))
     if out is None:
-        out = scalar_dtype(scalars[0])
-        scalars = scalars[1:]
-    for s in scalars:
-        out = promote_with_scalar(out, s)
+        raise TypeError("result_type() needs at least one operand")
     return out
+
+
+def _join(a, b):
+    return b if a is None else promote(a, b)
+
+
+def _combine(higher, lower):
+    """Add a weaker tier's dtype: it only matters when its category is higher."""
+    if higher is None or lower is None:
+        return lower if higher is None else higher
+    if _CATEGORY[lower] > _CATEGORY[higher]:
+        return promote(higher, lower)
+    return higher

@@ -206,7 +206,12 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
-            elif isinstance(a, (str, _be.Device)) and not (isinstance(a, str) and a in _dt._BY_NAME):
+            elif isinstance(a, _be.Device):
+                device = a
+            elif isinstance(a, str) and a not in _dt._BY_NAME:
+                if a.partition(":")[0] not in ("cpu", "cuda"):
+                    raise TypeError(f"to(): {a!r} is neither a device ('cpu', 'cuda', 'cuda:N') nor a supported "
+                                    f"dtype ({', '.join(d.name for d in _dt.SUPPORTED)})")
                 device = a
             else:
                 dtype = a
@@ -262,21 +267,23 @@ class Tensor:
             raise RuntimeError(f"{what}: in-place change of {kind}; wrap it in mp.no_grad() "
                                "(parameter updates) or use the out-of-place op")
 
-    def _assign(self, what, array):
-        """Write ``array`` into this tensor's memory in place, keeping dtype and device."""
+    def _assign(self, what, value):
+        """Write ``value`` (broadcast to this shape) into this tensor's memory, keeping dtype and device."""
         self._check_inplace(what)
         xp = _be.xp_of(self.device)
-        if isinstance(array, Tensor):
-            if array.device != self.device:
-                raise RuntimeError(f"{what}: source is on {array.device}, destination on {self.device}")
-            array = array.data
-        xp.copyto(self.data, xp.asarray(array).astype(self.dtype, copy=False), casting="unsafe")
+        if isinstance(value, Tensor):
+            value = _be.to_device(value.data, self.device)
+        value = xp.asarray(value)
+        try:
+            xp.copyto(self.data, value.astype(self.dtype, copy=False), casting="unsafe")
+        except ValueError:
+            raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
+                               f"of shape {self.shape} (it must broadcast to that shape)") from None
         self._bump_version()
         return self
 
     def copy_(self, src):
-        if isinstance(src, Tensor) and src.shape != self.shape:
-            src.data.reshape(np.broadcast_shapes(src.shape, self.shape))  # raises a clear shape error below
+        """Copy src (broadcast to this shape, cast to this dtype, moved to this device) into self."""
         return self._assign("copy_", src)
 
     def zero_(self):
@@ -301,14 +308,20 @@ class Tensor:
         return self._assign("clamp_", self.clamp(min, max))
 
     def __setitem__(self, key, value):
+        """t[key] = value in place (outside autograd, like the other in-place updates)."""
         self._check_inplace("__setitem__")
         key = _index_key(key)
-        value = value.data if isinstance(value, Tensor) else value
-        if _dt.is_floating(self.dtype) and not isinstance(value, (int, float)):
-            value = _be.xp_of(self.device).asarray(value).astype(self.dtype)
-        elif isinstance(value, (int, float)):
+        if isinstance(value, Tensor):
+            value = _be.to_device(value.data, self.device)
+        if isinstance(value, (int, float, np.generic)):
             value = self.dtype.type(value)
-        self.data[key] = value
+        else:
+            value = _be.xp_of(self.device).asarray(value).astype(self.dtype, copy=False)
+        try:
+            self.data[key] = value
+        except ValueError:
+            raise RuntimeError(f"__setitem__: a value of shape {tuple(np.shape(value))} cannot be written into "
+                               f"the indexed part of a tensor of shape {self.shape}") from None
         self._bump_version()
 
     # ---- misc ----
@@ -388,9 +401,13 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     elif _be.is_array(data):
         arr, src_dtype, src_device = data, _dt.as_dtype(data.dtype), _be.device_of_array(data)
     else:
-        arr = np.asarray(data.numpy() if hasattr(data, "numpy") and not isinstance(data, (list, tuple)) else data)
+        try:
+            arr = np.asarray(data.numpy() if hasattr(data, "numpy") and not isinstance(data, (list, tuple)) else data)
+        except ValueError:
+            arr = np.empty(0, dtype=object)
         if arr.dtype == object:
-            raise TypeError(f"cannot make a tensor from {type(data).__name__} holding mixed or ragged data")
+            raise TypeError(f"cannot make a tensor from {type(data).__name__} holding mixed or ragged data "
+                            "(nested lists must have the same length at each level)")
         if arr.dtype.kind == "f" and not isinstance(data, np.generic):
             src_dtype = _dt.float32 if arr.dtype == np.float64 else _dt.as_dtype(arr.dtype)
         elif arr.dtype.kind in "iu":
@@ -480,6 +497,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if dtype is None:
         dtype = _dt.float32 if any(isinstance(v, float) for v in (start, end, step)) else _dt.int64
     dtype, device = _resolve(dtype, device)
+    if dtype == _dt.bool_:
+        raise TypeError("arange: dtype bool is not supported; use an integer or floating dtype")
     with _be.on_device(device):
         arr = _be.xp_of(device).arange(start, end, step, dtype=np.float64 if _dt.is_floating(dtype) else dtype)
     return _finish(arr.astype(dtype, copy=False), device, requires_grad)
@@ -525,7 +544,10 @@ def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
-    if high is None:
+    """Integers drawn uniformly from [low, high); randint(high, size) as in torch."""
+    if isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
     dtype, device = _resolve(dtype, device, _dt.int64)
     arr = _rng_state["np"].integers(low, high, size=size, dtype=np.int64)

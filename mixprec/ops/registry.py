@@ -380,27 +380,26 @@ def _promote(op, args):
 
 
 def _promote_mixed(op, args):
-    """_promote for mixed dtypes, scalars and lists: one target dtype by the promotion table."""
-    dts = []
-    scalars = []
+    """_promote for mixed dtypes, scalars and lists: one target dtype by dtypes.result_type."""
+    operands = []
     for i in op.promote:
         if i >= len(args):
             continue
         a = args[i]
         for x in (a if isinstance(a, (list, tuple)) else (a,)):
-            if isinstance(x, Tensor):
-                dts.append(x.dtype)
-            elif isinstance(x, _SCALARS):
-                scalars.append(x)
+            if isinstance(x, (Tensor, _SCALARS)):
+                operands.append(x)
             elif isinstance(x, complex):
                 raise TypeError(f"{op.name}: complex numbers are not supported")
-    if not dts and not scalars:
+    if not operands:
         return args
-    if op.same_dtype and len(set(dts)) > 1:
-        raise TypeError(f"{op.name}: expected all inputs to have the same dtype, got "
-                        f"{' and '.join(sorted({d.name for d in dts}))} (cast one with .to(dtype), "
-                        "or run under mp.autocast)")
-    target = _dt.result_type(*dts, *scalars)
+    if op.same_dtype:
+        dts = {x.dtype for x in operands if isinstance(x, Tensor)}
+        if len(dts) > 1:
+            raise TypeError(f"{op.name}: expected all inputs to have the same dtype, got "
+                            f"{' and '.join(sorted(d.name for d in dts))} (cast one with .to(dtype), "
+                            "or run under mp.autocast)")
+    target = _dt.result_type(*operands)
     args = list(args)
     for i in op.promote:
         if i >= len(args):
