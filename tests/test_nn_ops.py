@@ -1,0 +1,254 @@
+"""The nn layer ops (dropout, batch_norm, embedding, max_pool2d, avg_pool2d) against float64 references."""
+import itertools
+
+import numpy as np
+import pytest
+
+import mixprec as mp
+from mixprec.autograd import gradcheck
+
+F = mp.nn.functional
+rng = np.random.default_rng(1)
+
+
+def t64(a, grad=False):
+    return mp.tensor(np.asarray(a, dtype=np.float64), dtype=mp.float64, requires_grad=grad)
+
+
+# ---------------------------------------------------------------- pooling references (plain loops)
+def ref_pool(x, k, s, p, d, ceil_mode, kind, count_include_pad=True, divisor_override=None):
+    n, c, h, w = x.shape
+    k, s, p, d = [(v, v) if isinstance(v, int) else v for v in (k, s, p, d)]
+
+    def out_size(size, i):
+        o = (size + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (s[i] - 1 if ceil_mode else 0)) // s[i] + 1
+        if ceil_mode and (o - 1) * s[i] >= size + p[i]:
+            o -= 1
+        return o
+    oh, ow = out_size(h, 0), out_size(w, 1)
+    out = np.zeros((n, c, oh, ow))
+    for i, j in itertools.product(range(oh), range(ow)):
+        r0, c0 = i * s[0] - p[0], j * s[1] - p[1]
+        rows = [r0 + a * d[0] for a in range(k[0])]
+        cols = [c0 + b * d[1] for b in range(k[1])]
+        inside = [(r, q) for r in rows for q in cols if 0 <= r < h and 0 <= q < w]
+        vals = np.stack([x[:, :, r, q] for r, q in inside], -1)
+        if kind == "max":
+            out[:, :, i, j] = vals.max(-1)
+        else:
+            hend, wend = min(r0 + k[0], h + p[0]), min(c0 + k[1], w + p[1])
+            size = (hend - r0) * (wend - c0)
+            if not count_include_pad:
+                size = len(inside)
+            out[:, :, i, j] = vals.sum(-1) / (divisor_override or size)
+    return out
+
+
+MAX_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+             dict(kernel_size=3, stride=2, padding=1, ceil_mode=True), dict(kernel_size=(3, 2), stride=(1, 2)),
+             dict(kernel_size=2, stride=1, dilation=2), dict(kernel_size=2, ceil_mode=True)]
+
+
+@pytest.mark.parametrize("cfg", MAX_CASES)
+def test_max_pool2d_matches_loop_reference_and_gradcheck(cfg):
+    x = rng.permutation(2 * 2 * 7 * 5).reshape(2, 2, 7, 5) / 10.0  # distinct values: no ties
+    full = dict(stride=None, padding=0, dilation=1, ceil_mode=False) | cfg
+    expected = ref_pool(x, full["kernel_size"], full["stride"] or full["kernel_size"], full["padding"],
+                        full["dilation"], full["ceil_mode"], "max")
+    np.testing.assert_array_equal(F.max_pool2d(t64(x), **cfg).numpy(), expected)
+    xs = t64(x[:1, :1], grad=True)
+    assert gradcheck(lambda a: F.max_pool2d(a, **cfg), (xs,))
+
+
+AVG_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+             dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+             dict(kernel_size=(2, 3), stride=1, padding=(1, 1), count_include_pad=False),
+             dict(kernel_size=2, divisor_override=3), dict(kernel_size=3, stride=2, ceil_mode=True)]
+
+
+@pytest.mark.parametrize("cfg", AVG_CASES)
+def test_avg_pool2d_matches_loop_reference_and_gradcheck(cfg):
+    x = rng.standard_normal((2, 2, 7, 6))
+    full = dict(stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None) | cfg
+    expected = ref_pool(x, full["kernel_size"], full["stride"] or full["kernel_size"], full["padding"], 1,
+                        full["ceil_mode"], "avg", full["count_include_pad"], full["divisor_override"])
+    np.testing.assert_allclose(F.avg_pool2d(t64(x), **cfg).numpy(), expected, rtol=1e-13, atol=1e-15)
+    assert gradcheck(lambda a: F.avg_pool2d(a, **cfg), (t64(x[:1, :1, :5, :5], grad=True),))
+
+
+def test_pool_second_derivatives():
+    x = t64(rng.standard_normal((1, 1, 4, 4)), grad=True)
+
+    def grad_of(pool):
+        return lambda a: mp.autograd.grad((pool(a) ** 2).sum(), a, create_graph=True)[0]
+    assert gradcheck(grad_of(lambda a: F.avg_pool2d(a, 3, 1, 1)), (x,))
+    assert gradcheck(grad_of(lambda a: F.max_pool2d(a, 2, 1)), (x,))
+
+
+def test_pools_take_unbatched_input_and_keep_half_dtypes():
+    x = rng.standard_normal((3, 6, 6)).astype(np.float32)
+    for dt in (mp.float16, mp.bfloat16):
+        xt = mp.tensor(x).to(dt)
+        out = F.max_pool2d(xt, 2)
+        assert out.dtype == dt and out.shape == (3, 3, 3)
+        # max is exact: it picks one of the rounded inputs
+        np.testing.assert_array_equal(out.numpy().astype(np.float32),
+                                      ref_pool(xt.numpy().astype(np.float64)[None], 2, 2, 0, 1, False, "max")[0])
+        avg = F.avg_pool2d(xt, 2)
+        ref = ref_pool(xt.numpy().astype(np.float64)[None], 2, 2, 0, 1, False, "avg")[0]
+        tol = 2 ** -8 if dt == mp.float16 else 2 ** -7
+        np.testing.assert_allclose(avg.numpy().astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_max_pool_propagates_nan():
+    x = mp.zeros(1, 1, 2, 2)
+    x[0, 0, 1, 1] = float("nan")
+    assert np.isnan(F.max_pool2d(x, 2).item())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: F.max_pool2d(mp.zeros(4, 4), 2), "3-D"),
+    (lambda: F.max_pool2d(mp.zeros(1, 1, 4, 4), 2, padding=2), "half the kernel"),
+    (lambda: F.avg_pool2d(mp.zeros(1, 1, 2, 2), 3), "too small"),
+    (lambda: F.max_pool2d(mp.zeros(1, 1, 4, 4), 0), "kernel_size"),
+    (lambda: F.avg_pool2d(mp.zeros(1, 1, 4, 4), 2, divisor_override=0), "divisor_override"),
+    (lambda: F.max_pool2d(mp.zeros(1, 1, 4, 4, dtype=mp.int64), 2), "floating"),
+])
+def test_pool_errors(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+def test_pools_match_torch_when_available():
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, 3, 9, 8))
+    for cfg in MAX_CASES:
+        xt = torch.tensor(x, requires_grad=True)
+        yt = torch.nn.functional.max_pool2d(xt, **cfg)
+        g = rng.standard_normal(tuple(yt.shape))
+        yt.backward(torch.tensor(g))
+        xm = t64(x, grad=True)
+        F.max_pool2d(xm, **cfg).backward(t64(g))
+        np.testing.assert_array_equal(xm.grad.numpy(), xt.grad.numpy())
+
+
+# ---------------------------------------------------------------- embedding
+def test_embedding_forward_backward_and_padding_idx():
+    w = t64(rng.standard_normal((6, 3)), grad=True)
+    idx = mp.tensor([[0, 2, 2], [5, 1, 2]])
+    out = F.embedding(idx, w)
+    np.testing.assert_array_equal(out.numpy(), w.numpy()[idx.numpy()])
+    assert gradcheck(lambda a: F.embedding(idx, a), (w,))
+    out = F.embedding(idx, w, padding_idx=2)
+    out.sum().backward()
+    counts = np.bincount(idx.numpy().ravel(), minlength=6).astype(float)
+    counts[2] = 0  # the padding row gets no gradient
+    np.testing.assert_array_equal(w.grad.numpy(), np.repeat(counts[:, None], 3, axis=1))
+
+
+@pytest.mark.parametrize("call, exc, message", [
+    (lambda w: F.embedding(mp.tensor([0, 6]), w), IndexError, "out of range"),
+    (lambda w: F.embedding(mp.tensor([-1]), w), IndexError, "out of range"),
+    (lambda w: F.embedding(mp.tensor([0.0]), w), TypeError, "integer"),
+    (lambda w: F.embedding(mp.tensor([0]), w, padding_idx=7), ValueError, "padding_idx"),
+    (lambda w: F.embedding(mp.tensor([0]), w.reshape(-1)), ValueError, "2-D"),
+])
+def test_embedding_errors(call, exc, message):
+    with pytest.raises(exc, match=message):
+        call(mp.randn(6, 3))
+
+
+# ---------------------------------------------------------------- dropout
+def test_dropout_scales_kept_elements_and_drops_about_p():
+    mp.manual_seed(3)
+    x = mp.ones(200, 100, requires_grad=True)
+    y = F.dropout(x, p=0.3)
+    vals = np.unique(y.detach().numpy())
+    np.testing.assert_allclose(vals, [0.0, 1 / 0.7], rtol=1e-6)
+    frac = float((y.detach().numpy() == 0).mean())
+    assert abs(frac - 0.3) < 0.02
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), y.detach().numpy())  # d(x*mask)/dx = mask
+
+
+def test_dropout_identity_cases_and_reproducibility():
+    x = mp.randn(4, 5)
+    assert F.dropout(x, 0.5, training=False) is x
+    assert F.dropout(x, 0.0) is x
+    assert (F.dropout(x, 1.0).numpy() == 0).all()
+    mp.manual_seed(7)
+    a = F.dropout(x, 0.5).numpy()
+    mp.manual_seed(7)
+    np.testing.assert_array_equal(F.dropout(x, 0.5).numpy(), a)
+    h = F.dropout(x.half(), 0.5)
+    assert h.dtype == mp.float16
+    with pytest.raises(ValueError, match="probability"):
+        F.dropout(x, 1.5)
+    with pytest.raises(TypeError, match="floating"):
+        F.dropout(mp.tensor([1, 2]), 0.5)
+
+
+def test_dropout_gradcheck_with_fixed_mask():
+    x = t64(rng.standard_normal((3, 4)), grad=True)
+
+    def fn(a):
+        mp.manual_seed(11)  # the same mask on every evaluation
+        return F.dropout(a, 0.4)
+    assert gradcheck(fn, (x,))
+
+
+# ---------------------------------------------------------------- batch_norm
+def test_batch_norm_training_matches_reference_and_updates_running_stats():
+    x = rng.standard_normal((5, 3, 4, 2)) * 3 + 1
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    rm, rv = mp.zeros(3, dtype=mp.float64), mp.ones(3, dtype=mp.float64)
+    out = F.batch_norm(t64(x), rm, rv, t64(w), t64(b), training=True, momentum=0.2, eps=1e-5)
+    mean = x.mean(axis=(0, 2, 3))
+    var = x.var(axis=(0, 2, 3))
+    ref = (x - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5) * w[None, :, None, None] \
+        + b[None, :, None, None]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
+    n = 5 * 4 * 2
+    np.testing.assert_allclose(rm.numpy(), 0.2 * mean, rtol=1e-12)
+    np.testing.assert_allclose(rv.numpy(), 0.8 + 0.2 * var * n / (n - 1), rtol=1e-12)
+    ev = F.batch_norm(t64(x), rm, rv, t64(w), t64(b), training=False, eps=1e-5)
+    ref_ev = (x - rm.numpy()[None, :, None, None]) / np.sqrt(rv.numpy()[None, :, None, None] + 1e-5) \
+        * w[None, :, None, None] + b[None, :, None, None]
+    np.testing.assert_allclose(ev.numpy(), ref_ev, rtol=1e-12, atol=1e-12)
+
+
+def test_batch_norm_gradcheck_training_and_eval():
+    x = t64(rng.standard_normal((4, 2, 3)), grad=True)
+    w, b = t64(rng.standard_normal(2), grad=True), t64(rng.standard_normal(2), grad=True)
+    assert gradcheck(lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, training=True), (x, w, b))
+    rm, rv = t64(rng.standard_normal(2)), t64(rng.random(2) + 0.5)
+    assert gradcheck(lambda a, ww, bb: F.batch_norm(a, rm, rv, ww, bb, training=False), (x, w, b))
+
+
+def test_batch_norm_half_input_keeps_dtype_and_accuracy():
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    for dt, tol in ((mp.float16, 2e-3), (mp.bfloat16, 1.6e-2)):
+        xt = mp.tensor(x).to(dt)
+        out = F.batch_norm(xt, mp.zeros(4), mp.ones(4), mp.ones(4), mp.zeros(4), training=True)
+        assert out.dtype == dt
+        xr = xt.numpy().astype(np.float64)
+        ref = (xr - xr.mean(0)) / np.sqrt(xr.var(0) + 1e-5)
+        np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: F.batch_norm(mp.randn(1, 3), None, None, training=True), "more than 1 value"),
+    (lambda: F.batch_norm(mp.randn(4), None, None, training=True), "at least 2 dims"),
+    (lambda: F.batch_norm(mp.randn(4, 3), mp.zeros(2), mp.ones(3)), "running_mean has shape"),
+    (lambda: F.batch_norm(mp.randn(4, 3), None, None, training=False), "running_mean and running_var"),
+])
+def test_batch_norm_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("name", ["dropout", "batch_norm", "embedding", "max_pool2d", "avg_pool2d"])
+def test_layer_ops_follow_the_reference_tables(name):
+    # none of these is on an autocast list for either device (only the 3-D pools are)
+    assert mp.ops.policy(name, "cuda") is None and mp.ops.policy(name, "cpu") is None
+    assert name in dir(F)
