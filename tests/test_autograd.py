@@ -1,0 +1,366 @@
+"""The reverse-mode engine: accumulation, retain_graph, grad modes, autograd.grad, Function, anomaly mode."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import mixprec as mp
+
+
+def f64(values, requires_grad=True, device="cpu"):
+    return mp.tensor(values, dtype=mp.float64, requires_grad=requires_grad, device=device)
+
+
+# ------------------------------------------------------------------ accumulation and graph shape
+def test_gradients_accumulate_into_leaves_over_two_backwards(device):
+    x = f64([1.0, 2.0], device=device)
+    (x * x).sum().backward()
+    (3 * x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2 + 3, 4 + 3])
+
+
+def test_shared_subexpressions_sum_their_paths(device):
+    """z = y*y + y with y = 2x: dz/dx = (2y + 1) * 2, visiting y's node once in topological order."""
+    x = f64([0.5, -1.0], device=device)
+    y = x * 2
+    z = (y * y + y).sum()
+    z.backward()
+    np.testing.assert_allclose(x.grad.numpy(), (2 * 2 * np.array([0.5, -1.0]) + 1) * 2)
+
+
+def test_a_leaf_used_twice_in_one_op(device):
+    x = f64([3.0], device=device)
+    (x * x).backward()
+    assert x.grad.item() == 6.0
+
+
+def test_long_chains_do_not_recurse():
+    x = f64([1.0])
+    y = x
+    for _ in range(3000):
+        y = y * 1.0001
+    y.backward()
+    np.testing.assert_allclose(x.grad.item(), 1.0001 ** 3000)
+
+
+def test_broadcast_gradients_are_reduced_to_each_input_shape(device):
+    a = f64(np.ones((2, 1, 3)), device=device)
+    b = f64(np.ones((4, 1)), device=device)
+    c = f64(2.0, device=device)
+    (a * b * c).sum().backward()
+    assert a.grad.shape == (2, 1, 3) and b.grad.shape == (4, 1) and c.grad.shape == ()
+    np.testing.assert_array_equal(a.grad.numpy(), np.full((2, 1, 3), 4 * 2.0))
+    np.testing.assert_array_equal(b.grad.numpy(), np.full((4, 1), 6 * 2.0))
+    assert c.grad.item() == 24.0
+
+
+def test_each_leaf_gets_its_own_dtype_and_shape(device):
+    """A float16 leaf and a float32 leaf in one op (promoted to float32): each grad in its leaf's dtype."""
+    h = mp.tensor([1.0, 2.0, 3.0], dtype=mp.float16, requires_grad=True, device=device)
+    w = mp.tensor([[0.5], [2.0]], dtype=mp.float32, requires_grad=True, device=device)
+    b = mp.tensor(1.0, dtype=mp.bfloat16, requires_grad=True, device=device)
+    out = h * w + b
+    assert out.dtype == mp.float32 and out.shape == (2, 3)
+    out.sum().backward()
+    assert (h.grad.dtype, h.grad.shape) == (mp.float16, (3,))
+    assert (w.grad.dtype, w.grad.shape) == (mp.float32, (2, 1))
+    assert (b.grad.dtype, b.grad.shape) == (mp.bfloat16, ())
+    np.testing.assert_array_equal(h.grad.numpy(), [2.5, 2.5, 2.5])
+    np.testing.assert_array_equal(w.grad.numpy(), [[6.0], [6.0]])
+    assert b.grad.item() == 6.0
+
+
+def test_backward_on_a_tensor_without_grad_is_an_error():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mp.ones(2).sum().backward()
+    x = mp.ones(2, requires_grad=True)
+    with mp.no_grad():
+        y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="no_grad"):
+        y.backward()
+
+
+def test_backward_inputs_limits_accumulation():
+    x, y = f64([1.0]), f64([2.0])
+    (x * y).backward(inputs=[x])
+    assert x.grad.item() == 2.0 and y.grad is None
+
+
+# ------------------------------------------------------------------ retain_graph
+def test_second_backward_needs_retain_graph():
+    x = f64([1.0, 2.0])
+    loss = (x.exp() * x).sum()
+    loss.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    loss.backward()  # the graph was kept
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+    with pytest.raises(RuntimeError, match=r"second time.*retain_graph=True"):
+        loss.backward()
+
+
+def test_freed_graph_error_names_the_op():
+    x = f64([1.0])
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match=r"through sum.*pass retain_graph=True"):
+        y.backward()
+
+
+# ------------------------------------------------------------------ grad modes
+def test_no_grad_and_enable_grad():
+    x = mp.ones(2, requires_grad=True)
+    with mp.no_grad():
+        assert not mp.is_grad_enabled()
+        y = x * 2
+        with mp.enable_grad():
+            z = x * 2
+    assert mp.is_grad_enabled()
+    assert not y.requires_grad and y.grad_fn is None
+    assert z.requires_grad and z.grad_fn is not None
+
+
+def test_no_grad_as_decorator_and_set_grad_enabled():
+    x = mp.ones(2, requires_grad=True)
+
+    @mp.no_grad()
+    def double(t):
+        return t * 2
+    assert not double(x).requires_grad and mp.is_grad_enabled()
+    mp.set_grad_enabled(False)
+    try:
+        assert not (x * 2).requires_grad
+    finally:
+        mp.set_grad_enabled(True)
+    assert (x * 2).requires_grad
+
+
+def test_no_grad_restores_on_exception():
+    with pytest.raises(ValueError):
+        with mp.no_grad():
+            raise ValueError("boom")
+    assert mp.is_grad_enabled()
+
+
+def test_no_grad_is_thread_local():
+    """A thread inside no_grad does not switch grad mode off for another thread."""
+    x = mp.ones(2, requires_grad=True)
+    inside, finish = threading.Event(), threading.Event()
+    seen = {}
+
+    def worker():
+        with mp.no_grad():
+            inside.set()
+            finish.wait(5)
+            seen["worker"] = (x * 2).requires_grad
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert inside.wait(5)
+    seen["main"] = (x * 2).requires_grad  # while the worker sits inside no_grad
+    finish.set()
+    t.join(5)
+    assert seen == {"main": True, "worker": False}
+
+    with mp.no_grad():  # and a new thread starts with grad enabled whatever its parent does
+        t = threading.Thread(target=lambda: seen.__setitem__("fresh", mp.is_grad_enabled()))
+        t.start()
+        t.join(5)
+    assert seen["fresh"] is True
+
+
+# ------------------------------------------------------------------ autograd.grad
+def test_grad_returns_instead_of_accumulating():
+    x, y = f64([1.0, 2.0]), f64([3.0, 4.0])
+    gx, gy = mp.autograd.grad((x * y).sum(), [x, y])
+    assert gx.tolist() == [3.0, 4.0] and gy.tolist() == [1.0, 2.0]
+    assert x.grad is None and y.grad is None
+
+
+def test_grad_with_grad_outputs_and_unused_inputs():
+    x, unused = f64([1.0, 2.0]), f64([5.0])
+    (gx, gu) = mp.autograd.grad(x * 3, [x, unused], grad_outputs=f64([1.0, 10.0], requires_grad=False))
+    assert gx.tolist() == [3.0, 30.0] and gu is None
+    with pytest.raises(RuntimeError, match="allow_unused"):
+        mp.autograd.grad((x * 3).sum(), [x, unused], allow_unused=False)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mp.autograd.grad((x * 3).sum(), [mp.ones(1)])
+    with pytest.raises(RuntimeError, match="scalar outputs"):
+        mp.autograd.grad(x * 3, [x])
+
+
+def test_higher_order_derivatives(device):
+    """x**3: first 3x^2, second 6x, third 6 -- each gradient is itself differentiable."""
+    x = f64([0.5, 2.0, -1.0], device=device)
+    y = (x ** 3).sum()
+    (g1,) = mp.autograd.grad(y, x, create_graph=True)
+    (g2,) = mp.autograd.grad(g1.sum(), x, create_graph=True)
+    (g3,) = mp.autograd.grad(g2.sum(), x)
+    xs = np.array([0.5, 2.0, -1.0])
+    np.testing.assert_allclose(g1.numpy(), 3 * xs ** 2)
+    np.testing.assert_allclose(g2.numpy(), 6 * xs)
+    np.testing.assert_allclose(g3.numpy(), [6.0, 6.0, 6.0])
+    assert g1.requires_grad and not g3.requires_grad
+
+
+def test_higher_order_through_transcendental_ops():
+    """d2/dx2 sin(x) * exp(x) = 2 cos(x) exp(x)."""
+    x = f64([0.3, 1.1])
+    (g1,) = mp.autograd.grad((x.sin() * x.exp()).sum(), x, create_graph=True)
+    (g2,) = mp.autograd.grad(g1.sum(), x)
+    xs = np.array([0.3, 1.1])
+    np.testing.assert_allclose(g2.numpy(), 2 * np.cos(xs) * np.exp(xs))
+
+
+def test_gradient_penalty_style_double_backward():
+    """backward() through a graph that contains a gradient (create_graph=True)."""
+    w = f64([1.5, -0.5])
+    x = f64([2.0, 3.0], requires_grad=True)
+    (gx,) = mp.autograd.grad((w * x * x).sum(), x, create_graph=True)  # 2 w x
+    penalty = (gx * gx).sum()  # 4 w^2 x^2 -> d/dw = 8 w x^2
+    penalty.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 8 * np.array([1.5, -0.5]) * np.array([4.0, 9.0]))
+
+
+# ------------------------------------------------------------------ custom Function
+class Cube(mp.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale=1.0):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x * x * x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x * ctx.scale, None
+
+
+def test_custom_function_forward_backward_and_gradcheck():
+    x = f64([0.5, -1.5, 2.0])
+    y = Cube.apply(x, 2.0)
+    assert y.grad_fn is not None and y.grad_fn.name == "Cube"
+    np.testing.assert_allclose(y.numpy(), 2 * np.array([0.5, -1.5, 2.0]) ** 3)
+    assert mp.autograd.gradcheck(lambda t: Cube.apply(t, 2.0), (x,))
+
+
+def test_custom_function_second_derivative():
+    x = f64([0.5, 2.0])
+    (g,) = mp.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
+    (g2,) = mp.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(g2.numpy(), [3.0, 12.0])
+
+
+def test_custom_function_needs_input_grad_and_no_grad_inside_forward():
+    seen = {}
+
+    class Probe(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            seen["needs"] = ctx.needs_input_grad
+            seen["grad_mode"] = mp.is_grad_enabled()
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    Probe.apply(f64([1.0]), f64([2.0], requires_grad=False))
+    assert seen == {"needs": (True, False), "grad_mode": False}
+
+
+def test_custom_function_saved_tensor_modified_in_place_is_detected():
+    x = f64([1.0, 2.0])
+    base = x * 1
+    y = Cube.apply(base)
+    with mp.no_grad():
+        base.add_(1)
+    with pytest.raises(RuntimeError, match="saved by Cube.*modified in place"):
+        y.sum().backward()
+
+
+def test_custom_function_must_return_a_tensor():
+    class Bad(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.numpy()
+
+    with pytest.raises(TypeError, match="must return one Tensor"):
+        Bad.apply(f64([1.0]))
+
+
+def test_gradcheck_catches_a_wrong_backward_and_refuses_float32():
+    class Wrong(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x  # should be 2 x
+
+    x = f64([1.0, 2.0])
+    with pytest.raises(AssertionError, match="Jacobian mismatch"):
+        mp.autograd.gradcheck(Wrong.apply, (x,))
+    assert mp.autograd.gradcheck(Wrong.apply, (x,), raise_exception=False) is False
+    with pytest.raises(TypeError, match="float64"):
+        mp.autograd.gradcheck(mp.exp, (mp.ones(2, requires_grad=True),))
+
+
+# ------------------------------------------------------------------ in-place checks
+def test_input_saved_for_backward_modified_in_place_is_detected():
+    x = f64([1.0, 2.0])
+    a = x * 1
+    b = a * a  # mul saves its inputs
+    with mp.no_grad():
+        a.mul_(2)
+    with pytest.raises(RuntimeError, match=r"gradient of mul has been modified by an in-place.*version 1, expected 0"):
+        b.sum().backward()
+
+
+def test_output_saved_for_backward_modified_in_place_is_detected():
+    x = f64([1.0, 2.0])
+    y = x.exp()  # exp's backward uses its output
+    with mp.no_grad():
+        y.add_(1)
+    with pytest.raises(RuntimeError, match="output of exp.*in-place"):
+        y.sum().backward()
+
+
+def test_in_place_change_through_a_view_is_detected():
+    x = f64([[1.0, 2.0], [3.0, 4.0]])
+    a = x * 1
+    b = (a * a).sum()
+    v = a.reshape(4)  # shares a's version counter
+    with mp.no_grad():
+        v.zero_()
+    with pytest.raises(RuntimeError, match="modified by an in-place"):
+        b.backward()
+
+
+# ------------------------------------------------------------------ anomaly mode
+def test_detect_anomaly_names_the_forward_op():
+    x = f64([0.0, 1.0])
+    with mp.autograd.detect_anomaly(), np.errstate(divide="ignore"):
+        y = x.sqrt()  # d sqrt / dx at 0 is inf
+        with pytest.raises(RuntimeError, match=r"sqrtBackward returned NaN or inf(.|\n)*forward call of sqrt"):
+            y.sum().backward()
+
+
+def test_without_anomaly_mode_nan_gradients_pass_silently():
+    x = f64([0.0, 1.0])
+    with np.errstate(divide="ignore"):
+        x.sqrt().sum().backward()
+    assert np.isinf(x.grad.numpy()[0])
+
+
+def test_detect_anomaly_restores_and_is_quiet_on_finite_grads():
+    x = f64([1.0, 4.0])
+    with mp.autograd.detect_anomaly():
+        assert mp.autograd.is_anomaly_enabled()
+        x.sqrt().sum().backward()
+    assert not mp.autograd.is_anomaly_enabled()
+    np.testing.assert_allclose(x.grad.numpy(), [0.5, 0.25])
