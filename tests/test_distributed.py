@@ -291,11 +291,10 @@ def test_sampler_accepts_sized_datasets_and_checks_arguments():
 
 
 def test_sampler_matches_torch_lengths_and_padding():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.utils.data.distributed import DistributedSampler as TorchSampler
     for n, world, drop_last in [(10, 4, False), (10, 4, True), (3, 5, False), (12, 3, True), (1, 4, True)]:
         for r in range(world):
             ours = dist.DistributedSampler(n, num_replicas=world, rank=r, shuffle=False, drop_last=drop_last)
             theirs = TorchSampler(range(n), num_replicas=world, rank=r, shuffle=False, drop_last=drop_last)
             assert list(ours) == list(theirs) and len(ours) == len(theirs)
-    del torch

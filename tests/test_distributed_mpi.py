@@ -20,8 +20,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import mixprec  # noqa: F401
-
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "dist_scripts"
 ROOT = HERE.parent
