@@ -14,6 +14,9 @@ from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlp
                      randn_like, randperm, tensor, zeros, zeros_like)
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from . import autograd, amp, nn, optim  # noqa: F401
+from .amp import autocast  # noqa: F401  (mp.autocast, torch.autocast's twin)
+from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)
+from . import cuda, cpu, testing  # noqa: F401  (torch.cuda.amp / torch.cpu.amp names; mp.testing)
 from .serialization import load, save  # noqa: F401  (checkpoints, no pickle)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from . import random  # noqa: F401

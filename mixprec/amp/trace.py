@@ -1,0 +1,194 @@
+"""mp.amp.trace(): record every op dispatched in this thread and what autocast did to it.
+
+    with mp.amp.trace() as t, mp.autocast("cpu"):
+        loss = model(x)
+    print(t)          # a table: op, policy, input dtypes, dtypes it ran in, output dtype, cache hits
+
+Each record comes from the dispatcher's observer hook (registry.OBSERVERS),
+which sees every op after it ran, joined with a note the autocast hook leaves
+for the op (policy, region dtype, casts served from the cache). Records are
+kept in the order ops finished; the table shows them in call order, with the
+casts autocast made for an op and the inner ops of a composite indented
+under it.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ops import registry as _reg
+from . import autocast_mode as _am
+
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int64": "i64",
+          "int32": "i32", "bool": "bool"}
+
+
+def _short(d):
+    return "-" if d is None else _SHORT.get(d.name, d.name)
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    """One dispatched op.
+
+    policy: the rule autocast applied (a CastPolicy, a fixed dtype) or None when
+    autocast did not touch the op; autocast_dtype: the region's lower dtype when
+    it did. input_dtypes: every tensor argument as passed; run_dtypes: the same
+    tensors as the op ran on them (after autocast and ordinary promotion);
+    cast_for: the op this record is an autocast cast for (None otherwise);
+    depth: nesting below the traced code (casts and a composite's inner ops are
+    one level below their op).
+    """
+    name: str
+    device_type: str
+    policy: object
+    autocast_dtype: np.dtype | None
+    input_dtypes: tuple
+    run_dtypes: tuple
+    output_dtype: np.dtype | None
+    cache_hits: int
+    cast_for: str | None
+    depth: int
+
+    @property
+    def policy_name(self) -> str:
+        if self.policy is None:
+            return "-"
+        if isinstance(self.policy, np.dtype):
+            return f"cast to {self.policy.name}"
+        return self.policy.value
+
+
+def _tensor_dtypes(args):
+    Tensor = _reg.Tensor
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a.dtype)
+        elif isinstance(a, (list, tuple)):
+            out.extend(x.dtype for x in a if isinstance(x, Tensor))
+    return tuple(out)
+
+
+class trace:
+    """Context manager recording every op this thread dispatches inside it (see module doc).
+
+    ``records`` holds TraceRecord objects in the order ops finished; ``table()``
+    (and ``str()``) renders them in call order. ``casts`` counts the casts
+    autocast dispatched, ``cache_hits`` the casts it served from its cache.
+    """
+
+    def __init__(self):
+        self.records: list[TraceRecord] = []
+        self._thread = None
+        self._base_depth = 0
+
+    def __enter__(self):
+        self._thread = threading.get_ident()
+        self._base_depth = _reg.STATE.depth
+        _am._amp.tracing += 1
+        _reg.OBSERVERS.append(self._observe)
+        return self
+
+    def __exit__(self, *exc):
+        _reg.OBSERVERS.remove(self._observe)
+        _am._amp.tracing -= 1
+        if not _am._amp.tracing:
+            _am._amp.pending = None
+        return False
+
+    def _observe(self, op, args_in, args_run, out):
+        if threading.get_ident() != self._thread:
+            return
+        amp = _am._amp
+        depth = _reg.STATE.depth
+        note = None
+        pending = amp.pending
+        if pending:
+            entry = pending.get(depth)
+            if entry is not None and entry[0] is op:
+                del pending[depth]
+                note = entry[1]
+        cast_for = None
+        if amp.casting_for is not None and amp.casting_for[1] == depth:
+            cast_for = amp.casting_for[0]
+        device = next((t.device.type for t in _flat_tensors(args_in)), "cpu")
+        out_dtype = getattr(out, "dtype", None)
+        if out_dtype is None and isinstance(out, (tuple, list)) and out:
+            out_dtype = getattr(out[0], "dtype", None)
+        self.records.append(TraceRecord(
+            name=op.name, device_type=device,
+            policy=note["policy"] if note else None,
+            autocast_dtype=note["autocast_dtype"] if note else None,
+            input_dtypes=_tensor_dtypes(args_in), run_dtypes=_tensor_dtypes(args_run),
+            output_dtype=out_dtype, cache_hits=note["cache_hits"] if note else 0,
+            cast_for=cast_for, depth=depth - self._base_depth))
+
+    # ---- summaries ----
+    @property
+    def casts(self) -> int:
+        """Casts autocast dispatched (cache hits not included)."""
+        return sum(r.cast_for is not None for r in self.records)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(r.cache_hits for r in self.records)
+
+    def __len__(self):
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def in_call_order(self) -> list[TraceRecord]:
+        """Records with each op before the casts and inner ops it ran (which finished before it)."""
+        roots: list = []  # (record, children) trees, in finishing order
+        for r in self.records:
+            children = []
+            while roots and roots[-1][0].depth > r.depth:
+                children.insert(0, roots.pop())
+            roots.append((r, children))
+        ordered = []
+
+        def walk(node):
+            ordered.append(node[0])
+            for child in node[1]:
+                walk(child)
+        for node in roots:
+            walk(node)
+        return ordered
+
+    def table(self) -> str:
+        """A readable table, one line per op in call order."""
+        head = ("#", "op", "autocast policy", "inputs", "ran in", "output", "cache")
+        rows = []
+        for i, r in enumerate(self.in_call_order(), 1):
+            name = "  " * max(r.depth, 0) + r.name + (f" (cast for {r.cast_for})" if r.cast_for else "")
+            rows.append((str(i), name, r.policy_name if r.autocast_dtype is None or r.policy is None
+                         else f"{r.policy_name} [{_short(r.autocast_dtype)}]",
+                         ", ".join(map(_short, r.input_dtypes)), ", ".join(map(_short, r.run_dtypes)),
+                         _short(r.output_dtype), f"{r.cache_hits} hit" + "s" * (r.cache_hits != 1)
+                         if r.cache_hits else ""))
+        widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(head)]
+        line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+        out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
+        out.append(f"{len(rows)} ops, {self.casts} autocast casts, {self.cache_hits} served from the cache "
+                   "(f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64)")
+        return "\n".join(out)
+
+    def __str__(self):
+        return self.table()
+
+    def __repr__(self):
+        return f"<mp.amp.trace: {len(self.records)} ops>"
+
+
+def _flat_tensors(args):
+    Tensor = _reg.Tensor
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (x for x in a if isinstance(x, Tensor))
