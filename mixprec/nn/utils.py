@@ -28,10 +28,11 @@ def _scale_in_place(g, factor):
     """g *= factor with one rounding (half gradients are scaled in float32)."""
     xp = _be.array_module(g.data)
     factor = _be.to_device(factor, g.device)
-    if g.dtype in _dt.LOW_PRECISION:
-        g.data[...] = (g.data.astype(np.float32) * factor.astype(np.float32)).astype(g.dtype)
-    else:
-        xp.multiply(g.data, factor.astype(g.dtype), out=g.data)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 -> nan, as in PyTorch
+        if g.dtype in _dt.LOW_PRECISION:
+            g.data[...] = (g.data.astype(np.float32) * factor.astype(np.float32)).astype(g.dtype)
+        else:
+            xp.multiply(g.data, factor.astype(g.dtype), out=g.data)
     g._bump_version()
 
 
