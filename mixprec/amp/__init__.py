@@ -2,3 +2,4 @@
 from ..ops.registry import CastPolicy  # noqa: F401
 from .autocast_mode import *  # noqa: F401,F403
 from .grad_scaler import *  # noqa: F401,F403
+from . import functional  # noqa: F401  (mp.amp.functional: unscale/update on raw arrays)

@@ -1,0 +1,216 @@
+"""Loss-scaling primitives on raw arrays, framework-agnostic.
+
+    non_finite_check_and_unscale_(arrays, found_inf, inv_scale, out=None)
+    update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, ...)
+
+They take NumPy arrays (run by the NumPy reference, mixprec.amp._reference) or
+CuPy arrays (run by the fused kernels in mixprec/kernels, mixprec.amp._kernels);
+both give the same bits. Nothing is read back to the host: found_inf, inv_scale,
+scale and the trackers are one-element device arrays, so a training loop can
+check, unscale and update without waiting for the GPU.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .. import backend as _be
+from .. import dtypes as _dt
+from . import _reference
+
+__all__ = ["non_finite_check_and_unscale_", "update_scale_"]
+
+_UNSCALABLE = (_dt.float32, _dt.float16, _dt.bfloat16, _dt.float64)
+_OUT_DTYPES = {_dt.float32: (_dt.float32,), _dt.float64: (_dt.float64,),
+               _dt.float16: (_dt.float16, _dt.float32), _dt.bfloat16: (_dt.bfloat16, _dt.float32)}
+
+
+def non_finite_check_and_unscale_(arrays, found_inf, inv_scale, out=None):
+    """Multiply every array by inv_scale and set found_inf[0] = 1.0 if any element is inf or NaN.
+
+    arrays: a list of float16, bfloat16, float32 or float64 arrays (NumPy or CuPy;
+      devices and dtypes may be mixed: each (device, dtype) group is one launch).
+      Each element is widened to float32 (float64 stays float64), multiplied and
+      rounded back to nearest even; a NaN result is stored as the dtype's default NaN.
+    found_inf: float32 array of shape (1,); set to 1.0 on a non-finite element,
+      otherwise left as it was (so several calls can share it).
+    inv_scale: float32 array with one element, normally float32(1 / float64(scale)).
+    out: optional list of destination arrays, one per input, of the same shape and
+      of the input's dtype or float32 (float16/bfloat16 model gradients written
+      into float32 master gradients in the same pass). Default: in place.
+    """
+    arrays = _array_list(arrays, "arrays")
+    _check_array(found_inf, "found_inf", _dt.float32, shape=(1,))
+    _check_array(inv_scale, "inv_scale", _dt.float32, size=1)
+    if out is None:
+        outs = arrays
+    else:
+        outs = _array_list(out, "out")
+        if len(outs) != len(arrays):
+            raise ValueError(f"out has {len(outs)} arrays but arrays has {len(arrays)}; give one destination each")
+    groups: dict = {}
+    for i, (src, dst) in enumerate(zip(arrays, outs)):
+        if src.dtype not in _UNSCALABLE:
+            raise TypeError(f"arrays[{i}] has dtype {src.dtype.name}; only float16, bfloat16, float32 and "
+                            "float64 arrays can be unscaled")
+        if dst is not src:
+            _check_destination(i, src, dst)
+        if not _writeable(dst):
+            raise ValueError(f"{'out' if out is not None else 'arrays'}[{i}] is read-only")
+        if src.size:
+            groups.setdefault((_be.device_of_array(src), src.dtype, dst.dtype), []).append((src, dst))
+    flag_device = _be.device_of_array(found_inf)
+    for (device, _, _), pairs in groups.items():
+        inv = _be.to_device(inv_scale, device)
+        if device == flag_device:
+            _unscale_on(device, pairs, found_inf, inv)
+        else:  # check on the arrays' device, then fold that flag into found_inf (a copy between devices)
+            with _be.on_device(device):
+                flag = _be.xp_of(device).zeros((1,), dtype=np.float32)
+            _unscale_on(device, pairs, flag, inv)
+            _be.array_module(found_inf).maximum(found_inf, _be.to_device(flag, flag_device), out=found_inf)
+
+
+def _unscale_on(device, pairs, found_inf, inv_scale):
+    if device.type == "cpu":
+        _reference.unscale(pairs, found_inf, inv_scale)
+        return
+    from . import _kernels
+    cp = _be.cupy_module()
+    with cp.cuda.Device(device.index):
+        # The kernel walks contiguous memory: a strided array goes through a contiguous
+        # copy (new addresses each call, so its chunk table is rebuilt: keep grads contiguous).
+        launch, write_back = [], []
+        for src, dst in pairs:
+            if src.flags.c_contiguous and dst.flags.c_contiguous:
+                launch.append((src, dst))
+                continue
+            s = src if src.flags.c_contiguous else cp.ascontiguousarray(src)
+            d = s if dst is src else (dst if dst.flags.c_contiguous else cp.empty(dst.shape, dtype=dst.dtype))
+            launch.append((s, d))
+            if d is not dst:
+                write_back.append((dst, d))
+        _kernels.unscale(launch, found_inf, inv_scale)
+        for dst, d in write_back:
+            dst[...] = d
+
+
+def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, *,
+                  hysteresis=1, overflow_tracker=None, min_scale=None, max_scale=None,
+                  floor_hit=None, inv_scale=None, stats=None, clear_found_inf=False):
+    """Update the loss scale in place from found_inf, on the device (torch._amp_update_scale_ rule).
+
+    found_inf (float32, shape (n,)) is summed: non-zero means an overflow, so
+    scale *= backoff_factor and growth_tracker = 0; otherwise growth_tracker += 1
+    and, when it reaches growth_interval, scale *= growth_factor (only if the result
+    is finite) and growth_tracker = 0. The products are taken in float64 and
+    rounded once to float32. scale: float32, growth_tracker: int32, one element each.
+
+    Options beyond torch (the defaults reproduce torch exactly):
+      hysteresis: back off only on the hysteresis-th consecutive overflow; needs
+        overflow_tracker (int32, one element) to count them across calls.
+      min_scale / max_scale: bounds; a back-off below min_scale stops at it and
+        sets floor_hit[0] = 1.0 (floor_hit: optional float32, one element).
+      inv_scale: optional float32 one-element array that receives
+        float32(1 / float64(new scale)) for the next unscale.
+      stats: optional zero-initialised float64 array of size 5 + 2*k: [0] updates,
+        [1] updates that saw an overflow, [2] 1 + index of the last one (0: none),
+        [3] floor hits, [4] scale changes, then a ring of k (update index, new scale) pairs.
+      clear_found_inf: zero found_inf after reading it, ready for the next iteration.
+    """
+    _check_array(scale, "scale", _dt.float32, size=1)
+    device = _be.device_of_array(scale)
+    _check_array(growth_tracker, "growth_tracker", _dt.int32, size=1, device=device)
+    _check_array(found_inf, "found_inf", _dt.float32, device=device)
+    if found_inf.ndim != 1 or found_inf.size == 0:
+        raise ValueError(f"found_inf must have shape (n,) with n >= 1, got shape {found_inf.shape}")
+    growth_factor = _positive_number(growth_factor, "growth_factor")
+    backoff_factor = _positive_number(backoff_factor, "backoff_factor")
+    growth_interval = _positive_int(growth_interval, "growth_interval")
+    hysteresis = _positive_int(hysteresis, "hysteresis")
+    if overflow_tracker is not None:
+        _check_array(overflow_tracker, "overflow_tracker", _dt.int32, size=1, device=device)
+    elif hysteresis > 1:
+        raise ValueError("hysteresis > 1 needs overflow_tracker (an int32 one-element array) to count "
+                         "consecutive overflows across calls")
+    lo = 0.0 if min_scale is None else _positive_number(min_scale, "min_scale")
+    hi = math.inf if max_scale is None else _positive_number(max_scale, "max_scale")
+    if lo > hi:
+        raise ValueError(f"min_scale ({lo}) must not exceed max_scale ({hi})")
+    for name, arr in (("floor_hit", floor_hit), ("inv_scale", inv_scale)):
+        if arr is not None:
+            _check_array(arr, name, _dt.float32, size=1, device=device)
+    if stats is not None:
+        _check_array(stats, "stats", _dt.float64, device=device)
+        if stats.ndim != 1 or stats.size < 5 or (stats.size - 5) % 2:
+            raise ValueError(f"stats must be a float64 array of shape (5 + 2*k,), got shape {stats.shape}")
+    for name, arr in (("scale", scale), ("growth_tracker", growth_tracker), ("found_inf", found_inf),
+                      ("overflow_tracker", overflow_tracker), ("floor_hit", floor_hit),
+                      ("inv_scale", inv_scale), ("stats", stats)):
+        if arr is not None and not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be contiguous")
+    if device.type == "cpu":
+        run = _reference.update_scale
+    else:
+        from . import _kernels
+        run = _kernels.update_scale
+    run(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval,
+        hysteresis=hysteresis, overflow_tracker=overflow_tracker, min_scale=lo, max_scale=hi,
+        floor_hit=floor_hit, inv_scale=inv_scale, stats=stats, clear_found_inf=clear_found_inf)
+
+
+# ---- argument checks: each names what was wrong and what was expected ----
+def _array_list(arrays, name):
+    if _be.is_array(arrays) or not isinstance(arrays, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple of NumPy/CuPy arrays, got {type(arrays).__name__}")
+    for i, a in enumerate(arrays):
+        if not _be.is_array(a):
+            hint = " (pass tensor.data, or use GradScaler for Tensors)" if hasattr(a, "grad_fn") else ""
+            raise TypeError(f"{name}[{i}] must be a NumPy or CuPy array, got {type(a).__name__}{hint}")
+    return list(arrays)
+
+
+def _check_array(a, name, dtype, shape=None, size=None, device=None):
+    if not _be.is_array(a):
+        raise TypeError(f"{name} must be a NumPy or CuPy array of dtype {dtype.name}, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype.name}, got {a.dtype.name}")
+    if shape is not None and a.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    if size is not None and a.size != size:
+        raise ValueError(f"{name} must have exactly {size} element, got shape {a.shape}")
+    if device is not None and _be.device_of_array(a) != device:
+        raise ValueError(f"{name} is on {_be.device_of_array(a)} but scale is on {device}; keep the scaler's "
+                         "arrays on one device")
+
+
+def _check_destination(i, src, dst):
+    if dst.shape != src.shape:
+        raise ValueError(f"out[{i}] has shape {dst.shape} but arrays[{i}] has shape {src.shape}")
+    allowed = _OUT_DTYPES.get(src.dtype, ())
+    if dst.dtype not in allowed:
+        raise TypeError(f"out[{i}] has dtype {dst.dtype.name}; for a {src.dtype.name} source it must be "
+                        + " or ".join(d.name for d in allowed))
+    if _be.device_of_array(dst) != _be.device_of_array(src):
+        raise ValueError(f"out[{i}] is on {_be.device_of_array(dst)} but arrays[{i}] is on "
+                         f"{_be.device_of_array(src)}")
+    if _be.array_module(src).may_share_memory(src, dst):
+        raise ValueError(f"out[{i}] overlaps arrays[{i}]; pass the array itself (or out=None) to unscale in place")
+
+
+def _writeable(a):
+    return a.flags.writeable if isinstance(a, np.ndarray) else True
+
+
+def _positive_number(x, name):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+    return float(x)
+
+
+def _positive_int(x, name):
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
+    return int(x)

@@ -1,0 +1,71 @@
+// amp_common.cuh: number formats shared by the loss-scaling kernels.
+//
+// The kernels include no CUDA header on purpose: they compile with NVRTC alone,
+// the same way under CuPy on a GPU machine and under tools/compile_kernels.py in
+// CI (no GPU, no toolkit). So float16 and bfloat16 are held as raw 16-bit
+// patterns and converted explicitly:
+//   float16 -> float32 and back: the PTX conversions behind __half2float and
+//     __float2half_rn (cvt.f32.f16, cvt.rn.f16.f32): exact widening, IEEE
+//     round-to-nearest-even narrowing, overflow to inf, subnormals kept.
+//   bfloat16 -> float32: the 16 bits are the high half of the float32 (exact).
+//   float32 -> bfloat16: round to nearest even on the bit pattern, the rule of
+//     __float2bfloat16_rn (and of cvt.rn.bf16.f32 on sm_80+), written in integer
+//     arithmetic so that it also compiles for sm_70.
+// A NaN result is stored as the format's default quiet NaN (the bits of NumPy's
+// np.nan in that format). GPU arithmetic does not keep NaN payloads the way a CPU
+// does, so fixing one pattern is what lets the NumPy reference match bit for bit.
+#pragma once
+
+struct half_bits { unsigned short bits; };      // IEEE binary16
+struct bfloat16_bits { unsigned short bits; };  // bfloat16: top half of a float32
+
+// Arithmetic type: float32 for every format except float64.
+template <typename T> struct opmath { typedef float type; };
+template <> struct opmath<double> { typedef double type; };
+
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ double widen(double x) { return x; }
+__device__ __forceinline__ float widen(half_bits x) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x.bits));
+    return r;
+}
+__device__ __forceinline__ float widen(bfloat16_bits x) {
+    return __uint_as_float(((unsigned int)x.bits) << 16);
+}
+
+__device__ __forceinline__ bool is_finite(float x) {
+    return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u;
+}
+__device__ __forceinline__ bool is_finite(double x) {
+    return ((unsigned long long)__double_as_longlong(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
+
+// narrow(y, out): store the opmath value y in out's format (round to nearest even).
+__device__ __forceinline__ void narrow(float y, float& out) {
+    out = (y != y) ? __uint_as_float(0x7fc00000u) : y;
+}
+__device__ __forceinline__ void narrow(double y, double& out) {
+    out = (y != y) ? __longlong_as_double(0x7ff8000000000000ll) : y;
+}
+__device__ __forceinline__ void narrow(float y, half_bits& out) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(y));
+    out.bits = (y != y) ? (unsigned short)0x7e00u : r;
+}
+__device__ __forceinline__ void narrow(float y, bfloat16_bits& out) {
+    unsigned int u = __float_as_uint(y);
+    // Adding 0x7fff plus the lowest kept bit carries into the kept half exactly
+    // when the dropped half is above one half ulp, or equal to it with an odd kept
+    // half: round to nearest, ties to even. Overflow lands on inf as it should.
+    unsigned int rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    out.bits = (y != y) ? (unsigned short)0x7fc0u : (unsigned short)rounded;
+}
+
+// `N` elements loaded or stored as one aligned vector (128 bits for the source format).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) pack { T v[N]; };
+
+__device__ __forceinline__ bool aligned_to(const void* p, unsigned long long bytes) {
+    return ((unsigned long long)p % bytes) == 0;
+}
