@@ -25,13 +25,21 @@ class DeviceUnavailableError(RuntimeError):
 
 
 class Device:
-    """A place arrays live: ``Device("cpu")`` or ``Device("cuda", 0)``."""
+    """A place arrays live: ``Device("cpu")`` or ``Device("cuda", 0)``.
+
+    Compares equal to its string form: ``t.device == "cpu"``, ``t.device == "cuda:0"``
+    (a bare "cuda" matches any CUDA device).
+    """
 
     __slots__ = ("type", "index")
 
     def __init__(self, type: str, index: int | None = None):
+        if type not in ("cpu", "cuda"):
+            raise ValueError(f"unknown device type {type!r}; expected 'cpu' or 'cuda'")
+        if index is not None and (not isinstance(index, int) or index < 0 or type == "cpu" and index != 0):
+            raise ValueError(f"invalid device index {index!r} for {type!r}")
         self.type = type
-        self.index = index
+        self.index = None if type == "cpu" else index
 
     def __repr__(self):
         return f"device('{self}')"
@@ -41,11 +49,25 @@ class Device:
 
     def __eq__(self, other):
         if isinstance(other, str):
-            other = as_device(other)
+            try:
+                type_, index = _parse(other)
+            except (TypeError, ValueError):
+                return False
+            return self.type == type_ and (index is None or index == self.index)
         return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self):
         return hash((self.type, self.index))
+
+
+def _parse(spec: str):
+    """Split "cpu", "cuda" or "cuda:N" into (type, index); syntax only, no GPU check."""
+    name, colon, idx = spec.partition(":")
+    if name == "cpu" and (not colon or idx == "0"):
+        return "cpu", None
+    if name != "cuda" or (colon and not idx.isdigit()):
+        raise ValueError(f"unknown device {spec!r}; expected 'cpu', 'cuda' or 'cuda:N'")
+    return "cuda", int(idx) if colon else None
 
 
 CPU = Device("cpu")
@@ -79,16 +101,13 @@ def device_count() -> int:
 
 def as_device(spec) -> Device:
     """Parse "cpu", "cuda", "cuda:1" or a Device; "cuda" checks a GPU is usable."""
-    if isinstance(spec, Device):
-        return spec
+    if isinstance(spec, Device):  # canonicalise (and check) a Device built by hand
+        return CPU if spec.type == "cpu" else as_device(str(spec))
     if not isinstance(spec, str):
         raise TypeError(f"device must be a string like 'cpu' or 'cuda:0' or a Device, got {spec!r}")
-    name, _, idx = spec.partition(":")
-    if name == "cpu" and not idx:
+    type_, index = _parse(spec)
+    if type_ == "cpu":
         return CPU
-    if name != "cuda" or (idx and not idx.isdigit()):
-        raise ValueError(f"unknown device {spec!r}; expected 'cpu', 'cuda' or 'cuda:N'")
-    index = int(idx) if idx else None
     if index is None or index not in _cuda_devices:
         reason = cuda_unavailable_reason()
         if reason is not None:
@@ -103,11 +122,15 @@ def as_device(spec) -> Device:
 
 
 # ---- default device (thread-local, like the grad mode) ----
-_local = threading.local()
+class _DefaultDevice(threading.local):
+    device = CPU  # each thread starts on the CPU
+
+
+_local = _DefaultDevice()
 
 
 def get_default_device() -> Device:
-    return getattr(_local, "device", CPU)
+    return _local.device
 
 
 def set_default_device(spec) -> None:
@@ -157,7 +180,7 @@ def is_cupy_array(obj) -> bool:
 def device_of_array(a) -> Device:
     if isinstance(a, np.ndarray):
         return CPU
-    return as_device(f"cuda:{a.device.id}")
+    return _cuda_devices.get(a.device.id) or as_device(f"cuda:{a.device.id}")
 
 
 def to_device(a, dev: Device):
