@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import dtypes as _dt
 from .elementwise import softplus, where
 from .registry import register
@@ -173,7 +175,8 @@ def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-1
     w = where(valid, weight[safe], 0.0) if weight is not None else valid.to(input.dtype)
     loss = -picked * w
     if reduction == "mean":
-        return loss.sum() / w.sum()
+        with np.errstate(invalid="ignore"):  # every target ignored: 0 / 0 = NaN, as torch
+            return loss.sum() / w.sum()
     return _reduce(loss, reduction)
 
 
@@ -239,8 +242,9 @@ def binary_cross_entropy(ctx, input, target, weight=None, size_average=None, red
     _check_floating("binary_cross_entropy", input)
     _check_same_size("binary_cross_entropy", input, target, warn=False)
     _check_probabilities("binary_cross_entropy", input, "input")
-    log_x = input.log().clamp(min=-100.0)
-    log_1mx = (1 - input).log().clamp(min=-100.0)
+    with np.errstate(divide="ignore"):  # log(0) = -inf is expected here: it is clamped next
+        log_x = input.log().clamp(min=-100.0)
+        log_1mx = (1 - input).log().clamp(min=-100.0)
     loss = -(target * log_x + (1 - target) * log_1mx)
     if weight is not None:
         loss = loss * weight
