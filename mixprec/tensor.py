@@ -255,7 +255,7 @@ class Tensor:
     def __dlpack__(self, *args, **kwargs):
         if self.requires_grad:
             raise RuntimeError("cannot export a tensor that requires grad via DLPack; call .detach() first")
-        return self.data.__dlpack__(*args, **kwargs)
+        return _be.to_dlpack(self.data, *args, **kwargs)
 
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
