@@ -82,7 +82,7 @@ def test_trains_a_least_squares_problem():
     y = x @ w_true
     w = mp.zeros(3, 1, requires_grad=True)
     opt = mp.optim.SGD([w], lr=0.1, momentum=0.9)
-    for _ in range(100):
+    for _ in range(300):
         loss = ((x @ w - y) ** 2).mean()
         opt.zero_grad()
         loss.backward()
