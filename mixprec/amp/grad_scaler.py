@@ -15,6 +15,7 @@ from . import functional as _F
 
 __all__ = ["GradScaler", "OptState"]
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _STATE_KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
 
 
@@ -409,7 +410,13 @@ class GradScaler:
 
 
 def _gradients(optimizer):
-    """The gradient Tensors to unscale; float16 ones are refused as torch refuses them."""
+    """The gradient Tensors to unscale; float16 ones are refused as torch refuses them.
+
+    A gradient that is a broadcast view (read-only, or with a zero stride, as the
+    gradient of a sum can be) is first given memory of its own, so it can be
+    unscaled in place.
+    """
+    from ..tensor import Tensor
     grads = []
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -419,6 +426,10 @@ def _gradients(optimizer):
             if g.dtype == _dt.float16:
                 raise ValueError("Attempting to unscale FP16 gradients. Keep the parameters in float32 (autocast "
                                  "runs the float16 math) or use bfloat16 parameters.")
+            data = g.data
+            if 0 in data.strides[:data.ndim] and data.size > 1 or not getattr(data.flags, "writeable", True):
+                with _be.on_device(g.device):
+                    p.grad = g = Tensor._wrap(data.copy())
             grads.append(g)
     return grads
 
@@ -434,8 +445,8 @@ def _device_type(device) -> str:
 
 
 def _check_scale(x, name) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 0 \
-            or not math.isfinite(np.float32(x)):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or not \
+            0 < x <= _FLOAT32_MAX:
         raise ValueError(f"{name} must be a finite positive number that fits float32, got {x!r}")
     return float(x)
 
