@@ -1,0 +1,89 @@
+"""The CUDA kernels compile with NVRTC alone (no GPU), and compile to what the reference assumes.
+
+Runs wherever libnvrtc can be found (.ci/run installs nvidia-cuda-nvrtc-cu12 for
+it); skipped elsewhere, except under CI=true, where a missing NVRTC is a failure.
+tools/compile_kernels.py compiles every source for sm_70/80/90 in CI; here one
+PTX target is read to check the code generation the bit-exact reference relies on.
+"""
+import importlib.util
+import os
+import re
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+from mixprec.amp import _kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("compile_kernels", ROOT / "tools" / "compile_kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tool = _load_tool()
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    try:
+        return tool.Nvrtc()
+    except tool.NvrtcError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must compile the kernels but NVRTC is missing: {exc}")
+        pytest.skip(f"NVRTC not available: {exc}")
+
+
+@pytest.fixture(scope="module")
+def ptx(nvrtc):
+    """PTX of every source for compute_80, split into {kernel name expression: entry text}."""
+    out = {}
+    for filename, exprs in _kernels.MODULES.items():
+        lowered, text, _ = tool.compile_kernel(nvrtc, filename, "compute_80")
+        entries = re.split(r"\n(?=\.(?:visible|weak) \.entry )", text)
+        for expr in exprs:
+            out[expr] = next(e for e in entries if re.match(rf"\.(?:visible|weak) \.entry {re.escape(lowered[expr])}\(", e))
+    return out
+
+
+def test_every_source_compiles_for_the_ci_targets(nvrtc):
+    for arch in tool.DEFAULT_ARCHS:
+        for filename, exprs in _kernels.MODULES.items():
+            lowered, _, cubin = tool.compile_kernel(nvrtc, filename, arch)
+            assert set(lowered) == set(exprs) and cubin
+
+
+def test_a_compile_error_is_reported_with_the_log(nvrtc):
+    with pytest.raises(tool.NvrtcError, match="undefined"):
+        nvrtc.compile("extern \"C\" __global__ void k() { undefined_thing(); }", "broken.cu",
+                      ("--gpu-architecture=compute_80",))
+
+
+@pytest.mark.parametrize("pair", _kernels.UNSCALE_PAIRS, ids=lambda p: f"{p[0]}->{p[1]}")
+def test_unscale_kernels_load_128_bits_at_a_time_and_multiply_without_shortcuts(ptx, pair):
+    entry = ptx[_kernels.unscale_kernel_name(*pair)]
+    assert re.search(r"\bld(\.global)?(\.nc)?\.v(4\.(u32|f32|b32)|2\.(f64|u64|b64))\b", entry), \
+        "no 128-bit vector load in the aligned path"
+    assert "mul.rn.f" in entry  # IEEE multiply ...
+    assert ".ftz" not in entry and "fma" not in entry  # ... no flush-to-zero, no contraction
+
+
+def test_update_kernel_rounds_float64_products_once_to_float32(ptx):
+    entry = ptx["update_scale"]
+    assert "mul.rn.f64" in entry and "cvt.rn.f32.f64" in entry and ".ftz" not in entry
+
+
+def test_sources_are_package_data_and_headers_are_spliced():
+    """The non-editable install ships every file in mixprec/kernels (pyproject package-data)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    globs = config["tool"]["setuptools"]["package-data"]["mixprec.kernels"]
+    files = [p.name for p in _kernels.SOURCE_DIR.iterdir() if p.is_file()]
+    assert files and all(any(fnmatch(f, g) for g in globs) for f in files)
+    for filename in _kernels.MODULES:
+        text = _kernels.load_source(filename)
+        assert '#include "' not in text and "pragma once" not in text and "struct half_bits" in text
