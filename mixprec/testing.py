@@ -149,8 +149,8 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check
     lower = _am.DEFAULT_DTYPES[device_type] if dtype is None else _am._check_lower_dtype(dtype, "check_autocast")
     in_dtypes = tuple(t.dtype for t in tensors)
     rule = _am._rule(op, device_type)
-    if kwargs.get("dtype") is not None or _am._explicit_dtype(op, list(args)):
-        rule = None  # an explicit dtype= is respected: the op is not autocast
+    if kwargs.get("dtype") is not None or kwargs.get("out") is not None or _am._explicit_dtype_or_out(op, list(args)):
+        rule = None  # an explicit dtype= or out= is respected: the op is not autocast
     banned = rule is _reg.CastPolicy.BANNED
     expected = in_dtypes if banned or rule is None else _am.resolve_dtypes(op, device_type, lower, in_dtypes)
     for d_in, d_out in zip(in_dtypes, expected):

@@ -299,13 +299,15 @@ def _data_positions(op, args):
     return found
 
 
-def _explicit_dtype(op, args):
-    """True when the call passed dtype= (it may have been moved to a positional arg)."""
+def _explicit_dtype_or_out(op, args):
+    """True when the call passed dtype= or out= (the dispatcher may have moved them into args)."""
     names = op.arg_names
-    if "dtype" not in names:
-        return False
-    i = names.index("dtype")
-    return i < len(args) and args[i] is not None
+    for name in ("dtype", "out"):
+        if name in names:
+            i = names.index(name)
+            if i < len(args) and args[i] is not None:
+                return True
+    return False
 
 
 def _cast(t, dtype, lower):
@@ -333,7 +335,7 @@ def _cast(t, dtype, lower):
 def _autocast_hook(op, args, device, lower):
     """Apply op's rule on device.type to args; the same args object back when there is no rule."""
     rule = _rule(op, device.type)
-    if rule is None or _explicit_dtype(op, args):
+    if rule is None or _explicit_dtype_or_out(op, args):
         return args
     found = _data_positions(op, args)
     targets = _apply_rule(op.name, device.type, rule, lower, [t.dtype for _, _, t in found])
