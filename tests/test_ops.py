@@ -517,3 +517,106 @@ def test_comparisons_give_bool_and_no_graph(device):
         assert out.dtype == mp.bool and out.grad_fn is None and not out.requires_grad
     np.testing.assert_array_equal((x > 1.5).numpy(), [False, True, True])
     np.testing.assert_array_equal((2 > x).numpy(), [True, False, False])
+
+
+# ----------------------------------------------------------------- bad input: clear errors, never raw NumPy ones
+def _x():
+    return mp.ones(2, 3)
+
+
+ERRORS = [
+    # broadcasting failures name the op and both shapes (one mechanism for every elementwise op)
+    ("add", lambda: mp.tensor([1, 2]) + mp.ones(3), RuntimeError, r"add: shapes \(2,\) and \(3,\) cannot be broadcast"),
+    ("sub", lambda: _x() - mp.ones(2), RuntimeError, r"sub: shapes \(2, 3\) and \(2,\)"),
+    ("mul", lambda: mp.mul(_x(), mp.ones(4, 1, 2)), RuntimeError, r"mul: shapes \(2, 3\) and \(4, 1, 2\)"),
+    ("div", lambda: _x() / mp.ones(4), RuntimeError, r"div: shapes \(2, 3\) and \(4,\)"),
+    ("rdiv", lambda: mp.ones(4).__rtruediv__(_x()), RuntimeError, r"__rtruediv__: shapes"),
+    ("pow", lambda: _x() ** mp.ones(2), RuntimeError, r"pow: shapes \(2, 3\) and \(2,\)"),
+    ("maximum", lambda: mp.maximum(_x(), mp.ones(5)), RuntimeError, r"maximum: shapes \(2, 3\) and \(5,\)"),
+    ("where", lambda: mp.where(mp.ones(2) > 0, _x(), mp.ones(3)), RuntimeError,
+     r"where: shapes \(2,\), \(2, 3\) and \(3,\)"),
+    ("clamp", lambda: _x().clamp(mp.zeros(4)), RuntimeError, r"clamp: shapes \(2, 3\) and \(4,\)"),
+    ("eq", lambda: _x() == mp.ones(2), RuntimeError, r"eq: shapes \(2, 3\) and \(2,\)"),
+    ("add_", lambda: mp.ones(3).add_(_x()), RuntimeError, r"add_: a value of shape \(2, 3\) cannot be written"),
+    # matrix products name both shapes and the op
+    ("matmul", lambda: _x() @ _x(), RuntimeError, r"matmul: shapes \(2, 3\) and \(2, 3\) cannot be multiplied"),
+    ("matmul-batch", lambda: mp.ones(2, 3, 4) @ mp.ones(5, 4, 3), RuntimeError, r"batch dimensions"),
+    ("matmul-0d", lambda: mp.tensor(1.0) @ _x(), RuntimeError, r"matmul: .*0-d"),
+    ("mm", lambda: mp.mm(_x(), mp.ones(3)), RuntimeError, r"mm: shapes \(2, 3\) and \(3,\)"),
+    ("bmm", lambda: mp.bmm(mp.ones(2, 2, 3), mp.ones(3, 3, 2)), RuntimeError, r"bmm: shapes \(2, 2, 3\) and \(3, 3, 2\)"),
+    ("mv", lambda: mp.mv(_x(), mp.ones(2)), RuntimeError, r"mv: shapes \(2, 3\) and \(2,\)"),
+    ("dot", lambda: mp.dot(mp.ones(3), mp.ones(4)), RuntimeError, r"dot: shapes \(3,\) and \(4,\)"),
+    ("linear", lambda: F.linear(_x(), mp.ones(4, 2)), RuntimeError, r"linear: input of shape \(2, 3\).*\(4, 2\)"),
+    ("linear-bias", lambda: F.linear(_x(), mp.ones(4, 3), mp.ones(3)), RuntimeError, r"bias of shape \(3,\)"),
+    ("addmm", lambda: mp.addmm(mp.ones(3, 3), _x(), mp.ones(3, 4)), RuntimeError, r"addmm: .*\(3, 3\).*\(2, 4\)"),
+    ("matmul-dtypes", lambda: mp.ones(2, 2, dtype=mp.float16) @ mp.ones(2, 2), TypeError,
+     r"matmul: .*same dtype, got float16 and float32"),
+    # shape ops
+    ("reshape", lambda: _x().reshape(4, 2), RuntimeError, r"reshape: shape \(4, 2\) is invalid for an input of shape \(2, 3\)"),
+    ("view", lambda: _x().T.view(6), RuntimeError, r"view: cannot view .* use reshape"),
+    ("expand", lambda: _x().expand(4, 3), RuntimeError, r"expand: cannot expand shape \(2, 3\) to \(4, 3\)"),
+    ("cat", lambda: mp.cat([_x(), mp.ones(3, 3)], dim=1), RuntimeError, r"cat: shapes \(2, 3\) and \(3, 3\)"),
+    ("stack", lambda: mp.stack([_x(), mp.ones(2, 2)]), RuntimeError, r"stack: shapes \(2, 3\) and \(2, 2\)"),
+    ("permute", lambda: _x().permute(0, 0), ValueError, r"permute: dims \(0, 0\)"),
+    ("split", lambda: _x().split([1, 1], dim=1), ValueError, r"split: sections \[1, 1\] do not add up to the size 3"),
+    ("index_put", lambda: mp.index_put(mp.zeros(4), (mp.tensor([0, 1]),), mp.ones(3)), ValueError,
+     r"index_put: .*\(3,\).*\(2,\)"),
+    ("index_put-oob", lambda: mp.index_put(mp.zeros(4), (mp.tensor([5]),), mp.ones(1)), IndexError,
+     r"index_put: index 5 is out of bounds"),
+    ("scatter_add-oob", lambda: mp.scatter_add(mp.zeros(3), 0, mp.tensor([5]), mp.ones(1)), IndexError,
+     r"scatter_add: index 5 is out of bounds"),
+    ("scatter_add-src", lambda: mp.scatter_add(mp.zeros(3), 0, mp.tensor([0, 1]), mp.ones(1)), RuntimeError,
+     r"scatter_add: index of shape \(2,\) must not be larger than src"),
+    ("scatter_add-float-index", lambda: mp.scatter_add(mp.zeros(3), 0, mp.tensor([0.0]), mp.ones(1)), TypeError,
+     r"scatter_add: index must be an integer tensor"),
+    ("getitem", lambda: _x()[5], IndexError, r"__getitem__: .*\(tensor of shape \(2, 3\)\)"),
+    # dims out of range name the op
+    *[(f"dim-{name}", fn, IndexError, rf"{name}: dim .* out of range for a tensor with 2 dimensions")
+      for name, fn in [("sum", lambda: _x().sum(2)), ("mean", lambda: _x().mean(-3)), ("amax", lambda: _x().amax(5)),
+                       ("var", lambda: _x().var(2)), ("cumsum", lambda: _x().cumsum(2)),
+                       ("softmax", lambda: _x().softmax(2)), ("log_softmax", lambda: _x().log_softmax(-3)),
+                       ("transpose", lambda: _x().transpose(0, 2)), ("squeeze", lambda: _x().squeeze(3)),
+                       ("unsqueeze", lambda: _x().unsqueeze(4)), ("flatten", lambda: _x().flatten(2)),
+                       ("split", lambda: _x().split(1, dim=2)), ("cat", lambda: mp.cat([_x(), _x()], dim=2))]],
+    # argument errors
+    ("where-cond", lambda: mp.where(mp.ones(2), mp.ones(2), mp.ones(2)), TypeError, r"where: condition must be a bool"),
+    ("clamp-none", lambda: _x().clamp(), ValueError, r"clamp: at least one of min and max"),
+    ("gelu-approximate", lambda: _x().gelu(approximate="erf"), ValueError, r"gelu: approximate must be"),
+    ("softmax-no-dim", lambda: _x().softmax(), TypeError, r"softmax: pass dim="),
+    ("softmax-int", lambda: mp.tensor([1, 2]).softmax(0), TypeError, r"softmax: needs a floating input"),
+    ("mean-int", lambda: mp.tensor([1, 2]).mean(), TypeError, r"mean: needs a floating input"),
+    ("var-int", lambda: mp.tensor([1, 2]).var(), TypeError, r"var: needs a floating input"),
+    ("neg-bool", lambda: -mp.tensor([True]), TypeError, r"neg: .*bool.*logical_not"),
+    ("too-many-args", lambda: mp.exp(_x(), 1), TypeError, r"exp\(\) takes at most 1 positional arguments \(input\)"),
+    ("operand-str", lambda: _x() + "a", TypeError, r"unsupported operand type\(s\) for \+: 'Tensor' and 'str'"),
+    ("operand-none", lambda: _x() * None, TypeError, r"unsupported operand"),
+    ("operand-complex", lambda: _x() - 1j, TypeError, r"unsupported operand"),
+    ("function-str", lambda: mp.add(_x(), "a"), TypeError, r"add: expected a Tensor or a number, got str"),
+]
+
+
+@pytest.mark.parametrize("fn,exc,match", [pytest.param(f, e, m, id=i) for i, f, e, m in ERRORS])
+def test_bad_input_raises_a_clear_error(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn()
+
+
+def test_integer_inputs_of_float_math_compute_in_float32():
+    """exp/sin/sqrt/... of an int or bool tensor are float32 (torch), never float64; relu/abs keep ints."""
+    i = mp.tensor([1, 4])
+    for fn in (mp.exp, mp.log, mp.sqrt, mp.rsqrt, mp.sin, mp.cos, mp.tanh, mp.sigmoid, mp.log1p, mp.expm1,
+               mp.reciprocal, mp.gelu, mp.softplus):
+        assert fn(i).dtype == mp.float32, fn
+    np.testing.assert_allclose(mp.sqrt(i).numpy(), [1.0, 2.0])
+    assert mp.log(mp.tensor([True])).dtype == mp.float32
+    assert mp.relu(mp.tensor([-1, 2])).tolist() == [0, 2] and mp.relu(mp.tensor([-1, 2])).dtype == mp.int64
+    assert mp.tensor([-3], dtype=mp.int32).abs().dtype == mp.int32
+
+
+def test_ops_accept_numpy_arrays_and_scalars_as_data():
+    x = mp.ones(3, dtype=mp.float16)
+    assert (x * np.float64(2.0)).dtype == mp.float16  # NumPy scalars are weak like Python ones
+    out = x + np.full(3, 2.0, dtype=np.float32)  # an array is a tensor operand
+    assert out.dtype == mp.float32 and out.tolist() == [3.0, 3.0, 3.0]
+    assert mp.where(mp.tensor([True, False]), 1.0, 0.0).tolist() == [1.0, 0.0]
+    assert mp.exp(0.0).item() == 1.0 and mp.exp(0.0).dtype == mp.float32

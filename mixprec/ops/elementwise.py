@@ -12,11 +12,17 @@ from .registry import register
 LP = "lower_precision_fp"
 
 
-def _in_f32(fn):
-    """Run fn on float16/bfloat16 arrays in float32 and round back to the input dtype."""
+def _in_f32(fn, int_to_float=True):
+    """Run fn on float16/bfloat16 arrays in float32 and round back to the input dtype.
+
+    Integer and bool inputs compute in float32 and stay there (exp, sin, ... of an
+    int tensor is float32 in torch), unless ``int_to_float`` is off (relu, abs).
+    """
     def run(a, *rest):
         if a.dtype in _dt.LOW_PRECISION:
             return fn(a.astype(np.float32), *rest).astype(a.dtype)
+        if int_to_float and a.dtype.kind in "biu":
+            return fn(a.astype(np.float32), *rest)
         return fn(a, *rest)
     return run
 
@@ -151,10 +157,14 @@ rpow.grad(_pow_grad)
 
 
 # ---------------------------------------------------------------- unary math
-def _unary(name, fn, grad, *, methods=True, functional=False, **policy):
+def _unary(name, fn, grad, *, methods=True, functional=False, int_to_float=True, **policy):
     """Register a one-input op: fn on arrays, grad(x, out, g) with Tensors."""
-    op = register(name, methods=(name,) if methods else (), functional=functional,
-                  **policy)(lambda ctx, input: _in_f32(fn)(input))
+    run = _in_f32(fn, int_to_float)
+
+    def forward(ctx, input):
+        return run(input)
+    forward.__name__ = forward.__qualname__ = name
+    op = register(name, methods=(name,) if methods else (), functional=functional, **policy)(forward)
     op.__doc__ = f"Elementwise {name}."
 
     @op.grad
@@ -170,8 +180,8 @@ expm1 = _unary("expm1", lambda a: array_module(a).expm1(a), lambda x, c, g: g * 
 sqrt = _unary("sqrt", lambda a: array_module(a).sqrt(a), lambda x, c, g: g / (2 * c.output))
 rsqrt = _unary("rsqrt", lambda a: 1 / array_module(a).sqrt(a), lambda x, c, g: g * -0.5 * c.output ** 3, cuda="fp32")
 reciprocal = _unary("reciprocal", lambda a: 1 / a, lambda x, c, g: -g * c.output * c.output, cuda="fp32")
-abs = _unary("abs", lambda a: array_module(a).abs(a), lambda x, c, g: g * c.inputs[0].sign())
-sign = _unary("sign", lambda a: array_module(a).sign(a), lambda x, c, g: g * 0)
+abs = _unary("abs", lambda a: array_module(a).abs(a), lambda x, c, g: g * c.inputs[0].sign(), int_to_float=False)
+sign = _unary("sign", lambda a: array_module(a).sign(a), lambda x, c, g: g * 0, int_to_float=False)
 sin = _unary("sin", lambda a: array_module(a).sin(a), lambda x, c, g: g * c.inputs[0].cos())
 cos = _unary("cos", lambda a: array_module(a).cos(a), lambda x, c, g: -g * c.inputs[0].sin())
 tanh = _unary("tanh", lambda a: array_module(a).tanh(a), lambda x, c, g: g * (1 - c.output * c.output),
@@ -179,7 +189,7 @@ tanh = _unary("tanh", lambda a: array_module(a).tanh(a), lambda x, c, g: g * (1 
 sigmoid = _unary("sigmoid", lambda a: 0.5 * (array_module(a).tanh(a * a.dtype.type(0.5)) + 1),
                  lambda x, c, g: g * c.output * (1 - c.output), functional=True)
 relu = _unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)),
-              lambda x, c, g: g * (c.inputs[0] > 0), functional=True)
+              lambda x, c, g: g * (c.inputs[0] > 0), functional=True, int_to_float=False)
 
 _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)

@@ -126,6 +126,8 @@ def var(ctx, input, dim=None, keepdim=False, correction=1, unbiased=None):
     """Variance over dim with Bessel's correction (correction=1) by default."""
     if unbiased is not None:
         correction = 1 if unbiased else 0
+    if not _dt.is_floating(input.dtype):
+        raise TypeError(f"var: needs a floating input, got {input.dtype.name}")
     axes = _reduction(ctx, input, dim, keepdim, "var")
     n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
     ctx.denom = max(n - correction, 0)

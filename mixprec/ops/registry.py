@@ -16,6 +16,7 @@ Dispatch of ``op(*args, **kwargs)``:
 from __future__ import annotations
 
 import enum
+import inspect
 import threading
 import traceback
 
@@ -67,6 +68,7 @@ AUTOCAST_HOOK = None      # set by mixprec.amp: (op, args, device, dtype) -> arg
 OBSERVERS: list = []      # callables (op, args_in, args_run, out) for tracing
 
 _REGISTRY: dict[str, "Op"] = {}
+_CO_VARARGS = inspect.CO_VARARGS
 Tensor = None             # bound by mixprec.tensor (it imports us)
 
 
@@ -97,6 +99,7 @@ class Op:
             raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
         code = forward.__code__
         self.arg_names = code.co_varnames[1:code.co_argcount]  # positional params after ctx
+        self.max_args = None if code.co_flags & _CO_VARARGS else len(self.arg_names)
         defaults = forward.__defaults__ or ()
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         self.__doc__ = doc or forward.__doc__
@@ -146,8 +149,14 @@ def _bind_methods(op):
 
 
 def _method(op, name):
-    def method(self, *args, **kwargs):
-        return dispatch(op, (self, *args), kwargs)
+    if name.startswith("__") and name != "__getitem__":  # an operator: other types get NotImplemented
+        def method(self, *args):
+            if args and not _is_operand(args[0]):
+                return NotImplemented  # so Python raises its "unsupported operand type(s)" TypeError
+            return dispatch(op, (self, *args), {})
+    else:
+        def method(self, *args, **kwargs):
+            return dispatch(op, (self, *args), kwargs)
     method.__name__ = name
     method.__doc__ = op.__doc__
     return method
@@ -155,9 +164,16 @@ def _method(op, name):
 
 def _rmethod(op, name):
     def method(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return dispatch(op, (other, self), {})
     method.__name__ = name
     return method
+
+
+def _is_operand(x):
+    """What an operator accepts next to a Tensor: tensors, numbers, arrays (and nested lists of numbers)."""
+    return isinstance(x, (Tensor, list, tuple) + _SCALARS) or _is_array(x)
 
 
 def bind_tensor_class(cls):
@@ -209,6 +225,9 @@ def dispatch(op, args, kwargs):
     """
     if kwargs and op.arg_names:
         args, kwargs = _keyword_args_to_positional(op, args, kwargs)
+    if op.max_args is not None and len(args) > op.max_args:
+        raise TypeError(f"{op.name}() takes at most {op.max_args} positional arguments "
+                        f"({', '.join(op.arg_names)}) but {len(args)} were given")
     tensors, args = _find_tensors(op, args)
     if not tensors:
         tensors, args = _scalars_to_tensors(op, args)
@@ -389,8 +408,8 @@ def _promote_mixed(op, args):
         for x in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(x, (Tensor, _SCALARS)):
                 operands.append(x)
-            elif isinstance(x, complex):
-                raise TypeError(f"{op.name}: complex numbers are not supported")
+            elif x is not None and not isinstance(x, (list, tuple)):
+                raise TypeError(f"{op.name}: expected a Tensor or a number, got {type(x).__name__}")
     if not operands:
         return args
     if op.same_dtype:

@@ -9,6 +9,15 @@ from ..backend import array_module
 from .registry import register
 
 
+def dim_index(dim, ndim, op, new_axis=False):
+    """``dim`` as an index in 0..ndim-1 (0..ndim where a new axis is inserted), or an IndexError naming the op."""
+    n = ndim + 1 if new_axis else max(ndim, 1)
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim!r} is out of range for a tensor with {ndim} dimensions "
+                         f"(expected an int in [{-n}, {n - 1}])")
+    return int(dim) % n
+
+
 def _size_arg(shape):
     """Accept reshape(2, 3) and reshape((2, 3))."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -94,7 +103,7 @@ def flatten(ctx, input, start_dim=0, end_dim=-1):
     ctx.in_shape = input.shape
     if input.ndim == 0:
         return input.reshape(1)
-    s, e = start_dim % input.ndim, end_dim % input.ndim
+    s, e = dim_index(start_dim, input.ndim, "flatten"), dim_index(end_dim, input.ndim, "flatten")
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     return input.reshape(input.shape[:s] + (-1,) + input.shape[e + 1:])
@@ -106,8 +115,8 @@ flatten.grad(_reshape_grad)
 @register("transpose", methods=("transpose",), view=True)
 def transpose(ctx, input, dim0, dim1):
     """Swap two dims."""
-    ctx.dims = (dim0, dim1)
-    return array_module(input).swapaxes(input, dim0, dim1)
+    ctx.dims = (dim_index(dim0, input.ndim, "transpose"), dim_index(dim1, input.ndim, "transpose"))
+    return array_module(input).swapaxes(input, *ctx.dims)
 
 
 transpose.grad(lambda ctx, g: (g.transpose(*ctx.dims),))
@@ -132,8 +141,8 @@ def squeeze(ctx, input, dim=None):
     ctx.in_shape = input.shape
     if dim is None:
         return input.reshape(tuple(n for n in input.shape if n != 1))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    drop = {d % max(input.ndim, 1) for d in dims}
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    drop = {dim_index(d, input.ndim, "squeeze") for d in dims}
     return input.reshape(tuple(n for i, n in enumerate(input.shape) if not (i in drop and n == 1)))
 
 
@@ -171,8 +180,9 @@ expand.grad(lambda ctx, g: (g,))  # the engine sums broadcast dims back to the i
 
 @register("flip", methods=("flip",))
 def flip(ctx, input, dims):
-    ctx.dims = dims
-    return array_module(input).flip(input, axis=dims)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    ctx.dims = tuple(dim_index(d, input.ndim, "flip") for d in dims)
+    return array_module(input).flip(input, axis=ctx.dims)
 
 
 flip.grad(lambda ctx, g: (g.flip(ctx.dims),))
@@ -180,21 +190,24 @@ flip.grad(lambda ctx, g: (g.flip(ctx.dims),))
 
 # ---------------------------------------------------------------- joining
 def _check_join(name, arrays, dim, same_shape):
+    """Validate the tensors of cat/stack; returns dim as a non-negative index."""
     if len(arrays) == 0:
         raise ValueError(f"{name}: expected a non-empty list of tensors")
     ref = arrays[0].shape
+    dim = dim_index(dim, len(ref), name, new_axis=same_shape)
     for a in arrays[1:]:
         bad = (a.shape != ref) if same_shape else (
-            a.ndim != len(ref) or any(x != y for i, (x, y) in enumerate(zip(a.shape, ref)) if i != dim % len(ref)))
+            a.ndim != len(ref) or any(x != y for i, (x, y) in enumerate(zip(a.shape, ref)) if i != dim))
         if bad:
             raise RuntimeError(f"{name}: shapes {ref} and {a.shape} do not match "
                                f"{'exactly' if same_shape else f'outside dim {dim}'}")
+    return dim
 
 
 @register("cat", promote=(0,), cpu="promote", aliases=("concatenate",))
 def cat(ctx, tensors, dim=0):
     """Join tensors along an existing dim (inputs promote to one dtype)."""
-    _check_join("cat", tensors, dim, same_shape=False)
+    dim = _check_join("cat", tensors, dim, same_shape=False)
     ctx.sizes = [a.shape[dim] for a in tensors]
     ctx.dim = dim
     return array_module(tensors[0]).concatenate(tensors, axis=dim)
@@ -208,7 +221,7 @@ def _(ctx, g):
 @register("stack", promote=(0,), cpu="promote")
 def stack(ctx, tensors, dim=0):
     """Join same-shaped tensors along a new dim."""
-    _check_join("stack", tensors, dim, same_shape=True)
+    dim = _check_join("stack", tensors, dim, same_shape=True)
     ctx.dim, ctx.n = dim, len(tensors)
     return array_module(tensors[0]).stack(tensors, axis=dim)
 
@@ -221,6 +234,7 @@ def _(ctx, g):
 @register("split", methods=("split",), composite=True)
 def split(ctx, input, split_size_or_sections, dim=0):
     """Split into chunks of a size (last may be smaller) or into the given section sizes."""
+    dim = dim_index(dim, input.ndim, "split")
     n = input.shape[dim]
     if isinstance(split_size_or_sections, int):
         if split_size_or_sections <= 0:
@@ -241,7 +255,8 @@ def split(ctx, input, split_size_or_sections, dim=0):
 
 @register("chunk", methods=("chunk",), composite=True)
 def chunk(ctx, input, chunks, dim=0):
-    n = input.shape[dim]
+    """Split into ``chunks`` pieces of equal size (the last may be smaller)."""
+    n = input.shape[dim_index(dim, input.ndim, "chunk")]
     return split(input, -(-n // chunks), dim)
 
 
@@ -249,7 +264,7 @@ def chunk(ctx, input, chunks, dim=0):
 def select(ctx, input, dim, index):
     """input[..., index, ...] at dim, dropping that dim."""
     key = [slice(None)] * input.ndim
-    key[dim] = index
+    key[dim_index(dim, input.ndim, "select")] = index
     return input[tuple(key)]
 
 
@@ -285,10 +300,14 @@ def index_put(ctx, input, indices, values, accumulate=False):
         indices = tuple(indices)
     ctx.indices, ctx.accumulate = indices, accumulate
     out = input.copy()
-    if accumulate:
-        _be.scatter_add(out, indices, values)
-    else:
-        out[indices] = values
+    try:
+        if accumulate:
+            _be.scatter_add(out, indices, values)
+        else:
+            out[indices] = values
+    except (IndexError, ValueError) as exc:  # out-of-range index, values that do not fit the indexed part
+        raise type(exc)(f"index_put: {exc} (input of shape {input.shape}, values of shape "
+                        f"{np.shape(values)})") from None
     ctx.values_shape = np.shape(values)
     return out
 
@@ -303,18 +322,18 @@ def _(ctx, g):
     return gx, None, gv
 
 
-def _along(ctx, input, dim, index):
+def _along(name, input, dim, index):
     if index.ndim != input.ndim:
-        raise RuntimeError(f"index must have as many dims as the input ({input.ndim}), got {index.ndim}")
+        raise RuntimeError(f"{name}: index must have as many dims as the input ({input.ndim}), got {index.ndim}")
     if index.dtype.kind not in "iu":
-        raise TypeError(f"index must be an integer tensor, got {index.dtype.name}")
-    return dim % input.ndim
+        raise TypeError(f"{name}: index must be an integer tensor, got {index.dtype.name}")
+    return dim_index(dim, input.ndim, name)
 
 
 @register("gather", methods=("gather",), promote=(0,))
 def gather(ctx, input, dim, index):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
-    ctx.dim = _along(ctx, input, dim, index)
+    ctx.dim = _along("gather", input, dim, index)
     ctx.in_shape = input.shape
     return array_module(input).take_along_axis(input, index, axis=ctx.dim)
 
@@ -327,12 +346,19 @@ def _(ctx, g):
 @register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote")
 def scatter_add(ctx, input, dim, index, src):
     """A copy of input with src added at index along dim (repeated indices add up)."""
-    ctx.dim = _along(ctx, input, dim, index)
+    ctx.dim = _along("scatter_add", input, dim, index)
+    if src.ndim != index.ndim or any(i > n for i, n in zip(index.shape, src.shape)) or \
+            any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != ctx.dim):
+        raise RuntimeError(f"scatter_add: index of shape {index.shape} must not be larger than src "
+                           f"{src.shape}, nor than the input {input.shape} outside dim {ctx.dim}")
     xp = array_module(input)
     grids = xp.indices(index.shape, sparse=True)
     key = tuple(index if i == ctx.dim else grids[i] for i in range(input.ndim))
     out = input.copy()
-    _be.scatter_add(out, key, src[tuple(slice(0, n) for n in index.shape)])
+    try:
+        _be.scatter_add(out, key, src[tuple(slice(0, n) for n in index.shape)])
+    except IndexError as exc:
+        raise IndexError(f"scatter_add: {exc} (input of shape {input.shape})") from None
     return out
 
 
