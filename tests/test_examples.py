@@ -1,0 +1,56 @@
+"""The examples run as a user runs them (a subprocess from another directory) and do what they claim."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_example(name, *args, cwd, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MPLBACKEND="Agg")
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout, proc.stderr
+
+
+def test_numpy_style_learns(tmp_path):
+    out, _ = run_example("numpy_style.py", cwd=tmp_path)
+    assert "under autocast x @ w1 is float16" in out
+    assert float(re.search(r"train accuracy: ([0-9.]+)", out).group(1)) >= 0.95
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    out, err = run_example("resume.py", "--steps", "60", "--checkpoint", str(tmp_path / "run.ckpt"), cwd=tmp_path)
+    assert "resumed run equals the uninterrupted run bit for bit: True" in out
+    assert (tmp_path / "run.ckpt").exists()
+    assert "Warning" not in err
+
+
+def test_train_digits_default_run_reaches_the_target(tmp_path):
+    """The README's first command: default arguments, >= 0.95 test accuracy, a plot, timings."""
+    for module in ("sklearn", "tqdm", "matplotlib"):
+        pytest.importorskip(module, reason="the examples extra (pip install '.[examples]') is not installed")
+    out, progress = run_example("train_digits.py", "--out", "plot.png", cwd=tmp_path)
+    last = out.strip().splitlines()[-1]
+    match = re.fullmatch(r"test accuracy: (0\.\d{4}|1\.0000)", last)
+    assert match, f"the last line should be the test accuracy, got {last!r}"
+    assert float(match.group(1)) >= 0.95
+    assert re.search(r"skipped steps: \d+ of \d+", out)
+    assert re.search(r"time per epoch, float32: [0-9.]+ s", out) and re.search(r"time per epoch, +amp: [0-9.]+ s", out)
+    assert "scale=" in progress and "loss=" in progress  # tqdm's bar (on stderr) shows both
+    png = (tmp_path / "plot.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_train_digits_rejects_bad_arguments(tmp_path):
+    pytest.importorskip("sklearn")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train_digits.py"), "--dtype", "float64"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
