@@ -212,3 +212,31 @@ def test_small_cnn_matches_torch():
     tbufs = dict(tm.named_buffers())
     for name, b in m.named_buffers():
         np.testing.assert_allclose(b.numpy(), tbufs[name].numpy(), rtol=1e-12, err_msg=name)
+
+
+def test_model_optimizer_and_checkpoint_on_each_device(device, tmp_path):
+    """The same seeded CNN, one AdamW step and a checkpoint round trip: a device gives the CPU's numbers."""
+    def run(dev):
+        mp.manual_seed(3)
+        m = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.AvgPool2d(2), nn.Flatten(), nn.Dropout(0.2), nn.Linear(16, 3)).double().to(dev)
+        emb = nn.Embedding(5, 3).double().to(dev)
+        opt = mp.optim.AdamW(list(m.parameters()) + list(emb.parameters()), lr=0.1, amsgrad=True)
+        x = mp.tensor(np.random.default_rng(0).standard_normal((6, 1, 8, 8)), device=dev)
+        y = mp.tensor([0, 1, 2, 0, 1, 2], device=dev)
+        loss = F.cross_entropy(m(x) + emb(y), y)
+        loss.backward()
+        total = nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+        opt.step()
+        return m, loss.item(), total.item()
+
+    ref, ref_loss, ref_total = run("cpu")
+    m, loss, total = run(device)
+    assert np.isclose(loss, ref_loss, rtol=1e-10) and np.isclose(total, ref_total, rtol=1e-10)
+    for (name, a), b in zip(ref.state_dict().items(), m.state_dict().values()):
+        assert b.device == mp.device(device).device
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+    mp.save(m.state_dict(), tmp_path / "m.mp")
+    back = mp.load(tmp_path / "m.mp")
+    assert all(v.device == mp.device(device).device for v in back.values())
+    assert all(v.device == "cpu" for v in mp.load(tmp_path / "m.mp", map_location="cpu").values())
