@@ -112,7 +112,7 @@ class ChunkTables:
         self._tables: OrderedDict = OrderedDict()
 
     def get(self, device_id: int, pairs, dtypes):
-        key = (device_id, dtypes, tuple(v for s, d in pairs for v in (s.data.ptr, d.data.ptr, s.size)))
+        key = (device_id, dtypes, tuple([v for s, d in pairs for v in (s.data.ptr, d.data.ptr, s.size)]))
         hit = self._tables.get(key)
         if hit is not None:
             self._tables.move_to_end(key)
