@@ -73,8 +73,8 @@ def scalar_dtype(value) -> np.dtype:
         return bool_
     if isinstance(value, (builtins.int, np.integer)):
         return int64
-    if isinstance(value, (builtins.float, np.floating)):
-        return float32
+    if isinstance(value, (builtins.float, np.floating)) or (isinstance(value, np.generic) and value.dtype in FLOATING):
+        return float32  # (ml_dtypes' bfloat16 scalars are not np.floating)
     raise TypeError(f"expected a Python number, got {type(value).__name__}")
 
 

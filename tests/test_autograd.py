@@ -364,3 +364,22 @@ def test_detect_anomaly_restores_and_is_quiet_on_finite_grads():
         x.sqrt().sum().backward()
     assert not mp.autograd.is_anomaly_enabled()
     np.testing.assert_allclose(x.grad.numpy(), [0.5, 0.25])
+
+
+def test_basic_index_is_a_view_sharing_the_version_counter():
+    """x[0] shares memory with x, so an in-place change through it is seen by x's saved-tensor checks;
+    advanced indexing copies and does not."""
+    x = f64([[1.0, 2.0], [3.0, 4.0]])
+    a = x * 1
+    b = (a * a).sum()
+    row = a.detach()[0]
+    assert row._version == a._version
+    with mp.no_grad():
+        row.mul_(2)
+    assert a.tolist() == [[2.0, 4.0], [3.0, 4.0]] and a._version == 1
+    with pytest.raises(RuntimeError, match="modified by an in-place"):
+        b.backward()
+    copy = a.detach()[[0, 0]]
+    with mp.no_grad():
+        copy.zero_()
+    assert a._version == 1 and a.tolist() == [[2.0, 4.0], [3.0, 4.0]]

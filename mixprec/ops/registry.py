@@ -93,7 +93,7 @@ class Op:
         self.differentiable = differentiable
         self.composite = composite
         self.inplace = inplace
-        self.view = view  # output shares memory (and so the version counter) with input 0
+        self.view = view  # output may share memory with input 0 (then also its version counter)
         self.broadcast = broadcast  # elementwise: the array args broadcast against each other
         if list(promote) != sorted(promote):
             raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
@@ -214,7 +214,7 @@ def public(op):
 
 # ---------------------------------------------------------------- dispatch
 # Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
-_SCALARS = (int, float, _np.number, _np.bool_)
+_SCALARS = (int, float, _np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
 
 
 def dispatch(op, args, kwargs):
@@ -274,7 +274,7 @@ def dispatch(op, args, kwargs):
         raise
     if not isinstance(data, _np.ndarray) and isinstance(data, _np.generic):
         data = _np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
-    out = Tensor._wrap(data, vc=args[0]._vc if op.view else None)
+    out = Tensor._wrap(data, vc=args[0]._vc if op.view and _is_view_of(data, arrays[0]) else None)
     if needs_grad and data.dtype in _FLOATING:
         ctx.finish(out)
         if _gm.is_anomaly_enabled():
@@ -300,6 +300,12 @@ def _run_composite(op, args, kwargs, autocast_applied):
     finally:
         STATE.depth -= 1
         STATE.autocast = saved
+
+
+def _is_view_of(out, a):
+    """Whether array ``out`` is a view into ``a``'s memory (NumPy and CuPy keep the owner in .base)."""
+    base = out.base
+    return base is not None and (base is a or (a.base is not None and base is a.base))
 
 
 class _Scratch:

@@ -269,7 +269,7 @@ def select(ctx, input, dim, index):
 
 
 # ---------------------------------------------------------------- indexing
-@register("__getitem__", methods=("__getitem__",), promote=())
+@register("__getitem__", methods=("__getitem__",), promote=(), view=True)
 def getitem(ctx, input, key):
     """Basic (ints, slices, None, ...) and integer/bool array indexing."""
     ctx.in_shape = input.shape
