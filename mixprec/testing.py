@@ -134,7 +134,8 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check
          so float64 and integer inputs are never cast;
       2. the result equals the op run outside autocast on inputs cast to those
          dtypes beforehand (same dtype, same bits) — or both raise the same
-         error type (a banned op raises under autocast only);
+         error type (a banned op raises under autocast only). A composite op
+         without a rule is compared inside the region (its inner ops are autocast);
       3. outside autocast (and in an ``enabled=False`` region inside one) no
          input is cast;
       4. with check_grads, backward gives every input that requires grad a
@@ -173,12 +174,17 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check
         rec = top[-1]
         if rule is not None and rec.policy is None:
             raise AssertionError(f"{op.name}: autocast did not apply its rule {rule!r}")
+        if rule is None and (rec.policy is not None or any(r.cast_for == op.name for r in t.records)):
+            raise AssertionError(f"{op.name}: has no rule on {device_type!r}, but autocast cast its inputs")
 
-    # 2. same as running on pre-cast inputs outside autocast
+    # 2. same as running on pre-cast inputs outside autocast. (A composite with no rule of its own
+    #    has its inner ops autocast, so its reference runs in the region too: only its top level is checked.)
     from .autograd import grad_mode as _gm
     with _gm.no_grad():
         pre = [x if x.dtype == d else x.detach().to(d) for x, d in zip(tensors, expected)]
-    ref, ref_err = _run(op, _replace_data(op, args, pre), kwargs)
+    inner_autocast = op.composite and rule is None
+    with _am.autocast(device_type, dtype=lower, enabled=inner_autocast):
+        ref, ref_err = _run(op, _replace_data(op, args, pre), kwargs)
     if (err is None) != (ref_err is None) or (err is not None and type(err) is not type(ref_err)):
         raise AssertionError(f"{op.name}: under autocast the call {'raised ' + repr(err) if err else 'worked'}, "
                              f"but on inputs pre-cast to {[d.name for d in expected]} it "

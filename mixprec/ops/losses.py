@@ -243,8 +243,8 @@ def binary_cross_entropy(ctx, input, target, weight=None, size_average=None, red
     _check_same_size("binary_cross_entropy", input, target, warn=False)
     _check_probabilities("binary_cross_entropy", input, "input")
     with np.errstate(divide="ignore"):  # log(0) = -inf is expected here: it is clamped next
-        log_x = input.log().clamp(min=-100.0)
-        log_1mx = (1 - input).log().clamp(min=-100.0)
+        log_x = input.log().maximum(-100.0)
+        log_1mx = (1 - input).log().maximum(-100.0)
     loss = -(target * log_x + (1 - target) * log_1mx)
     if weight is not None:
         loss = loss * weight

@@ -253,15 +253,15 @@ def tensordot(ctx, a, b, dims=2):
 @register("cosine_similarity", functional=True, promote=(0, 1), cuda="fp32", composite=True)
 def cosine_similarity(ctx, x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between x1 and x2 along dim (broadcasting), each norm clamped to >= eps."""
-    n1 = norm(x1, 2, dim, True).clamp(min=eps)
-    n2 = norm(x2, 2, dim, True).clamp(min=eps)
+    n1 = norm(x1, 2, dim, True).maximum(eps)
+    n2 = norm(x2, 2, dim, True).maximum(eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim=dim)
 
 
 @register("normalize", functional=True, cuda="fp32", composite=True)
 def normalize(ctx, input, p=2.0, dim=1, eps=1e-12):
     """input divided by its p-norm along dim, the norm clamped to >= eps."""
-    return input / norm(input, p, dim, True).clamp(min=eps)
+    return input / norm(input, p, dim, True).maximum(eps)
 
 
 @register("dist", methods=("dist",), promote=(0, 1), cuda="fp32", composite=True)
