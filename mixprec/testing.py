@@ -126,10 +126,17 @@ def _run(op, args, kwargs):
         return None, exc
 
 
-def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check_grads=True):
+def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expect_policy="any",
+                   check_grads=True):
     """Check that ``op(*args, **kwargs)`` under autocast does what its policy says.
 
-    Checks, for the op's data inputs (its ``promote`` positions):
+    expect_policy: the policy you mean the op to have on device_type (a
+    CastPolicy, its name, or None); checked first, together with the output
+    rule of that policy: on inputs without float64, a floating result is in the
+    region's dtype (lower_precision_fp), float32 (fp32), or the widest floating
+    input (promote). The default "any" skips this.
+
+    Then, for the op's data inputs (its ``promote`` positions):
       1. the dtypes autocast gives them are ``mp.amp.resolve_dtypes(...)``'s,
          so float64 and integer inputs are never cast;
       2. the result equals the op run outside autocast on inputs cast to those
@@ -152,6 +159,11 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check
     rule = _am._rule(op, device_type)
     if kwargs.get("dtype") is not None or kwargs.get("out") is not None or _am._explicit_dtype_or_out(op, list(args)):
         rule = None  # an explicit dtype= or out= is respected: the op is not autocast
+    if not (isinstance(expect_policy, str) and expect_policy == "any"):
+        want = _reg.as_policy(expect_policy)
+        have = _am.op_policy(op.name, device_type)
+        if have is not want:
+            raise AssertionError(f"{op.name}: policy on {device_type!r} is {have}, expected {want}")
     banned = rule is _reg.CastPolicy.BANNED
     expected = in_dtypes if banned or rule is None else _am.resolve_dtypes(op, device_type, lower, in_dtypes)
     for d_in, d_out in zip(in_dtypes, expected):
@@ -192,6 +204,8 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check
     if err is not None:
         return expected
     ran = [r for r in t.records if r.name == op.name and r.depth == 0][-1]
+    if not (isinstance(expect_policy, str) and expect_policy == "any"):
+        _check_output_rule(op.name, rule, lower, in_dtypes, expected, _outputs(out))
     for o, r in zip(_outputs(out), _outputs(ref)):
         if getattr(o, "dtype", None) != getattr(r, "dtype", None):
             raise AssertionError(f"{op.name}: output dtype under autocast is {o.dtype.name}, but "
@@ -222,6 +236,26 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, check
                 if g is not None and g.dtype != x.dtype:
                     raise AssertionError(f"{op.name}: a {x.dtype.name} input got a {g.dtype.name} gradient")
     return expected
+
+
+def _check_output_rule(name, rule, lower, in_dtypes, expected, outs):
+    """The output dtype each policy promises, for floating results of calls without float64 inputs."""
+    if _dt.float64 in in_dtypes or rule is None:
+        return
+    if rule is _reg.CastPolicy.PROMOTE:
+        floating = [d for d in expected if d in _am._ELIGIBLE]
+        want = floating[0] if floating else None
+    elif rule is _reg.CastPolicy.FP32:
+        want = _dt.float32
+    elif rule is _reg.CastPolicy.LOWER_PRECISION_FP:
+        want = lower
+    else:  # a fixed dtype
+        want = rule
+    for o in outs:
+        d = getattr(o, "dtype", None)
+        if want is not None and d is not None and _dt.is_floating(d) and d != want:
+            raise AssertionError(f"{name}: under its {getattr(rule, 'value', rule)} rule the result should be "
+                                 f"{want.name}, got {d.name}")
 
 
 def _same_values(a, b):

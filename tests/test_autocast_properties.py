@@ -138,7 +138,8 @@ DEVICE_TYPES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 @given(data=st.data())
 def test_every_op_follows_its_policy(device_type, data):
     e, lower, args, kwargs = _draw_case(data, device_type)
-    check_autocast(e.name, args, kwargs, device_type=device_type, dtype=lower)
+    check_autocast(e.name, args, kwargs, device_type=device_type, dtype=lower,
+                   expect_policy=mp.amp.op_policy(e.name, device_type))  # also checks the output-dtype rule
 
 
 @pytest.mark.parametrize("device_type", DEVICE_TYPES)
