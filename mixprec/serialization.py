@@ -131,6 +131,7 @@ def _dtype_name(dtype, where):
 
 
 def _encode(obj, buffers, memo, where):
+    from .nn.parameter import Parameter
     from .tensor import Tensor
     if obj is None:
         return {"t": "none"}
@@ -149,7 +150,7 @@ def _encode(obj, buffers, memo, where):
             return memo[id(obj)][0]
         node = {"t": "tensor", "dtype": _dtype_name(obj.dtype, where), "shape": list(obj.shape),
                 "device": str(obj.device), "requires_grad": bool(obj.requires_grad),
-                "parameter": type(obj).__name__ == "Parameter",
+                "parameter": isinstance(obj, Parameter),
                 "buffer": _add_buffer(_be.to_device(obj.data, _be.CPU), buffers)}
         memo[id(obj)] = (node, obj)  # keep obj alive so its id stays unique while saving
         return node
