@@ -705,3 +705,32 @@ def test_values_agree_with_float64_within_the_run_dtype(name, lower):
     out_u = _eps(top.output_dtype)
     tol = u * scale + out_u * np.abs(exact) + 1e-6 * np.abs(scale)
     assert np.all(np.abs(got - exact) <= tol), (np.abs(got - exact).max(), tol.max() if np.ndim(tol) else tol)
+
+
+# ----------------------------------------------------------------- the same checks on each device
+def test_policies_gradients_cache_and_values_on_each_device(device):
+    """CPU here; under autocast("cuda") on a GPU when there is one (float16 by default there)."""
+    lower = mp.amp.get_autocast_dtype(device)
+    mp.manual_seed(0)
+    x, y = mp.randn(4, 5, device=device), mp.tensor([0, 1, 2, 0], device=device)
+    w, b = mp.randn(3, 5, device=device, requires_grad=True), mp.zeros(3, device=device, requires_grad=True)
+    with mp.amp.trace() as t, mp.autocast(device):
+        logits = F.linear(x, w, b)
+        again = F.linear(x, w, b)
+        loss = F.cross_entropy(logits, y)
+        probs = F.softmax(logits, dim=1)
+        joined = mp.cat([logits, x[:, :3]])
+        x64 = F.linear(x.double(), w.detach().double())
+    assert (logits.dtype, loss.dtype, joined.dtype, x64.dtype) == (lower, F32, F32, F64)
+    assert probs.dtype == (F32 if device == "cuda" else lower)  # softmax is on the CUDA fp32 list only
+    assert [r.cache_hits for r in t.records if r.name == "linear"] == [0, 2, 0]  # float64: nothing to cast
+    assert {r.device_type for r in t.records} == {device}
+    assert np.array_equal(again.numpy(), logits.numpy())
+    loss.backward()
+    assert (w.grad.dtype, b.grad.dtype) == (F32, F32) and w.grad.device == w.device
+    p64 = [w.detach().double().requires_grad_(), b.detach().double().requires_grad_()]
+    ref = F.cross_entropy(F.linear(x.double(), *p64), y)
+    ref.backward()
+    u = 2.0 ** -8 if lower == BF16 else 2.0 ** -11
+    assert abs(loss.item() - ref.item()) <= 64 * u * max(1.0, abs(ref.item()))
+    assert np.abs(w.grad.numpy() - p64[0].grad.numpy()).max() <= 64 * u
