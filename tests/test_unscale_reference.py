@@ -353,3 +353,11 @@ def test_an_error_leaves_every_array_untouched():
     with pytest.raises(TypeError):
         F.non_finite_check_and_unscale_([good, np.arange(2)], flag(), inv_of(2))
     assert (good == 1).all()
+
+
+@pytest.mark.parametrize("flags", [[0.0, 1e-45], [np.nan], [0.0, 0.0, 2.0]])
+def test_any_non_zero_found_inf_entry_is_an_overflow(flags):
+    """Even a subnormal or NaN flag (e.g. from a reducer) backs off: the kernel tests bits, not sums."""
+    scale, tracker = np.array([8.0], np.float32), np.array([5], np.int32)
+    F.update_scale_(scale, tracker, np.array(flags, np.float32), 2.0, 0.5, 10)
+    assert scale[0] == 4.0 and tracker[0] == 0

@@ -118,7 +118,7 @@ class Nvrtc:
 
 def compile_kernel(nvrtc: Nvrtc, filename: str, arch: str):
     """Compile one kernel source for one architecture exactly as CuPy will; raise NvrtcError on any problem."""
-    options = tuple(_kernels.OPTIONS) + (f"--gpu-architecture={arch}",)
+    options = tuple(_kernels.OPTIONS) + tuple(_kernels.CUPY_APPENDED_OPTIONS) + (f"--gpu-architecture={arch}",)
     exprs = _kernels.MODULES[filename]
     log, lowered, ptx, cubin = nvrtc.compile(_kernels.load_source(filename), filename, options, exprs)
     warnings = [line for line in log.splitlines() if "warning" in line.lower() and not _TARGET_NOTICE in line]

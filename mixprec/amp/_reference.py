@@ -48,16 +48,14 @@ def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor
                  hysteresis, overflow_tracker, min_scale, max_scale, floor_hit, inv_scale, stats,
                  clear_found_inf):
     """One scale update on NumPy arrays, line for line the update_scale kernel."""
-    found = np.float32(0.0)
-    for i in range(found_inf.size):
-        found = np.float32(found + found_inf[i])
+    found = bool((found_inf != 0).any())  # any non-zero entry (NaN included)
     if clear_found_inf:
         found_inf[...] = 0.0
     old_scale = np.float32(scale.reshape(-1)[0])
     new_scale = old_scale
     min_scale, max_scale = np.float32(min_scale), np.float32(max_scale)
     tracker = growth_tracker.reshape(-1)
-    if found != 0:
+    if found:
         tracker[0] = 0
         overflows = 1
         if overflow_tracker is not None:
@@ -90,11 +88,11 @@ def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor
     if stats is not None:
         step = stats[0]
         stats[0] = step + 1.0
-        if found != 0:
+        if found:
             stats[1] += 1.0
             stats[2] = step + 1.0
         history = (stats.size - 5) // 2
-        if history > 0 and new_scale != old_scale:
+        if history > 0 and new_scale.view(np.uint32) != old_scale.view(np.uint32):
             slot = int(stats[4]) % history
             stats[5 + 2 * slot] = step
             stats[6 + 2 * slot] = float(new_scale)

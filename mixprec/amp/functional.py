@@ -104,7 +104,8 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
                   floor_hit=None, inv_scale=None, stats=None, clear_found_inf=False):
     """Update the loss scale in place from found_inf, on the device (torch._amp_update_scale_ rule).
 
-    found_inf (float32, shape (n,)) is summed: non-zero means an overflow, so
+    found_inf (float32, shape (n,)): any non-zero entry means an overflow (torch sums
+    the flags of several optimizers; same thing for 0/1 flags), so
     scale *= backoff_factor and growth_tracker = 0; otherwise growth_tracker += 1
     and, when it reaches growth_interval, scale *= growth_factor (only if the result
     is finite) and growth_tracker = 0. The products are taken in float64 and

@@ -11,6 +11,10 @@
 //   float32 -> bfloat16: round to nearest even on the bit pattern, the rule of
 //     __float2bfloat16_rn (and of cvt.rn.bf16.f32 on sm_80+), written in integer
 //     arithmetic so that it also compiles for sm_70.
+// CuPy compiles every kernel with -ftz=true (appended after our options, and NVRTC
+// honours the last occurrence), which would flush float32 subnormals to zero. So
+// every float32 operation whose inputs or result may be subnormal is written as
+// explicit PTX without .ftz (mul_f32, f32_to_f64, f64_to_f32); tests check the PTX.
 // A NaN result is stored as the format's default quiet NaN (the bits of NumPy's
 // np.nan in that format). GPU arithmetic does not keep NaN payloads the way a CPU
 // does, so fixing one pattern is what lets the NumPy reference match bit for bit.
@@ -33,6 +37,27 @@ __device__ __forceinline__ float widen(half_bits x) {
 __device__ __forceinline__ float widen(bfloat16_bits x) {
     return __uint_as_float(((unsigned int)x.bits) << 16);
 }
+
+// IEEE float32 operations that ignore -ftz (subnormals in and out are kept).
+__device__ __forceinline__ float mul_f32(float a, float b) {
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+__device__ __forceinline__ double f32_to_f64(float x) {
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float f64_to_f32(double x) {  // round to nearest even
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+}
+__device__ __forceinline__ float mul(float a, float b) { return mul_f32(a, b); }
+__device__ __forceinline__ double mul(double a, double b) { return a * b; }  // float64 never flushes
+__device__ __forceinline__ void load_scalar(const float* p, float& out) { out = *p; }
+__device__ __forceinline__ void load_scalar(const float* p, double& out) { out = f32_to_f64(*p); }
 
 __device__ __forceinline__ bool is_finite(float x) {
     return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u;

@@ -32,7 +32,8 @@ __global__ void multi_tensor_unscale(const long long* table, int n_tensors, long
     const long long n = left < chunk_size ? left : chunk_size;
     const Tin* src = reinterpret_cast<const Tin*>(table[tensor]) + start;
     Tout* dst = reinterpret_cast<Tout*>(table[n_tensors + tensor]) + start;
-    const acc_t inv = (acc_t)(*inv_scale);
+    acc_t inv;
+    load_scalar(inv_scale, inv);
 
     bool bad = false;
     long long done = 0;
@@ -48,7 +49,7 @@ __global__ void multi_tensor_unscale(const long long* table, int n_tensors, long
             for (int k = 0; k < VEC; ++k) {
                 const acc_t x = widen(a.v[k]);
                 bad |= !is_finite(x);
-                narrow(x * inv, r.v[k]);
+                narrow(mul(x, inv), r.v[k]);
             }
             vdst[i] = r;
         }
@@ -57,7 +58,7 @@ __global__ void multi_tensor_unscale(const long long* table, int n_tensors, long
     for (long long i = done + threadIdx.x; i < n; i += blockDim.x) {  // tail, or all when misaligned
         const acc_t x = widen(src[i]);
         bad |= !is_finite(x);
-        narrow(x * inv, dst[i]);
+        narrow(mul(x, inv), dst[i]);
     }
     if (bad) {
         *found_inf = 1.0f;  // every writer stores the same value: no atomic needed

@@ -1,8 +1,8 @@
 // update_scale.cu: the loss-scale update, one thread, entirely on the device.
 //
 // torch's rule (torch._amp_update_scale_), bit for bit:
-//   found = sum of found_inf[0..n_found_inf)
-//   found != 0: scale = float(double(scale) * backoff_factor), growth_tracker = 0
+//   found = any of found_inf[0..n_found_inf) is non-zero (torch sums the 0/1 flags)
+//   found: scale = float(double(scale) * backoff_factor), growth_tracker = 0
 //   otherwise:  growth_tracker += 1; when it reaches growth_interval,
 //               scale = float(double(scale) * growth_factor) if that is finite,
 //               and growth_tracker = 0.
@@ -27,16 +27,18 @@ extern "C" __global__ void update_scale(float* scale, int* growth_tracker, int* 
     if (blockIdx.x != 0 || threadIdx.x != 0) {
         return;
     }
-    float found = 0.0f;
+    // Float32 values are compared and converted through float64 or their bits, never
+    // with float32 instructions that -ftz would make treat subnormals as zero.
+    bool found = false;  // any non-zero entry (a NaN counts): torch's "sum != 0" for 0/1 flags
     for (int i = 0; i < n_found_inf; ++i) {
-        found += found_inf[i];
+        found |= (__float_as_uint(found_inf[i]) & 0x7fffffffu) != 0u;
         if (clear_found_inf) {
             found_inf[i] = 0.0f;
         }
     }
     const float old_scale = *scale;
     float new_scale = old_scale;
-    if (found != 0.0f) {
+    if (found) {
         *growth_tracker = 0;
         int overflows = 1;
         if (overflow_tracker) {
@@ -44,8 +46,8 @@ extern "C" __global__ void update_scale(float* scale, int* growth_tracker, int* 
             *overflow_tracker = overflows < hysteresis ? overflows : 0;
         }
         if (overflows >= hysteresis) {
-            new_scale = (float)((double)old_scale * backoff_factor);
-            if (new_scale < min_scale) {
+            new_scale = f64_to_f32(f32_to_f64(old_scale) * backoff_factor);
+            if (f32_to_f64(new_scale) < f32_to_f64(min_scale)) {
                 new_scale = min_scale;
                 if (floor_hit) {
                     *floor_hit = 1.0f;
@@ -61,9 +63,9 @@ extern "C" __global__ void update_scale(float* scale, int* growth_tracker, int* 
         }
         const int successful = *growth_tracker + 1;
         if (successful == growth_interval) {
-            const float grown = (float)((double)old_scale * growth_factor);
+            const float grown = f64_to_f32(f32_to_f64(old_scale) * growth_factor);
             if (is_finite(grown)) {  // never grow past float32 to inf
-                new_scale = grown < max_scale ? grown : max_scale;
+                new_scale = f32_to_f64(grown) < f32_to_f64(max_scale) ? grown : max_scale;
             }
             *growth_tracker = 0;
         } else {
@@ -72,19 +74,19 @@ extern "C" __global__ void update_scale(float* scale, int* growth_tracker, int* 
     }
     *scale = new_scale;
     if (inv_scale) {
-        *inv_scale = (float)(1.0 / (double)new_scale);
+        *inv_scale = f64_to_f32(1.0 / f32_to_f64(new_scale));
     }
     if (stats) {
         const double step = stats[0];
         stats[0] = step + 1.0;
-        if (found != 0.0f) {
+        if (found) {
             stats[1] += 1.0;
             stats[2] = step + 1.0;
         }
-        if (history > 0 && new_scale != old_scale) {
+        if (history > 0 && __float_as_uint(new_scale) != __float_as_uint(old_scale)) {
             const long long slot = (long long)stats[4] % history;
             stats[5 + 2 * slot] = step;
-            stats[6 + 2 * slot] = (double)new_scale;
+            stats[6 + 2 * slot] = f32_to_f64(new_scale);
             stats[4] += 1.0;
         }
     }
