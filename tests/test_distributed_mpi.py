@@ -2,8 +2,8 @@
 
 One mpirun launch per world size runs tests/dist_scripts/ddp_worker.py, which
 saves what each rank observed; the tests below check it against values
-computed here, including a single-process training run on the concatenated
-batches. Skipped, with the reason, when mpirun or mpi4py is missing
+computed here, including a single-process training run of the digits CNN
+(examples/train_digits.py) on the concatenated batches. Skipped, with the reason, when mpirun or mpi4py is missing
 (`pip install ".[distributed]"` provides both).
 """
 from __future__ import annotations
@@ -23,9 +23,6 @@ import pytest
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "dist_scripts"
 ROOT = HERE.parent
-sys.path.insert(0, str(SCRIPTS))
-import common  # noqa: E402
-
 LAUNCH_TIMEOUT = 180  # seconds for a whole mpirun job; a hang fails the test instead of CI
 
 
@@ -42,11 +39,15 @@ def _find_mpirun():
 
 
 MPIRUN = _find_mpirun()
+if importlib.util.find_spec("sklearn") is None:
+    pytest.skip("scikit-learn is not installed (the digits data; pip install '.[test]')", allow_module_level=True)
 if importlib.util.find_spec("mpi4py") is None:
     pytest.skip("mpi4py is not installed (pip install '.[distributed]')", allow_module_level=True)
 if MPIRUN is None:
     pytest.skip("no mpirun/mpiexec found next to Python or on PATH (pip install '.[distributed]')",
                 allow_module_level=True)
+sys.path.insert(0, str(SCRIPTS))
+import common  # noqa: E402
 
 
 def mpirun(n, *args, env=None, timeout=LAUNCH_TIMEOUT):
@@ -151,12 +152,13 @@ def test_ddp_equals_one_process_on_the_concatenated_batch(job, reference):
 def test_gradients_travel_in_few_buckets(job, reference):
     world, ranks = job
     for r in ranks:
-        # the default 25 MiB cap: the whole model (4 float32 tensors) in one call per step
+        # the default 25 MiB cap: the whole CNN (8 float32 tensors) in one call per step
         assert int(r["ddp_buckets"]) == 1
         assert set(r["ddp_calls_per_sync"].tolist()) == {1}
-        # a 1.5 KiB cap: the 8 KiB weight alone, the three small tensors share a bucket
-        np.testing.assert_array_equal(r["small_bucket_sizes"], [64 * 32 * 4, (32 + 32 * 10 + 10) * 4])
-        assert set(r["small_bucket_calls_per_sync"].tolist()) == {2}
+        # a 4 KiB cap, filled greedily in parameter order (bytes): conv1 weight 576 + bias 64 | conv2 weight
+        # 18432 (alone, over the cap) | bias 128 | fc1 weight 32768 (alone) | bias 256 + fc2 2560 + 40
+        np.testing.assert_array_equal(r["small_bucket_sizes"], [640, 18432, 128, 32768, 2856])
+        assert set(r["small_bucket_calls_per_sync"].tolist()) == {5}
         np.testing.assert_allclose(r["small_bucket_params"], reference(world), rtol=1e-5, atol=1e-6)
 
 
@@ -192,11 +194,38 @@ def test_unused_and_bfloat16_parameters(job):
         assert str(r["unused_grad_c"]) == "None"
 
 
-def test_found_inf_agrees_across_ranks(job):
+def test_found_inf_reducer_takes_the_max(job):
     world, ranks = job
     for r in ranks:
         np.testing.assert_array_equal(r["found_inf_one_rank"], [1.0])  # inf on the last rank only
         np.testing.assert_array_equal(r["found_inf_no_rank"], [0.0])
+
+
+def test_grad_scaler_ranks_skip_together(job):
+    """Inf on the last rank only, at step 2: with sync_scaler every rank skips it and backs off."""
+    world, ranks = job
+    inf_step = 2
+    for r in ranks:
+        skipped = r["scaler_synced_skipped"].tolist()
+        assert skipped == [s == inf_step for s in range(len(skipped))]
+        scales = r["scaler_synced_scales"]
+        assert scales[inf_step] == scales[inf_step - 1] / 2  # backoff_factor 0.5
+        params = r["scaler_synced_params"]
+        np.testing.assert_array_equal(params[inf_step], params[inf_step - 1])  # untouched, bit for bit
+        assert not np.array_equal(params[inf_step + 1], params[inf_step])  # and training goes on
+    for r in ranks[1:]:  # identical scales and parameters on every rank, at every step
+        np.testing.assert_array_equal(r["scaler_synced_scales"], ranks[0]["scaler_synced_scales"])
+        np.testing.assert_array_equal(r["scaler_synced_params"], ranks[0]["scaler_synced_params"])
+
+
+def test_without_sync_scaler_the_ranks_diverge(job):
+    """The control: no reducer, so only the last rank skips, and its scale and weights part ways."""
+    world, ranks = job
+    first, last = ranks[0], ranks[-1]
+    assert not first["scaler_unsynced_skipped"].any()
+    assert last["scaler_unsynced_skipped"].tolist()[2]
+    assert first["scaler_unsynced_scales"][-1] != last["scaler_unsynced_scales"][-1]
+    assert not np.array_equal(first["scaler_unsynced_params"][-1], last["scaler_unsynced_params"][-1])
 
 
 SINGLETON = """

@@ -74,9 +74,7 @@ def train(rank, world, accumulate=False, bucket_cap_mb=25.0):
     counter = COUNTER
     calls_per_sync = []
     for epoch in range(1 if accumulate else common.EPOCHS):
-        batches = common.local_batches(rank, world, epoch)
-        for step in range(common.ACCUM_STEPS if accumulate else len(batches)):
-            idx = batches[step]
+        for idx in common.local_batches(rank, world, epoch):
             opt.zero_grad()
             before = counter.calls
             if accumulate:
@@ -95,19 +93,20 @@ def train(rank, world, accumulate=False, bucket_cap_mb=25.0):
 
 
 def ddp_runs(rank, world):
+    X, _ = common.make_data()
     model, calls = train(rank, world)
     out["ddp_params"] = common.flat_params(model.module)
     out["ddp_calls_per_sync"] = np.array(calls)
     out["ddp_buckets"] = len(model.buckets)
-    # the same training with 1.5 KiB buckets: several buckets, the same result
-    model, calls = train(rank, world, bucket_cap_mb=1.5 / 1024)
+    # the same training with 4 KiB buckets: several buckets, the same result
+    model, calls = train(rank, world, bucket_cap_mb=4 / 1024)
     out["small_bucket_params"] = common.flat_params(model.module)
     out["small_bucket_calls_per_sync"] = np.array(calls)
     out["small_bucket_sizes"] = np.array([b.nbytes for b in model.buckets])
     model, _ = train(rank, world, accumulate=True)
     out["accum_params"] = common.flat_params(model.module)
     # forgetting sync_gradients() is an error at the next forward, not silent drift
-    x = mp.tensor(common.make_data()[0][:4])
+    x = mp.tensor(X[:4])
     model(x)
     out["err_forgot_sync"] = error_of(lambda: model(x))
     model.sync_gradients()
@@ -162,6 +161,41 @@ def found_inf(rank, world):
     out["found_inf_no_rank"] = flag.copy()
 
 
+INF_STEP = 2  # the step at which the last rank alone sees an inf gradient
+
+
+def scaler_agreement(rank, world):
+    """AMP training with a GradScaler per rank; at INF_STEP one gradient turns inf on the last rank only
+    (after the gradient sync, as when ranks hold different gradients). With sync_scaler every rank must
+    skip that step and back off; without it the ranks disagree and drift apart."""
+    X, y = common.make_data()
+    for synced in (True, False):
+        net = common.make_model(seed=100)
+        model = dist.DistributedDataParallel(net)
+        opt = common.make_optimizer(model)
+        scaler = mp.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=2)
+        if synced:
+            assert dist.sync_scaler(scaler) is scaler
+        scales, skipped, params = [], [], []
+        for step, idx in enumerate(common.local_batches(rank, world, 0)):
+            opt.zero_grad()
+            with mp.autocast("cpu", dtype=mp.float16):
+                loss = common.loss_fn(model(mp.tensor(X[idx])), mp.tensor(y[idx]))
+            scaler.scale(loss).backward()
+            model.sync_gradients()
+            if step == INF_STEP and rank == world - 1:
+                net[0].weight.grad.data[0, 0, 1, 1] = np.inf
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+            skipped.append(bool(scaler.last_step_skipped))
+            params.append(common.flat_params(net))
+        key = "synced" if synced else "unsynced"
+        out[f"scaler_{key}_scales"] = np.array(scales)
+        out[f"scaler_{key}_skipped"] = np.array(skipped)
+        out[f"scaler_{key}_params"] = np.stack(params)
+
+
 def main():
     out_dir = sys.argv[1]
     dist.init_process_group("mpi")
@@ -175,6 +209,7 @@ def main():
     ddp_runs(rank, world)
     unused_parameters(rank, world)
     found_inf(rank, world)
+    scaler_agreement(rank, world)
     dist.barrier()
     dist.destroy_process_group()
     out["initialized_after_destroy"] = dist.is_initialized()
