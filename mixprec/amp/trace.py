@@ -160,11 +160,17 @@ class trace:
             walk(node)
         return ordered
 
-    def table(self) -> str:
-        """A readable table, one line per op in call order."""
+    def table(self, inner_ops=True) -> str:
+        """A readable table, one line per op in call order.
+
+        inner_ops=False leaves out what ran inside composite ops (a loss's
+        building blocks), keeping each op and the casts autocast made for it.
+        """
         head = ("#", "op", "autocast policy", "inputs", "ran in", "output", "cache")
         rows = []
-        for i, r in enumerate(self.in_call_order(), 1):
+        shown = [r for r in self.in_call_order()
+                 if inner_ops or r.depth <= 0 or (r.depth == 1 and r.cast_for is not None)]
+        for i, r in enumerate(shown, 1):
             name = "  " * max(r.depth, 0) + r.name + (f" (cast for {r.cast_for})" if r.cast_for else "")
             rows.append((str(i), name, r.policy_name if r.autocast_dtype is None or r.policy is None
                          else f"{r.policy_name} [{_short(r.autocast_dtype)}]",
@@ -174,7 +180,9 @@ class trace:
         widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(head)]
         line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
         out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
-        out.append(f"{len(rows)} ops, {self.casts} autocast casts, {self.cache_hits} served from the cache "
+        plural = lambda n, word: f"{n} {word}" + "s" * (n != 1)  # noqa: E731
+        out.append(f"{plural(len(self.records), 'op')}, {plural(self.casts, 'autocast cast')}, "
+                   f"{self.cache_hits} served from the cache "
                    "(f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64)")
         return "\n".join(out)
 
