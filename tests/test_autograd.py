@@ -383,3 +383,44 @@ def test_basic_index_is_a_view_sharing_the_version_counter():
     with mp.no_grad():
         copy.zero_()
     assert a._version == 1 and a.tolist() == [[2.0, 4.0], [3.0, 4.0]]
+
+
+def test_leaf_grads_are_owned_writable_and_never_aliased():
+    """Optimizers and the grad scaler update .grad in place, so a leaf's grad must be its own array:
+    not another leaf's (add passes one gradient to both inputs), not a read-only broadcast view
+    (sum's gradient is an expand), not the caller's seed, not a tensor a custom backward returned."""
+    a, b = mp.ones(3, requires_grad=True), mp.ones(3, requires_grad=True)
+    (a + b).sum().backward()
+    assert a.grad is not b.grad and not np.shares_memory(a.grad.data, b.grad.data)
+    for g in (a.grad, b.grad):
+        assert g.data.flags.writeable and g.data.flags.c_contiguous
+    a.grad.data *= 0.5  # an in-place unscale touches only a's gradient
+    assert a.grad.tolist() == [0.5] * 3 and b.grad.tolist() == [1.0] * 3
+
+    seed = mp.full((3,), 2.0)
+    c = mp.ones(3, requires_grad=True)
+    (c * 1).backward(seed)
+    assert not np.shares_memory(c.grad.data, seed.data)
+
+    keep = mp.full((2,), 7.0)
+
+    class ReturnsSaved(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return keep
+
+    d = mp.ones(2, requires_grad=True)
+    ReturnsSaved.apply(d).sum().backward()
+    assert not np.shares_memory(d.grad.data, keep.data)
+
+
+def test_later_gradients_accumulate_in_place():
+    x = mp.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    g = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is g and g.tolist() == [5.0, 5.0] and g._version == 1

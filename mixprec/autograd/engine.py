@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from . import grad_mode
-from .graph import Node
 
 
 def _topo_order(roots):
@@ -26,9 +25,8 @@ def _topo_order(roots):
     return order
 
 
-def _fit(grad, meta):
+def _fit(grad, shape, dtype):
     """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
-    shape, dtype = meta
     if grad.shape != shape:
         extra = grad.ndim - len(shape)
         axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape)
@@ -74,6 +72,9 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
     captured = {}
     order = _topo_order(roots)
     anomaly = grad_mode.is_anomaly_enabled()
+    # arrays that someone else may hold (seeds, hook results, custom backward results):
+    # a leaf's .grad must never alias them (see _store_grad)
+    foreign = {id(g.data) for g in grad_outputs}
     with grad_mode.enable_grad() if create_graph else grad_mode.no_grad(), _no_autocast():
         for node in order:
             grad = node_grads.pop(id(node), None)
@@ -81,7 +82,8 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
                 continue
             out = node.out_ref()
             if out is not None:
-                grad = _run_hooks(out, grad)
+                if out._hooks:
+                    grad = _run_hooks(out, grad, foreign)
                 if wanted is not None and id(out) in wanted:
                     captured[id(out)] = grad
                 if out._retains_grad and wanted is None:
@@ -97,7 +99,10 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
             for t, g in zip(edges, grads):
                 if t is None or g is None:
                     continue
-                g = _fit(g, (t.shape, t.dtype))
+                if node.user_backward:
+                    foreign.add(id(g.data))
+                if g.data.shape != t.data.shape or g.data.dtype != t.data.dtype:
+                    g = _fit(g, t.data.shape, t.data.dtype)
                 if anomaly:
                     _check_finite(node, g)
                 if t.grad_fn is None:
@@ -107,22 +112,49 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
                     _accumulate(node_grads, id(t.grad_fn), g)
             if not retain_graph:
                 node.release()
-        results = []
         for key, leaf in leaves.items():
-            g = _run_hooks(leaf, leaf_grads[key])
+            g = leaf_grads[key]
+            if leaf._hooks:
+                g = _run_hooks(leaf, g, foreign)
             if wanted is not None:
                 if key in wanted:
                     captured[key] = g
             else:
-                leaf.grad = g if leaf.grad is None else leaf.grad + g
+                _store_grad(leaf, g, foreign, create_graph)
     if wanted is None:
         return None
+    results = []
     for t in inputs:
         if id(t) not in captured and not allow_unused:
             raise RuntimeError("one of the differentiated tensors was not used to compute the outputs; "
                                "pass allow_unused=True to get None for it")
         results.append(captured.get(id(t)))
     return results
+
+
+def _store_grad(leaf, g, foreign, create_graph):
+    """Accumulate ``g`` into ``leaf.grad`` as torch does.
+
+    The first gradient is kept as is only when its array is fresh: owned (not a
+    view such as the zero-stride expand of a sum's gradient), contiguous, and
+    not held by anyone else (a seed, a hook's result, another leaf's grad).
+    Otherwise it is copied, so optimizers and the grad scaler can update .grad
+    in place. Later gradients are added in place into the existing .grad.
+    With create_graph the gradient is part of a graph and stays out of place.
+    """
+    if create_graph or (leaf.grad is not None and leaf.grad.requires_grad):
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        return
+    a = g.data
+    if leaf.grad is None:
+        if a.base is not None or not a.flags.c_contiguous or id(a) in foreign:
+            from ..tensor import Tensor
+            g = Tensor._wrap(a.copy())
+        foreign.add(id(g.data))
+        leaf.grad = g
+    else:
+        leaf.grad.data += a
+        leaf.grad._bump_version()
 
 
 def _flatten(grads, args):
@@ -138,11 +170,12 @@ def _flatten(grads, args):
     return flat
 
 
-def _run_hooks(t, grad):
-    for hook in t._hooks or ():
+def _run_hooks(t, grad, foreign):
+    for hook in t._hooks:
         new = hook(grad)
         if new is not None:
             grad = new
+            foreign.add(id(grad.data))
     return grad
 
 

@@ -8,6 +8,8 @@ from .graph import Node
 class FunctionCtx(Node):
     """The ``ctx`` of a custom Function: save tensors in forward, read them in backward."""
 
+    user_backward = True
+
     def save_for_backward(self, *tensors):
         self.to_save = tensors
         self.saved_versions = tuple(t._version if t is not None else None for t in tensors)

@@ -13,9 +13,12 @@ class Node:
     version counters are remembered to catch in-place edits before backward.
     """
 
+    user_backward = False  # True for custom Functions (their gradients may alias user tensors)
+
     def __init__(self, op, args):
         self.op = op
         self.args = args
+        self.edge_list = None
         self.versions = [a._vc[0] if hasattr(a, "_vc") else None for a in args]
         self.freed = False
         self.trace = None
@@ -74,7 +77,9 @@ class Node:
         self.__dict__.update({k: None for k in list(self.__dict__) if k not in _KEEP})
 
     def edges(self):
-        """(index, tensor) for each input tensor that wants a gradient; lists are flattened."""
+        """Each input tensor that wants a gradient, else None, one per input (lists flattened); cached."""
+        if self.edge_list is not None:
+            return self.edge_list
         from ..tensor import Tensor
         out = []
         for a in self.args:
@@ -84,10 +89,11 @@ class Node:
                 out.extend((x if isinstance(x, Tensor) and x.requires_grad else None) for x in a)
             else:
                 out.append(None)
+        self.edge_list = out
         return out
 
     def __repr__(self):
         return f"<{self.name}Backward>"
 
 
-_KEEP = {"op", "freed", "trace", "out_ref", "out_meta", "edge_list", "versions"}
+_KEEP = {"op", "freed", "trace", "out_ref", "out_meta", "versions"}

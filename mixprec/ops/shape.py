@@ -318,7 +318,7 @@ def _(ctx, g):
     gv = g[ctx.indices]
     if gv.shape != ctx.values_shape:  # values were broadcast into the indexed slots
         from ..autograd.engine import _fit
-        gv = _fit(gv, (ctx.values_shape, gv.dtype))
+        gv = _fit(gv, ctx.values_shape, gv.dtype)
     return gx, None, gv
 
 
