@@ -49,7 +49,7 @@ def _mm_plus(name, a, b, c, alpha=1, beta=1):
     else:
         prod = a @ b
     try:
-        fits = np.broadcast_shapes(prod.shape, c.shape) == prod.shape
+        fits = c.shape == prod.shape or np.broadcast_shapes(prod.shape, c.shape) == prod.shape
     except ValueError:
         fits = False
     if not fits:
@@ -79,10 +79,11 @@ def matmul(ctx, input, other):
         raise RuntimeError("matmul: both arguments need at least 1 dimension, got a 0-d tensor")
     k_other = other.shape[0] if other.ndim == 1 else other.shape[-2]
     _check("matmul", input.shape[-1] == k_other, input, other, "inner dimensions differ")
-    try:
-        np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
-    except ValueError:
-        _check("matmul", False, input, other, "batch dimensions do not broadcast")
+    if input.ndim > 2 and other.ndim > 2:
+        try:
+            np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
+        except ValueError:
+            _check("matmul", False, input, other, "batch dimensions do not broadcast")
     return _mm(input, other)
 
 
