@@ -89,7 +89,7 @@ def test_update_kernel_rounds_float64_products_once_to_float32(ptx):
 
 
 def test_sources_are_package_data_and_headers_are_spliced():
-    """The non-editable install ships every file in mixprec/kernels (pyproject package-data)."""
+    """The non-editable install ships every file of kernels/ as mixprec/kernels (pyproject package-dir + package-data)."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = config["tool"]["setuptools"]["package-data"]["mixprec.kernels"]
@@ -98,3 +98,14 @@ def test_sources_are_package_data_and_headers_are_spliced():
     for filename in _kernels.MODULES:
         text = _kernels.load_source(filename)
         assert '#include "' not in text and "pragma once" not in text and "struct half_bits" in text
+
+
+def test_every_subpackage_is_listed_for_install():
+    """pyproject lists packages explicitly (kernels/ is mapped in), so a new subpackage must be added there."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    pkg = ROOT / "mixprec"
+    found = {"mixprec." + ".".join(p.parent.relative_to(pkg).parts) for p in pkg.rglob("__init__.py")
+             if p.parent != pkg and "__pycache__" not in p.parts}
+    assert found | {"mixprec", "mixprec.kernels"} <= listed, sorted(found - listed)

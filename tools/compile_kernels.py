@@ -2,7 +2,7 @@
 """Compile every mixprec CUDA kernel with NVRTC, with no GPU and no CUDA toolkit.
 
 CI runs this (see .ci/run) after `pip install nvidia-cuda-nvrtc-cu12`: each source
-in mixprec/kernels/ is compiled for sm_70, sm_80 and sm_90 with exactly the
+in kernels/ is compiled for sm_70, sm_80 and sm_90 with exactly the
 options and C++ name expressions that mixprec.amp._kernels hands to CuPy on a
 GPU, and every name expression must resolve to a kernel. Any error or warning
 fails the run (exit status 1).
@@ -12,7 +12,7 @@ fails the run (exit status 1).
 
 NVRTC is loaded with ctypes from the nvidia-cuda-nvrtc-cu12 wheel, from
 $NVRTC_LIBRARY, or from the system library path. The kernels include no CUDA
-header (see mixprec/kernels/amp_common.cuh), so NVRTC alone is enough.
+header (see kernels/amp_common.cuh), so NVRTC alone is enough.
 """
 from __future__ import annotations
 

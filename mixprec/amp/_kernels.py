@@ -1,6 +1,6 @@
 """The CUDA side of loss scaling: kernel sources, compiled modules, chunk tables, launches.
 
-Kernels live in mixprec/kernels/*.cu (package data, so a non-editable install has
+Kernels live in kernels/*.cu (installed as mixprec/kernels/, so a non-editable install has
 them too) and are compiled by CuPy's RawModule through NVRTC, once per device
 (CuPy also keeps the binaries in its on-disk kernel cache). The functions here
 trust their callers (mixprec.amp.functional validates): CuPy arrays, one device,
@@ -19,7 +19,10 @@ import numpy as np
 
 from ..backend import cupy_module
 
-SOURCE_DIR = Path(__file__).resolve().parent.parent / "kernels"
+_PKG = Path(__file__).resolve().parent.parent
+# A source checkout keeps them in the top-level kernels/; an install puts them in mixprec/kernels/.
+SOURCE_DIR = next((d for d in (_PKG / "kernels", _PKG.parent / "kernels") if (d / "amp_common.cuh").exists()),
+                  _PKG.parent / "kernels")
 
 # IEEE arithmetic without shortcuts: no fused multiply-add, correctly rounded division.
 # The NumPy reference relies on them.

@@ -1,7 +1,7 @@
 """The NumPy reference of the loss-scaling kernels: the same arithmetic, bit for bit.
 
 This is what GradScaler("cpu") runs, and what the GPU parity tests compare the
-kernels with. Each step mirrors mixprec/kernels/*.cu:
+kernels with. Each step mirrors kernels/*.cu:
   * unscale: widen to float32 (float64 stays float64; widening is exact), multiply
     by the float32 inv_scale in that precision (IEEE, round to nearest even, no
     flushing of subnormals — NumPy's and the kernels' arithmetic agree), round back

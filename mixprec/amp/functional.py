@@ -4,7 +4,7 @@
     update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, ...)
 
 They take NumPy arrays (run by the NumPy reference, mixprec.amp._reference) or
-CuPy arrays (run by the fused kernels in mixprec/kernels, mixprec.amp._kernels);
+CuPy arrays (run by the fused kernels in kernels/, mixprec.amp._kernels);
 both give the same bits. Nothing is read back to the host: found_inf, inv_scale,
 scale and the trackers are one-element device arrays, so a training loop can
 check, unscale and update without waiting for the GPU.
