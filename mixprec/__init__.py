@@ -35,3 +35,13 @@ def _export_ops():
 
 _export_ops()
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """mp.<name> for ops registered after import (a user's own ops): looked up in the registry."""
+    from .ops.registry import _REGISTRY, public
+    op = _REGISTRY.get(name)
+    if op is None or name.startswith("_"):
+        raise AttributeError(f"module 'mixprec' has no attribute {name!r}")
+    globals()[name] = fn = public(op)
+    return fn

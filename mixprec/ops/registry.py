@@ -242,7 +242,7 @@ def dispatch(op, args, kwargs):
                 _check_same_device(op, device, t.device)
     args_in = args
     autocast = STATE.autocast
-    if autocast and device.type in autocast and not op.inplace and "out" not in kwargs \
+    if autocast and device.type in autocast and not op.inplace and kwargs.get("out") is None \
             and kwargs.get("dtype") is None and AUTOCAST_HOOK is not None:
         args = AUTOCAST_HOOK(op, args, device, autocast[device.type])
         if args is not args_in:
@@ -352,20 +352,22 @@ def _check_same_device(op, device, other):
 
 
 def _keyword_args_to_positional(op, args, kwargs):
-    """Params given by keyword (``clamp(x, max=t)``) join the positional args; defaults fill gaps.
+    """Data params (``op.promote``) and tensors given by keyword join the positional args.
 
-    Forward and backward then see every tensor argument in its position.
+    ``clamp(x, max=t)`` then reaches forward and backward with ``t`` in its
+    position (defaults fill the gap); plain options such as ``dim=`` and an
+    ``out=`` buffer stay keywords.
     """
-    names = op.arg_names[len(args):]
+    start = len(args)
     last = -1
-    for k, n in enumerate(names):
-        if n in kwargs:
+    for k, n in enumerate(op.arg_names[start:], start):
+        if n in kwargs and n != "out" and (k in op.promote or isinstance(kwargs[n], Tensor)):
             last = k
     if last < 0:
         return args, kwargs
     kwargs = dict(kwargs)
     extra = []
-    for n in names[:last + 1]:
+    for n in op.arg_names[start:last + 1]:
         if n in kwargs:
             extra.append(kwargs.pop(n))
         elif n in op.defaults:
