@@ -12,7 +12,7 @@ framework's own Python (or C++) overhead. Three workloads:
 Each is timed for mixprec and, when PyTorch is importable, for PyTorch eager in
 the same process, and reported as a ratio (mixprec / PyTorch). Raw NumPy is shown
 as the floor for the single op. Timings are the best of ``--repeat`` runs of
-``--number`` calls each.
+``--number`` calls each, the frameworks taking turns within each round.
 
     python benchmarks/dispatch.py [--number 2000] [--repeat 7]
 """
@@ -37,16 +37,22 @@ except ImportError:  # the PyTorch column is skipped
 BATCH, IN, HIDDEN, OUT = 32, 64, 64, 10
 
 
-def best_time(fn, number, repeat):
-    """Seconds per call: the best of ``repeat`` runs of ``number`` calls (after one warm-up run)."""
-    for _ in range(min(number, 50)):
-        fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
+def best_times(fns, number, repeat):
+    """Seconds per call of each function: the best of ``repeat`` runs of ``number`` calls.
+
+    The functions take turns within each round, so a slow spell on a shared
+    machine hits all of them rather than skewing the ratio.
+    """
+    for fn in fns.values():  # warm-up
+        for _ in range(min(number, 50)):
             fn()
-        best = min(best, (time.perf_counter() - t0) / number)
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) / number)
     return best
 
 
@@ -139,14 +145,14 @@ def main(argv=None):
     ops = op_workloads()
     rows = []
     for name in ("op", "op+grad"):
-        t_mp = best_time(ops["mixprec"][name], args.number, args.repeat)
-        t_t = best_time(ops["torch"][name], args.number, args.repeat) if torch is not None else None
-        t_np = best_time(ops["numpy"][name], args.number, args.repeat) if name in ops["numpy"] else None
-        rows.append((f"{name}: add 4x4 float32", t_mp, t_t, t_np))
-    n_mlp = max(args.number // 10, 20)
-    t_mp = best_time(mixprec_step(), n_mlp, args.repeat)
-    t_t = best_time(torch_step(), n_mlp, args.repeat) if torch is not None else None
-    rows.append((f"mlp step: {BATCH}x{IN} -> {HIDDEN} -> {OUT}, fwd+bwd+SGD", t_mp, t_t, None))
+        fns = {lib: ops[lib][name] for lib in ("mixprec", "torch", "numpy") if lib in ops and name in ops[lib]}
+        t = best_times(fns, args.number, args.repeat)
+        rows.append((f"{name}: add 4x4 float32", t["mixprec"], t.get("torch"), t.get("numpy")))
+    fns = {"mixprec": mixprec_step()}
+    if torch is not None:
+        fns["torch"] = torch_step()
+    t = best_times(fns, max(args.number // 10, 20), args.repeat)
+    rows.append((f"mlp step: {BATCH}x{IN} -> {HIDDEN} -> {OUT}, fwd+bwd+SGD", t["mixprec"], t.get("torch"), None))
 
     print()
     head = f"{'workload':44} {'mixprec us':>11} {'torch us':>9} {'ratio':>6} {'numpy us':>9}"
