@@ -16,11 +16,15 @@ What AMP means here, in four lines of the training step:
     scaler.step(optimizer); scaler.update()         # unscale, skip the step on inf/NaN, adapt the scale
 
 Runs on the GPU when CuPy finds one (--device cuda), otherwise on the CPU.
+Data-parallel on several processes (docs/distributed.md), e.g. 4 CPU processes:
+
+    mpirun -n 4 python examples/train_digits.py --distributed
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -47,6 +51,9 @@ def parse_args(argv=None):
     p.add_argument("--out", default="train_digits.png", help="where to write the loss/scale plot")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-fp32", action="store_true", help="skip the float32 baseline run (no time comparison)")
+    p.add_argument("--distributed", action="store_true",
+                   help="one rank per process of an mpirun/torchrun job (nccl on GPUs, mpi on CPUs); "
+                        "--batch-size stays the global batch, split evenly across the ranks")
     return p.parse_args(argv)
 
 
@@ -76,8 +83,14 @@ def train(data, args, amp: bool):
     dtype = getattr(mp, args.dtype)
     mp.manual_seed(args.seed)  # both runs start from the same weights and see the same batches
     model = make_model().to(device)
+    batch, sampler = args.batch_size, None
+    if args.distributed:  # each rank trains on its share; sync_gradients() averages the gradients
+        dist = mp.distributed
+        model = dist.DistributedDataParallel(model)
+        sampler = dist.DistributedSampler(len(x_train), shuffle=True, seed=args.seed)
+        batch = args.batch_size // dist.get_world_size()
     optimizer = mp.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
-    steps_per_epoch = -(-len(x_train) // args.batch_size)
+    steps_per_epoch = -(-(len(sampler) if sampler else len(x_train)) // batch)
     total = args.epochs * steps_per_epoch
     # The warm-up counts real updates: skip_unstepped leaves the schedule where it is
     # when the scaler skipped optimizer.step() because the gradients overflowed.
@@ -88,16 +101,21 @@ def train(data, args, amp: bool):
         milestones=[warmup], skip_unstepped=True)
     # growth_interval=50 instead of torch's 2000: a run this short would never grow the scale
     scaler = mp.GradScaler(device.type, growth_interval=50, enabled=amp)
+    if args.distributed:
+        dist.sync_scaler(scaler)  # if any rank overflows, every rank skips the step
     history = {"loss": [], "scale": [], "skipped": []}
     order = np.random.default_rng(args.seed)
-    bar = tqdm(total=total, desc=f"{'AMP ' + args.dtype if amp else 'float32':>12}", unit="step", leave=True)
+    bar = tqdm(total=total, desc=f"{'AMP ' + args.dtype if amp else 'float32':>12}", unit="step", leave=True,
+               disable=args.distributed and mp.distributed.get_rank() != 0)
     epoch_times = []
     model.train()
     for epoch in range(args.epochs):
         start = time.perf_counter()
-        perm = order.permutation(len(x_train))
-        for i in range(0, len(perm), args.batch_size):
-            idx = perm[i:i + args.batch_size]
+        if sampler:
+            sampler.set_epoch(epoch)
+        perm = sampler.indices() if sampler else order.permutation(len(x_train))
+        for i in range(0, len(perm), batch):
+            idx = perm[i:i + batch]
             x = mp.tensor(x_train[idx], device=device)
             y = mp.tensor(y_train[idx], device=device)
             with mp.autocast(device.type, dtype=dtype, enabled=amp):
@@ -105,6 +123,8 @@ def train(data, args, amp: bool):
             optimizer.zero_grad()
             scale = scaler.get_scale()
             scaler.scale(loss).backward()
+            if args.distributed:
+                model.sync_gradients()
             scaler.step(optimizer)                    # skips optimizer.step() if a gradient is inf/NaN
             scaler.update()
             scheduler.step()
@@ -155,6 +175,14 @@ def plot(history, path, title):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.distributed:
+        mp.distributed.init_process_group("nccl" if args.device.startswith("cuda") else "mpi")
+        args.device = str(mp.distributed.get_device())  # nccl: this rank's own GPU
+        if args.batch_size % mp.distributed.get_world_size():
+            raise SystemExit(f"--batch-size {args.batch_size} must be a multiple of the "
+                             f"{mp.distributed.get_world_size()} ranks")
+        if mp.distributed.get_rank() != 0:  # every rank trains; rank 0 reports and plots
+            sys.stdout = open(os.devnull, "w")
     # float16 overflows are expected under AMP: the GradScaler finds the inf/NaN gradients and
     # skips those steps. NumPy would print a warning for each one; on a GPU nothing is printed.
     np.seterr(over="ignore", invalid="ignore")
@@ -169,7 +197,8 @@ def main(argv=None):
     model, history, times["amp"] = train(data, args, amp=True)
     if os.path.dirname(args.out):
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    plot(history, args.out, f"AMP ({args.dtype}) on {args.device}: loss and loss scale")
+    if not args.distributed or mp.distributed.get_rank() == 0:
+        plot(history, args.out, f"AMP ({args.dtype}) on {args.device}: loss and loss scale")
     skipped = sum(history["skipped"])
     print(f"skipped steps: {skipped} of {len(history['skipped'])} (gradient overflow at the current loss scale)")
     for name, t in times.items():
@@ -180,6 +209,8 @@ def main(argv=None):
               "same as on a GPU, where float16 runs on tensor cores)")
     print(f"wrote {args.out}")
     print(f"test accuracy: {accuracy(model, x_test, y_test, args, amp=True):.4f}")
+    if args.distributed:
+        mp.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -278,3 +278,14 @@ def test_single_process_world_and_launcher_mismatch():
     assert "EMPTY: Empty.parameters() is empty" in lines
     assert "SAME: True True 3" in lines  # world of one: sync changes nothing; attributes pass through
     assert "AGAIN: True" in lines
+
+
+def test_train_digits_distributed_mode(tmp_path):
+    """examples/train_digits.py --distributed on 2 ranks: learns, and only rank 0 reports and plots."""
+    code, output = mpirun(2, ROOT / "examples" / "train_digits.py", "--distributed", "--no-fp32",
+                          "--epochs", "10", "--out", tmp_path / "plot.png")
+    assert code == 0, output[-6000:]
+    lines = [line for line in output.splitlines() if line.startswith("test accuracy:")]
+    assert len(lines) == 1, output[-3000:]  # rank 1 trained too, silently
+    assert float(lines[0].split(":")[1]) >= 0.9
+    assert "skipped steps:" in output and (tmp_path / "plot.png").stat().st_size > 0
