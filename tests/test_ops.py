@@ -14,6 +14,9 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from scipy.special import erf as _erf
 
 import mixprec as mp
@@ -624,3 +627,55 @@ def test_ops_accept_numpy_arrays_and_scalars_as_data():
     assert out.dtype == mp.float32 and out.tolist() == [3.0, 3.0, 3.0]
     assert mp.where(mp.tensor([True, False]), 1.0, 0.0).tolist() == [1.0, 0.0]
     assert mp.exp(0.0).item() == 1.0 and mp.exp(0.0).dtype == mp.float32
+
+
+# ----------------------------------------------------------------- broadcasting, property-based
+def _unbroadcast(x, shape):
+    """Sum x over the dims that broadcasting added or stretched, back to ``shape``."""
+    x = x.sum(axis=tuple(range(x.ndim - len(shape)))) if x.ndim > len(shape) else x
+    return x.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True).reshape(shape)
+
+
+BINARY_GRADS = {  # op -> (forward, d out / d a, d out / d b), all in NumPy
+    "add": (np.add, lambda a, b: np.ones_like(a * b), lambda a, b: np.ones_like(a * b)),
+    "mul": (np.multiply, lambda a, b: b + 0 * a, lambda a, b: a + 0 * b),
+    "div": (np.divide, lambda a, b: 1 / b + 0 * a, lambda a, b: -a / (b * b)),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
+       name=st.sampled_from(sorted(BINARY_GRADS)))
+def test_broadcasting_forward_and_gradients(shapes, name):
+    """Any broadcastable shape pair: the result has the broadcast shape and each input gets a
+    gradient of its own shape, the sum over the copies broadcasting made."""
+    (sa, sb), result = shapes.input_shapes, shapes.result_shape
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.5, 2.0, sa), rng.uniform(0.5, 2.0, sb)
+    ta = mp.tensor(a, dtype=mp.float64, requires_grad=True)
+    tb = mp.tensor(b, dtype=mp.float64, requires_grad=True)
+    fwd, da, db = BINARY_GRADS[name]
+    out = getattr(mp, name)(ta, tb)
+    assert out.shape == result
+    np.testing.assert_allclose(out.numpy(), fwd(a, b), rtol=1e-12)
+    out.sum().backward()
+    assert ta.grad.shape == sa and tb.grad.shape == sb
+    np.testing.assert_allclose(ta.grad.numpy(), _unbroadcast(np.broadcast_to(da(a, b), result), sa), rtol=1e-12)
+    np.testing.assert_allclose(tb.grad.numpy(), _unbroadcast(np.broadcast_to(db(a, b), result), sb), rtol=1e-12)
+
+
+def test_registry_introspection():
+    names = mp.ops.names()
+    assert names == sorted(names)
+    for ref_name in ("mm", "matmul", "__matmul__", "linear", "log_softmax", "softmax", "addmm", "bmm"):
+        assert ref_name in names
+    P = mp.ops.CastPolicy
+    assert mp.ops.policy("mm", "cuda") is P.LOWER_PRECISION_FP and mp.ops.policy("mm", "cpu") is P.LOWER_PRECISION_FP
+    assert mp.ops.policy("log_softmax", "cuda") is P.FP32 and mp.ops.policy("log_softmax", "cpu") is None
+    assert mp.ops.policy("mv", "cpu") is None and mp.ops.policy("dot", "cuda") is P.PROMOTE
+    assert mp.ops.policy("add", "cuda") is None
+    assert mp.ops.get("__matmul__") is mp.ops.get("matmul")
+    with pytest.raises(KeyError, match="no op named 'nope'"):
+        mp.ops.get("nope")
+    with pytest.raises(ValueError, match="device_type"):
+        mp.ops.policy("mm", "tpu")
