@@ -424,3 +424,14 @@ def test_later_gradients_accumulate_in_place():
     g = x.grad
     (x * 3).sum().backward()
     assert x.grad is g and g.tolist() == [5.0, 5.0] and g._version == 1
+
+
+def test_retained_grad_is_not_aliased_with_a_leaf_grad():
+    x = mp.ones(3, requires_grad=True)
+    y = x + 0  # add hands its incoming gradient straight on to x
+    y.retain_grad()
+    y.sum().backward()
+    assert y.grad.tolist() == [1.0] * 3 and x.grad.tolist() == [1.0] * 3
+    assert not np.shares_memory(y.grad.data, x.grad.data)
+    y.grad.data[0] = 5.0
+    assert x.grad.tolist() == [1.0] * 3

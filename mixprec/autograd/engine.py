@@ -87,7 +87,7 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
                 if wanted is not None and id(out) in wanted:
                     captured[id(out)] = grad
                 if out._retains_grad and wanted is None:
-                    out.grad = grad if out.grad is None else out.grad + grad
+                    _store_grad(out, grad, foreign, create_graph)
             grads = node.op.backward(node, grad)
             if not isinstance(grads, (tuple, list)):
                 grads = (grads,)
