@@ -166,17 +166,28 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if opt_state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        grads = _gradients(optimizer)
-        if grads:
+        pairs = self._unscale_pairs(optimizer)
+        if pairs:
             slot = self._claim_slot()
             found_inf = self._found_inf(slot)
-            _F.non_finite_check_and_unscale_([g.data for g in grads], found_inf, self._state.inv_scale)
-            for g in grads:
-                g._bump_version()
+            in_place = all(src is dst for src, dst in pairs)
+            _F.non_finite_check_and_unscale_([src.data for src, _ in pairs], found_inf, self._state.inv_scale,
+                                             out=None if in_place else [dst.data for _, dst in pairs])
+            for _, dst in pairs:
+                dst._bump_version()
             if self.found_inf_reducer is not None:
                 self.found_inf_reducer(found_inf)
             opt_state["slot"] = slot
         opt_state["stage"] = OptState.UNSCALED
+
+    def _unscale_pairs(self, optimizer):
+        """(gradient, destination) Tensor pairs that unscale_ writes: each gradient in place, except for an
+        optimizer that steps float32 master weights (mp.amp.initialize at O2), whose float16 model
+        gradients are unscaled into the masters' float32 gradients in the same launch."""
+        masters = getattr(optimizer, "_amp_master_weights", None)
+        if masters is not None:
+            return masters.unscale_pairs()
+        return [(g, g) for g in _gradients(optimizer)]
 
     def step(self, optimizer, *args, **kwargs):
         """unscale_ if not done, then optimizer.step(*args, **kwargs) unless its gradients had inf/NaN.
@@ -409,8 +420,9 @@ class GradScaler:
         self._state.inv_scale[...] = (1.0 / value.astype(np.float64)).astype(np.float32)
 
 
-def _gradients(optimizer):
-    """The gradient Tensors to unscale; float16 ones are refused as torch refuses them.
+def _gradients(optimizer, allow_float16=False):
+    """The gradient Tensors to unscale; float16 ones are refused as torch refuses them
+    (allow_float16: mp.amp.StaticGradScaler at scale 1.0, where unscaling is only the check).
 
     A gradient that is a broadcast view (read-only, or with a zero stride, as the
     gradient of a sum can be) is first given memory of its own, so it can be
@@ -423,7 +435,7 @@ def _gradients(optimizer):
             g = p.grad
             if g is None:
                 continue
-            if g.dtype == _dt.float16:
+            if g.dtype == _dt.float16 and not allow_float16:
                 raise ValueError("Attempting to unscale FP16 gradients. Keep the parameters in float32 (autocast "
                                  "runs the float16 math) or use bfloat16 parameters.")
             data = g.data
