@@ -31,7 +31,7 @@ class MPIBackend:
     def __init__(self, info, rank=None, world_size=None):
         MPI = _import_mpi()
         self._MPI = MPI
-        self._ops = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+        self._ops = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}  # avg: sum, then divide
         self.comm = MPI.COMM_WORLD.Dup()  # our own communicator: freed again by close()
         self.rank, self.world_size = self.comm.Get_rank(), self.comm.Get_size()
         for what, wanted, got in (("rank", rank, self.rank), ("world size", world_size, self.world_size),
@@ -42,7 +42,6 @@ class MPIBackend:
                     f"backend 'mpi': MPI reports {what} {got}, but {wanted} was asked for "
                     f"({info.launcher or 'argument'}); the mpi backend takes rank and world size from MPI, "
                     "so start the processes with mpirun/mpiexec (e.g. mpirun -n 4 python train.py)")
-        self.local_rank = info.local_rank if info.local_rank is not None else 0
         self.device = _be.CPU
 
     def all_reduce(self, a, op: str):
@@ -52,16 +51,17 @@ class MPIBackend:
         self.comm.Allreduce(self._MPI.IN_PLACE, wire, op=self._ops[op])
         if op == "avg":
             wire /= wire.dtype.type(self.world_size)
-        self._write_back(a, host, wire)
+        self._write_back(a, wire)
 
     def broadcast(self, a, src: int):
         """Overwrite ``a`` with rank ``src``'s values (sent as raw bytes, any dtype)."""
         host = np.ascontiguousarray(_be.to_device(a, _be.CPU))
         self.comm.Bcast(host.reshape(-1).view(np.uint8), root=src)
-        self._write_back(a, host, host)
+        self._write_back(a, host)
 
     @staticmethod
-    def _write_back(a, host, wire):
+    def _write_back(a, wire):
+        """Copy the communicated array into ``a`` unless it already is ``a``."""
         if wire is a:
             return
         if isinstance(a, np.ndarray):
