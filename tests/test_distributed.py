@@ -114,6 +114,9 @@ def test_mpi_without_mpi4py_is_a_clear_error(monkeypatch):
     with pytest.raises(RuntimeError, match=r"backend 'mpi' needs mpi4py.*pip install 'mixprec\[distributed\]'"):
         dist.init_process_group("mpi")
     assert not dist.is_initialized()
+    if not mp.is_cuda_available():  # no backend given: "mpi" without a GPU
+        with pytest.raises(RuntimeError, match="backend 'mpi' needs mpi4py"):
+            dist.init_process_group()
 
 
 def test_sync_scaler_rejects_other_objects():
