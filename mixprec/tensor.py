@@ -103,7 +103,8 @@ class Tensor:
             if value.shape != self.shape:
                 raise RuntimeError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
             if value.dtype != self.dtype:
-                raise RuntimeError(f"assigned grad has dtype {value.dtype.name}, but the tensor has dtype {self.dtype.name}")
+                raise RuntimeError(f"assigned grad has dtype {value.dtype.name}, but the tensor has dtype "
+                                   f"{self.dtype.name}")
             if value.device != self.device:
                 raise RuntimeError(f"assigned grad is on {value.device}, but the tensor is on {self.device}")
         self._grad = value
@@ -183,7 +184,8 @@ class Tensor:
         return self.data.reshape(()).item() if self.dtype not in _dt.LOW_PRECISION else float(self.numpy().reshape(()))
 
     def tolist(self):
-        return self.numpy().tolist() if self.dtype not in _dt.LOW_PRECISION else self.numpy().astype(np.float32).tolist()
+        arr = self.numpy()
+        return (arr if self.dtype not in _dt.LOW_PRECISION else arr.astype(np.float32)).tolist()
 
     def __float__(self):
         return float(self.item())

@@ -77,7 +77,8 @@ def _div_grad(ctx, g):
     return g / b, -g * a / (b * b)
 
 
-@register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1), broadcast=True)
+@register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1),
+          broadcast=True)
 def div(ctx, input, other):
     """input / other; integer inputs divide into float32."""
     return _true_divide(input, other)
@@ -94,7 +95,8 @@ def _true_divide(a, b):
 div.grad(_div_grad)
 
 
-@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32", broadcast=True)
+@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32",
+          broadcast=True)
 def rtruediv(ctx, input, other):
     """other / input as the reflected operator (``2 / x``): float32 under CUDA autocast."""
     return _true_divide(input, other)

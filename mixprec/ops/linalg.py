@@ -190,8 +190,9 @@ baddbmm.grad(_addmm_grad)
 def linear(ctx, input, weight, bias=None):
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
     if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:
+        k = weight.shape[1] if weight.ndim == 2 else "?"
         raise RuntimeError(f"linear: input of shape {tuple(input.shape)} does not fit weight of shape "
-                           f"{tuple(weight.shape)} (expected input[..., {weight.shape[1] if weight.ndim == 2 else '?'}])")
+                           f"{tuple(weight.shape)} (expected input[..., {k}])")
     if bias is not None and bias.shape not in ((weight.shape[0],), ()):
         raise RuntimeError(f"linear: bias of shape {tuple(bias.shape)} does not fit weight of shape "
                            f"{tuple(weight.shape)} (expected ({weight.shape[0]},))")
