@@ -86,9 +86,6 @@ def main(argv=None):
     p.add_argument("--device", default="cuda" if mp.is_cuda_available() else "cpu")
     p.add_argument("--checkpoint", default=None, help="checkpoint path (default: a temporary file)")
     args = p.parse_args(argv)
-    # float16 overflows are expected under AMP: the GradScaler finds the inf/NaN gradients and
-    # skips those steps. NumPy would print a warning for each one; on a GPU nothing is printed.
-    np.seterr(over="ignore", invalid="ignore")
     data = make_data()
     half = args.steps // 2
 

@@ -183,9 +183,6 @@ def main(argv=None):
                              f"{mp.distributed.get_world_size()} ranks")
         if mp.distributed.get_rank() != 0:  # every rank trains; rank 0 reports and plots
             sys.stdout = open(os.devnull, "w")
-    # float16 overflows are expected under AMP: the GradScaler finds the inf/NaN gradients and
-    # skips those steps. NumPy would print a warning for each one; on a GPU nothing is printed.
-    np.seterr(over="ignore", invalid="ignore")
     data = load_data(args.seed)
     _, x_test, _, y_test = data
     print(f"mixprec {mp.__version__} on {args.device}: {len(data[0])} training and {len(x_test)} test images, "

@@ -4,7 +4,15 @@
     x = mp.randn(4, 3, requires_grad=True)
     (x @ x.T).sum().backward()
 """
-from . import ops  # noqa: F401  (registers every op before anything binds to them)
+import warnings as _warnings
+
+# Overflow to inf and 0/0 -> NaN are expected in low precision: that is what loss
+# scaling detects and handles, and torch is silent about them too. Silence NumPy's
+# floating-point RuntimeWarnings raised inside mixprec's own code only (no per-call
+# cost; a user's own NumPy code still warns).
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"mixprec(\.|$)")
+
+from . import ops  # noqa: E402,F401  (registers every op before anything binds to them)
 from .backend import (Device, DeviceUnavailableError, device, device_count, get_default_device,  # noqa: F401
                       is_cuda_available, set_default_device)
 from .dtypes import (bfloat16, bool_, double, float, float16, float32, float64, half, int32,  # noqa: F401

@@ -41,6 +41,16 @@ def _reduction(ctx, x, dim, keepdim, name):
     return ctx.axes
 
 
+def _add_reduce(x, axes, keepdim, acc):
+    """Sum in the accumulation dtype. On NumPy the ufunc is called directly (not np.sum), so
+    the inf/NaN RuntimeWarnings that loss scaling expects come from mixprec code, where
+    mixprec/__init__.py silences them, rather than from NumPy's Python wrappers."""
+    xp = array_module(x)
+    if xp is np:
+        return np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=acc)
+    return xp.sum(x, axis=axes, keepdims=keepdim, dtype=acc)
+
+
 def _out_dtype(x, dtype):
     if dtype is not None:
         return _dt.as_dtype(dtype)
@@ -55,7 +65,7 @@ def sum(ctx, input, dim=None, keepdim=False, dtype=None):
     axes = _reduction(ctx, input, dim, keepdim, "sum")
     out_dtype = _out_dtype(input, dtype)
     acc = _acc_dtype(out_dtype)
-    return array_module(input).sum(input, axis=axes, keepdims=keepdim, dtype=acc).astype(out_dtype, copy=False)
+    return _add_reduce(input, axes, keepdim, acc).astype(out_dtype, copy=False)
 
 
 sum.grad(lambda ctx, g: (_expand_back(ctx, g),))
@@ -68,8 +78,8 @@ def mean(ctx, input, dim=None, keepdim=False, dtype=None):
     axes = _reduction(ctx, input, dim, keepdim, "mean")
     out_dtype = _out_dtype(input, dtype)
     ctx.count = int(np.prod([input.shape[a] for a in axes])) if axes else 1
-    return array_module(input).mean(input, axis=axes, keepdims=keepdim,
-                                    dtype=_acc_dtype(out_dtype)).astype(out_dtype, copy=False)
+    acc = _acc_dtype(out_dtype)
+    return (_add_reduce(input, axes, keepdim, acc) / np.dtype(acc).type(ctx.count)).astype(out_dtype, copy=False)
 
 
 mean.grad(lambda ctx, g: (_expand_back(ctx, g) / ctx.count,))
