@@ -227,7 +227,7 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
     # 4. gradients arrive in each leaf's dtype
     if check_grads:
         outs = [o for o in _outputs(out) if getattr(o, "requires_grad", False)]
-        leaves = [x for x in _flat_leaf_tensors(args) if x.requires_grad]
+        leaves = [x for x in _reg.tensors_in(args) if x.requires_grad]
         if outs and leaves:
             from .autograd import grad as _grad
             total = sum(o.float().sum() for o in outs)
@@ -267,13 +267,6 @@ def _same_values(a, b):
     return a.dtype.kind not in "biu" and np.array_equal(_to_numpy64(a), _to_numpy64(b), equal_nan=True)
 
 
-def _flat_leaf_tensors(args):
-    Tensor = _reg.Tensor
-    for a in args:
-        if isinstance(a, Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from (x for x in a if isinstance(x, Tensor))
 
 
 # ---------------------------------------------------------------- hypothesis strategies

@@ -114,7 +114,7 @@ class trace:
         cast_for = None
         if amp.casting_for is not None and amp.casting_for[1] == depth:
             cast_for = amp.casting_for[0]
-        device = next((t.device.type for t in _flat_tensors(args_in)), "cpu")
+        device = next((t.device.type for t in _reg.tensors_in(args_in)), "cpu")
         out_dtype = getattr(out, "dtype", None)
         if out_dtype is None and isinstance(out, (tuple, list)) and out:
             out_dtype = getattr(out[0], "dtype", None)
@@ -191,12 +191,3 @@ class trace:
 
     def __repr__(self):
         return f"<mp.amp.trace: {len(self.records)} ops>"
-
-
-def _flat_tensors(args):
-    Tensor = _reg.Tensor
-    for a in args:
-        if isinstance(a, Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from (x for x in a if isinstance(x, Tensor))

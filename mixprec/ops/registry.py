@@ -312,6 +312,15 @@ class _Scratch:
     """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
 
 
+def tensors_in(args):
+    """The Tensors among positional args, looking one level into lists and tuples (cat, stack)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (x for x in a if isinstance(x, Tensor))
+
+
 def _find_tensors(op, args):
     """The Tensors among the positional args (also inside a list: cat, stack).
 
