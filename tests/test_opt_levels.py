@@ -3,12 +3,17 @@ import numpy as np
 import pytest
 
 import mixprec as mp
-from mixprec import nn
+from mixprec import backend, nn
 from mixprec.amp import functional as AF
 from mixprec.amp.opt_levels import StaticGradScaler, master_params
 from mixprec.nn import functional as F
 
 LEVELS = ["O0", "O1", "O2", "O3"]
+
+
+def host(array):
+    """A NumPy copy of a NumPy or CuPy array."""
+    return backend.to_device(array, backend.CPU).copy()
 
 
 @pytest.fixture(autouse=True)
@@ -255,8 +260,8 @@ def test_injected_inf_skips_the_step_at_every_level(level, device):
     x, y = mp.randn(8, 64, device=device), mp.randint(0, 10, (8,), device=device)
 
     def snapshot():
-        return ([p.data.copy() for p in model.parameters()], [p.data.copy() for p in master_params(opt)],
-                {id(k): {n: mp.tensor(v).cpu().data.copy() for n, v in s.items()} for k, s in opt.state.items()})
+        return ([host(p.data) for p in model.parameters()], [host(p.data) for p in master_params(opt)],
+                {id(k): {n: host(v) for n, v in s.items()} for k, s in opt.state.items()})
 
     def iteration(inject):
         opt.zero_grad()
@@ -280,7 +285,7 @@ def test_injected_inf_skips_the_step_at_every_level(level, device):
     assert scaler.get_scale() == (scale if static else scale / 2)
     assert scaler.statistics()["skipped_steps"] == 1
     assert iteration(False) is False  # training goes on
-    assert not all(np.array_equal(a, p.data) for a, p in zip(after[0], model.parameters()))
+    assert not all(np.array_equal(a, host(p.data)) for a, p in zip(after[0], model.parameters()))
 
 
 # ---------------------------------------------------------------- the fused unscale into the masters
@@ -600,3 +605,38 @@ def test_bad_objects_and_states_are_clear_errors():
     mp.amp.initialize(model, opt, "O2")
     with pytest.raises(RuntimeError, match="already initialized at O2"):
         mp.amp.initialize(model, opt, "O1")
+
+
+def test_master_grads_follow_parameters_not_positions():
+    """An optimizer listing the parameters in another order (two groups, reversed) steps each master with its own
+    model parameter's gradient."""
+    mp.manual_seed(3)
+    model = mlp()
+    params = list(model.parameters())
+    opt = mp.optim.SGD([{"params": params[3:][::-1], "lr": 0.25}, {"params": params[:3][::-1]}], lr=0.5)
+    model, opt, scaler = mp.amp.initialize(model, opt, "O2", loss_scale=256.0)
+    masters = opt._amp_master_weights
+    stepped_tensor = {id(p): p if masters.master_of(p) is None else masters.master_of(p) for p in params}
+    before = {id(p): host(stepped_tensor[id(p)].data) for p in params}
+    x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
+    scaler.scale(F.cross_entropy(model(x), y)).backward()
+    grads = {id(p): host(p.grad.data).astype(np.float32) / np.float32(256) for p in params}
+    scaler.step(opt)
+    for i, p in enumerate(params):
+        stepped = host(stepped_tensor[id(p)].data)
+        lr = np.float32(0.25 if i >= 3 else 0.5)
+        np.testing.assert_array_equal(stepped, before[id(p)] - lr * grads[id(p)])
+
+
+def test_editing_model_grads_after_unscale_is_an_error():
+    model = mlp()
+    model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
+    scaler.scale(F.cross_entropy(model(x), y)).backward()
+    scaler.unscale_(opt)
+    before = [host(p.data) for p in master_params(opt)]
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the wrong tensors at O2: the model's scaled float16 grads
+    with pytest.raises(RuntimeError, match="clip or edit the gradients of mp.amp.master_params"):
+        scaler.step(opt)
+    for b, p in zip(before, master_params(opt)):
+        np.testing.assert_array_equal(b, host(p.data))

@@ -367,7 +367,7 @@ class MasterWeights:
         self._master_of = {id(p): m for p, m in self.pairs}
         self._model_of = {id(m): p for p, m in self.pairs}
         self._grad_buffers = {}                                    # id(master) -> float32 array
-        self._filled = []                                          # [(model grad, its version)] last copied
+        self._filled = None  # {id(model param): (its grad, version)} as unscale_pairs read them; None: not yet
 
     def master_of(self, param):
         """The float32 master of a model parameter (None when it has none)."""
@@ -377,7 +377,7 @@ class MasterWeights:
         """(gradient, destination) pairs for GradScaler.unscale_: every float16 model gradient into its
         master's float32 gradient, and in place for what the optimizer steps directly (a float32 norm
         parameter). A master whose model parameter got no gradient gets none (it is not stepped)."""
-        pairs, filled = [], []
+        pairs, filled = [], {}
         for group in self.optimizer.param_groups:
             for q in group["params"]:
                 p = self._model_of.get(id(q))
@@ -390,7 +390,7 @@ class MasterWeights:
                     continue
                 q.grad = self._master_grad(q)
                 pairs.append((p.grad, q.grad))
-                filled.append((p.grad, p.grad._version))
+                filled[id(p)] = (p.grad, p.grad._version)
         self._filled = filled
         return pairs
 
@@ -401,11 +401,22 @@ class MasterWeights:
                 buf = self._grad_buffers[id(master)] = _be.xp_of(master.device).empty(master.shape, np.float32)
         return master.grad if master.grad is not None and master.grad.data is buf else Tensor._wrap(buf)
 
-    def _masters_current(self):
-        """Whether the masters' gradients hold the model's current gradients (a scaler filled them)."""
-        live = [(p.grad, p.grad._version) for p, m in self.pairs if p.grad is not None]
-        return len(live) == len(self._filled) and all(
-            g is h and v == w for (g, v), (h, w) in zip(live, self._filled))
+    def prepare_step(self):
+        """Before the optimizer steps the masters: their gradients must be the model's current ones.
+
+        A scaler's unscale_ filled them (then nothing may have changed the model's
+        gradients since), or no scaler was used and they are copied now.
+        """
+        if self._filled is None:
+            self.copy_grads()
+            return
+        for p, _ in self.pairs:
+            seen = self._filled.get(id(p))
+            if (seen is None) != (p.grad is None) or seen is not None and (seen[0] is not p.grad or
+                                                                           seen[1] != p.grad._version):
+                raise RuntimeError("optimizer.step(): the model's gradients changed after scaler.unscale_(optimizer) "
+                                   "read them. With master weights the optimizer steps float32 masters: clip or edit "
+                                   "the gradients of mp.amp.master_params(optimizer), not model.parameters()")
 
     def copy_grads(self):
         """Copy (widen) the model's gradients into the masters' unchanged: optimizer.step() without a scaler."""
@@ -421,9 +432,7 @@ class MasterWeights:
     def refresh_model(self, pairs=None):
         """model weight = master rounded to the model's dtype (round to nearest even)."""
         for p, m in self.pairs if pairs is None else pairs:
-            xp = _be.array_module(p.data)
-            xp.copyto(p.data, m.data, casting="unsafe")
-            p._bump_version()
+            p._assign("refreshing a weight from its master", m)  # also bumps its version: stale casts go
 
     def zero_grad(self, set_to_none=True):
         for p, _ in self.pairs:
@@ -434,7 +443,7 @@ class MasterWeights:
             else:
                 p.grad.data[...] = 0
                 p.grad._bump_version()
-        self._filled = []
+        self._filled = None
 
 
 def _attach_master_weights(model, optimizer, pairs):
@@ -451,10 +460,9 @@ def _attach_master_weights(model, optimizer, pairs):
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        if not masters._masters_current():
-            masters.copy_grads()
+        masters.prepare_step()
         inner_step()
-        masters._filled = []
+        masters._filled = None
         masters.refresh_model()
         return loss
 
@@ -496,14 +504,16 @@ def _attach_master_weights(model, optimizer, pairs):
 class StaticGradScaler(GradScaler):
     """A GradScaler whose scale never changes; steps with inf/NaN gradients are still skipped.
 
-    StaticGradScaler(device="cuda", scale=2.**16, enabled=True). It is the dynamic
+    StaticGradScaler(device="cuda", scale=1.0, enabled=True): the default scale of 1
+    only checks and skips (what O0 and O3 use); pick a larger one for float16
+    gradients that would underflow, small enough never to overflow. It is the dynamic
     scaler with growth and back-off factors of exactly 1: the update kernel's
     scale * 1.0 rounds to the same float32, so the state machine, the statistics
     (steps, skipped steps) and state_dict are GradScaler's. At scale 1.0,
     unscaling is only the inf/NaN check, so float16 gradients (O3) are accepted.
     """
 
-    def __init__(self, device="cuda", scale=2.0 ** 16, enabled=True):
+    def __init__(self, device="cuda", scale=1.0, enabled=True):
         super().__init__(device, init_scale=scale, enabled=enabled)
         self._growth_factor = self._backoff_factor = 1.0
 
