@@ -94,7 +94,8 @@ class GradScaler:
         that every rank skips the same steps (mixprec.distributed sets it).
       Master gradients: mixprec.amp.functional.non_finite_check_and_unscale_ takes
         out=[...] to unscale float16/bfloat16 gradients into float32 arrays in the
-        same launch; an O2-style scaler uses it in place of the in-place unscale.
+        same launch; unscale_ does so for an optimizer set up by mp.amp.initialize at O2
+        (_unscale_pairs asks it for (model grad, master grad) pairs).
 
     Statistics kept on the device and read in one copy by statistics(): updates,
     skipped (overflow) updates, the last overflow, floor hits and the scale history.
