@@ -1,6 +1,7 @@
 """mp.amp.initialize: apex-style O0-O3 on the digits model, master weights, skipped steps, checkpoints, errors."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import mixprec as mp
 from mixprec import backend, nn
@@ -640,3 +641,38 @@ def test_editing_model_grads_after_unscale_is_an_error():
         scaler.step(opt)
     for b, p in zip(before, master_params(opt)):
         np.testing.assert_array_equal(b, host(p.data))
+
+
+@settings(max_examples=12, deadline=None)
+@given(level=st.sampled_from(LEVELS), dtype=st.sampled_from([mp.float16, mp.bfloat16]),
+       injections=st.lists(st.booleans(), min_size=1, max_size=5), seed=st.integers(0, 2 ** 16))
+def test_any_schedule_of_overflows_keeps_the_invariants(level, dtype, injections, seed):
+    """Property: a skipped step changes no weight, master or optimizer state bit; a taken step leaves
+    every model weight equal to its master rounded to the model's dtype."""
+    mp.manual_seed(seed)
+    model = mlp()
+    model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                           level, dtype=dtype)
+    masters = getattr(opt, "_amp_master_weights", None)
+    rng = np.random.default_rng(seed)
+    for inject in injections:
+        x = mp.tensor(rng.normal(size=(4, 64)).astype(np.float32))
+        y = mp.tensor(rng.integers(0, 10, 4))
+        before = [host(t.data) for t in list(model.parameters()) + list(master_params(opt))]
+        state = [host(s["momentum_buffer"]) for s in opt.state.values()]
+        opt.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y)).backward()
+        if inject:
+            model[3].weight.grad.data[rng.integers(10), rng.integers(64)] = rng.choice([np.inf, -np.inf, np.nan])
+        scaler.step(opt)
+        scaler.update()
+        if inject:
+            assert scaler.last_step_skipped
+            after = [host(t.data) for t in list(model.parameters()) + list(master_params(opt))]
+            for b, a in zip(before, after):
+                np.testing.assert_array_equal(b.view(np.uint8), a.view(np.uint8))
+            for b, s in zip(state, opt.state.values()):
+                np.testing.assert_array_equal(b, host(s["momentum_buffer"]))
+        if masters is not None:
+            for p, m in masters.pairs:
+                np.testing.assert_array_equal(host(p.data).view(np.uint16), host(m.data).astype(p.dtype).view(np.uint16))

@@ -238,8 +238,8 @@ def _check_float32(model, optimizer):
         for p in group["params"]:
             devices.add(p.device)
             if p.dtype != _dt.float32:
-                where = named.get(id(p), "a parameter that is not the model's")
-                raise ValueError(f"initialize expects the optimizer's parameters in float32, but {where!r} is "
+                where = repr(named[id(p)]) if id(p) in named else "a tensor that is not the model's"
+                raise ValueError(f"initialize expects the optimizer's parameters in float32, but {where} is "
                                  f"{p.dtype.name}")
     if len(devices) > 1:
         raise ValueError(f"initialize: the model and optimizer tensors are on several devices "
