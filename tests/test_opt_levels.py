@@ -534,6 +534,7 @@ def fresh(level=None):
     (dict(opt_level="O4"), ValueError, "opt_level must be one of 'O0', 'O1', 'O2', 'O3', got 'O4'"),
     (dict(opt_level="02"), ValueError, "the letter O, not zero"),
     (dict(opt_level=2), ValueError, "opt_level must be one of"),
+    (dict(opt_level=["O2"]), ValueError, "opt_level must be one of"),
     (dict(dtype=mp.float32), ValueError, "dtype must be mp.float16 or mp.bfloat16"),
     (dict(dtype="int8"), ValueError, "dtype must be mp.float16 or mp.bfloat16"),
     (dict(opt_level="O1", keep_norm_fp32=False), ValueError, "keep_norm_fp32=False contradicts O1"),

@@ -157,7 +157,7 @@ def master_params(optimizer):
 # ---------------------------------------------------------------- options
 def _properties(opt_level, dtype, keep_norm_fp32, master_weights, loss_scale, min_loss_scale, max_loss_scale):
     """The level's defaults with the overrides applied; every inconsistent choice is an error here."""
-    if opt_level not in _LEVELS:
+    if not isinstance(opt_level, str) or opt_level not in _LEVELS:
         hint = " (the letter O, not zero)" if isinstance(opt_level, str) and opt_level[:1] == "0" else ""
         raise ValueError(f"opt_level must be one of {', '.join(map(repr, _LEVELS))}{hint}, got {opt_level!r}")
     try:
