@@ -357,6 +357,18 @@ class Tensor:
         return f"tensor({body}{''.join(', ' + e for e in extra)})"
 
 
+def zero_grads(tensors, set_to_none=True):
+    """Clear the .grad of each tensor: drop it (default), or zero it in place (a version bump)."""
+    for t in tensors:
+        if t.grad is None:
+            continue
+        if set_to_none:
+            t.grad = None
+        else:
+            t.grad.data[...] = 0
+            t.grad._bump_version()
+
+
 def _index_key(key):
     """Replace Tensors inside an index by their arrays."""
     if isinstance(key, Tensor):

@@ -48,7 +48,7 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, zero_grads
 from . import functional as _F
 from .autocast_mode import autocast
 from .grad_scaler import GradScaler, _gradients
@@ -435,14 +435,7 @@ class MasterWeights:
             p._assign("refreshing a weight from its master", m)  # also bumps its version: stale casts go
 
     def zero_grad(self, set_to_none=True):
-        for p, _ in self.pairs:
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.data[...] = 0
-                p.grad._bump_version()
+        zero_grads((p for p, _ in self.pairs), set_to_none)
         self._filled = None
 
 

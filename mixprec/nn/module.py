@@ -16,7 +16,7 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, zero_grads
 from .parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -218,13 +218,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True):
         """Clear every parameter's gradient: drop it (default) or fill it with zeros."""
-        for p in self.parameters():
-            if p.grad is not None:
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.data[...] = 0
-                    p.grad._bump_version()
+        zero_grads(self.parameters(), set_to_none)
 
     # ---------------------------------------------------------------- dtype and device
     def to(self, *args, **kwargs):

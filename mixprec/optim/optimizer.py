@@ -4,7 +4,9 @@ from __future__ import annotations
 import copy
 
 from .. import dtypes as _dt
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import enable_grad, no_grad
+from ..backend import is_array, to_device
+from ..tensor import Tensor, zero_grads
 
 
 class Optimizer:
@@ -28,7 +30,6 @@ class Optimizer:
             self.add_param_group(g)
 
     def add_param_group(self, group: dict):
-        from ..tensor import Tensor
         group = dict(group)
         ps = group["params"]
         group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
@@ -48,21 +49,13 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True):
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.data[...] = 0
+        zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     @no_grad()
     def step(self, closure=None):
         """Apply one update to every parameter that has a gradient; returns closure() if given."""
         loss = None
         if closure is not None:
-            from ..autograd.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
@@ -121,15 +114,11 @@ class Optimizer:
 
 
 def _export(v):
-    from ..tensor import Tensor
-    from ..backend import is_array
     return Tensor._wrap(v.copy()) if is_array(v) else copy.deepcopy(v)
 
 
 def _import(v, p):
     """State arrays come back on the parameter's device (their dtype is kept)."""
-    from ..tensor import Tensor
-    from ..backend import is_array, to_device
     if isinstance(v, Tensor):
         v = v.data
     if is_array(v):
