@@ -25,3 +25,22 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     mp.manual_seed(0)
+
+
+@pytest.fixture
+def user_ops():
+    """Register ops for one test, as a user would (``user_ops(name, forward, **options)``);
+    they and any autocast registration of them are removed afterwards."""
+    from mixprec.amp import autocast_mode
+    from mixprec.ops import registry
+    made = []
+
+    def make(name, forward, **options):
+        op = registry.register(name, **options)(forward)
+        made.append(name)
+        return op
+    yield make
+    for name in made:
+        op = registry._REGISTRY.pop(name)
+        for key in [k for k in autocast_mode._REGISTERED if k[0] is op]:
+            del autocast_mode._REGISTERED[key]

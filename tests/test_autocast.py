@@ -245,22 +245,6 @@ def test_explicit_dtype_is_respected():
     assert t.casts == 1
 
 
-@pytest.fixture
-def user_ops():
-    """Ops registered for one test (as a user would), removed afterwards."""
-    made = []
-
-    def make(name, forward, **options):
-        op = registry.register(name, **options)(forward)
-        made.append(name)
-        return op
-    yield make
-    for name in made:
-        op = registry._REGISTRY.pop(name)
-        for key in [k for k in am._REGISTERED if k[0] is op]:
-            del am._REGISTERED[key]
-
-
 def test_in_place_ops_and_out_calls_are_not_autocast(user_ops):
     def scale_(ctx, input, factor):
         input *= input.dtype.type(factor)

@@ -7,7 +7,6 @@ from hypothesis import given, settings
 
 import mixprec as mp
 from mixprec.amp import CastPolicy
-from mixprec.ops import registry
 from mixprec.testing import (AutocastCase, assert_close, autocast_cases, autocast_dtypes, check_autocast,
                              default_tolerance, device_types, input_dtypes, make_tensor)
 
@@ -45,26 +44,10 @@ def test_assert_close_passes_within_and_fails_beyond_tolerance():
 
 
 # ----------------------------------------------------------------- the checker
-@pytest.fixture
-def user_op():
-    made = []
-
-    def make(name, forward, **options):
-        op = registry.register(name, **options)(forward)
-        made.append(name)
-        return op
-    yield make
-    from mixprec.amp import autocast_mode as am
-    for name in made:
-        op = registry._REGISTRY.pop(name)
-        for key in [k for k in am._REGISTERED if k[0] is op]:
-            del am._REGISTERED[key]
-
-
-def test_checker_passes_a_well_behaved_user_op(user_op):
+def test_checker_passes_a_well_behaved_user_op(user_ops):
     def scaled_add(ctx, a, b, alpha=1.0):
         return a + b * a.dtype.type(alpha)
-    op = user_op("test_scaled_add", scaled_add, promote=(0, 1), cpu="fp32")
+    op = user_ops("test_scaled_add", scaled_add, promote=(0, 1), cpu="fp32")
     op.grad(lambda ctx, g: (g, g))
     args = [make_tensor((2, 3), mp.bfloat16), make_tensor((3,), mp.float16)]
     assert check_autocast("test_scaled_add", args, {"alpha": 0.5}, expect_policy="fp32") == (mp.float32,) * 2
@@ -72,32 +55,32 @@ def test_checker_passes_a_well_behaved_user_op(user_op):
     assert check_autocast("test_scaled_add", a64, expect_policy=CastPolicy.FP32) == (mp.float64, mp.float32)
 
 
-def test_checker_catches_a_policy_other_than_intended(user_op):
-    user_op("test_plain", lambda ctx, a: a * a.dtype.type(2), cpu="fp32", differentiable=False)
+def test_checker_catches_a_policy_other_than_intended(user_ops):
+    user_ops("test_plain", lambda ctx, a: a * a.dtype.type(2), cpu="fp32", differentiable=False)
     with pytest.raises(AssertionError, match="expected CastPolicy.LOWER_PRECISION_FP"):
         check_autocast("test_plain", [make_tensor((2,), mp.float32)], expect_policy="lower_precision_fp")
 
 
-def test_checker_catches_an_op_that_depends_on_the_autocast_state(user_op):
+def test_checker_catches_an_op_that_depends_on_the_autocast_state(user_ops):
     def sneaky(ctx, a):
         return a * a.dtype.type(3 if mp.amp.is_autocast_enabled("cpu") else 2)
-    user_op("test_sneaky", sneaky, cpu="fp32", differentiable=False)
+    user_ops("test_sneaky", sneaky, cpu="fp32", differentiable=False)
     with pytest.raises(AssertionError, match="values under autocast differ"):
         check_autocast("test_sneaky", [make_tensor((4,), mp.float16)])
 
 
-def test_checker_catches_a_result_in_the_wrong_dtype(user_op):
+def test_checker_catches_a_result_in_the_wrong_dtype(user_ops):
     def widening_matmul(ctx, a, b):
         return (a @ b).float()  # a lower-precision op that quietly returns float32
-    user_op("test_widening_matmul", widening_matmul, promote=(0, 1), cpu="lower_precision_fp", composite=True)
+    user_ops("test_widening_matmul", widening_matmul, promote=(0, 1), cpu="lower_precision_fp", composite=True)
     args = [make_tensor((2, 3), mp.float32), make_tensor((3, 2), mp.float32)]
     check_autocast("test_widening_matmul", args)  # consistent, so only the output rule can catch it
     with pytest.raises(AssertionError, match="should be bfloat16, got float32"):
         check_autocast("test_widening_matmul", args, expect_policy="lower_precision_fp")
 
 
-def test_checker_catches_a_banned_op_that_runs(user_op):
-    user_op("test_banned", lambda ctx, a: a, cpu="banned", differentiable=False)
+def test_checker_catches_a_banned_op_that_runs(user_ops):
+    user_ops("test_banned", lambda ctx, a: a, cpu="banned", differentiable=False)
     from mixprec.amp import autocast_mode as am
     original = am._apply_rule
     am._apply_rule = lambda name, dev, rule, lower, dtypes: tuple(dtypes)  # a hook that forgot the ban
@@ -136,11 +119,11 @@ def test_strategy_building_blocks(lower, device_type, dtype):
     assert dtype in (mp.float16, mp.bfloat16, mp.float32, mp.float64)
 
 
-def test_documented_example(user_op):
+def test_documented_example(user_ops):
     """The example of docs/autocast.md and mp.testing's docstring, run for real."""
     def my_op(ctx, a, b):
         return a * b + a
-    user_op("my_op", my_op, promote=(0, 1), differentiable=False)
+    user_ops("my_op", my_op, promote=(0, 1), differentiable=False)
     mp.amp.register_autocast("my_op", "cpu", mp.float32)
 
     @settings(max_examples=25, deadline=None)
