@@ -157,7 +157,7 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
     lower = _am.DEFAULT_DTYPES[device_type] if dtype is None else _am._check_lower_dtype(dtype, "check_autocast")
     in_dtypes = tuple(t.dtype for t in tensors)
     rule = _am._rule(op, device_type)
-    if kwargs.get("dtype") is not None or kwargs.get("out") is not None or _am._explicit_dtype_or_out(op, list(args)):
+    if _reg.explicit_dtype_or_out(op, tuple(args), kwargs):
         rule = None  # an explicit dtype= or out= is respected: the op is not autocast
     if not (isinstance(expect_policy, str) and expect_policy == "any"):
         want = _reg.as_policy(expect_policy)

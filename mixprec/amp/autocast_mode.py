@@ -299,17 +299,6 @@ def _data_positions(op, args):
     return found
 
 
-def _explicit_dtype_or_out(op, args):
-    """True when the call passed dtype= or out= (the dispatcher may have moved them into args)."""
-    names = op.arg_names
-    for name in ("dtype", "out"):
-        if name in names:
-            i = names.index(name)
-            if i < len(args) and args[i] is not None:
-                return True
-    return False
-
-
 def _cast(t, dtype, lower):
     """t.to(dtype), served from the region's cache for float32 leaf weights going to the lower dtype.
 
@@ -335,7 +324,7 @@ def _cast(t, dtype, lower):
 def _autocast_hook(op, args, device, lower):
     """Apply op's rule on device.type to args; the same args object back when there is no rule."""
     rule = _rule(op, device.type)
-    if rule is None or _explicit_dtype_or_out(op, args):
+    if rule is None:  # (calls with an explicit dtype= or out= never reach the hook)
         return args
     found = _data_positions(op, args)
     targets = _apply_rule(op.name, device.type, rule, lower, [t.dtype for _, _, t in found])

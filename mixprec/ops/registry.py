@@ -102,6 +102,8 @@ class Op:
         self.max_args = None if code.co_flags & _CO_VARARGS else len(self.arg_names)
         defaults = forward.__defaults__ or ()
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
+        # where a dtype= or out= argument lands among the positional args (autocast must respect them)
+        self.dtype_out_positions = tuple(i for i, n in enumerate(self.arg_names) if n in ("dtype", "out"))
         self.__doc__ = doc or forward.__doc__
 
     def grad(self, fn):
@@ -242,8 +244,8 @@ def dispatch(op, args, kwargs):
                 _check_same_device(op, device, t.device)
     args_in = args
     autocast = STATE.autocast
-    if autocast and device.type in autocast and not op.inplace and kwargs.get("out") is None \
-            and kwargs.get("dtype") is None and AUTOCAST_HOOK is not None:
+    if autocast and device.type in autocast and not op.inplace and AUTOCAST_HOOK is not None \
+            and not explicit_dtype_or_out(op, args, kwargs):
         args = AUTOCAST_HOOK(op, args, device, autocast[device.type])
         if args is not args_in:
             tensors = _find_tensors(op, args)[0]
@@ -310,6 +312,13 @@ def _is_view_of(out, a):
 
 class _Scratch:
     """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
+
+
+def explicit_dtype_or_out(op, args, kwargs):
+    """True when a call passed dtype= or out= (positionally or by keyword): such calls are not autocast."""
+    if kwargs.get("dtype") is not None or kwargs.get("out") is not None:
+        return True
+    return any(i < len(args) and args[i] is not None for i in op.dtype_out_positions)
 
 
 def tensors_in(args):
