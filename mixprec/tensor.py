@@ -2,7 +2,7 @@
 
 Math lives in the op registry (mixprec/ops); this class holds state, conversions
 and the autograd entry points. Operators and most methods are bound onto it by
-the registry, so every op has a single definition.
+the registry (mixprec/ops/registry.py), so every op has a single definition.
 """
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ import numpy as np
 
 from . import backend as _be
 from . import dtypes as _dt
-from .autograd import grad_mode as _gm
-from .ops import registry as _reg
 
 
 class Tensor:
-    __slots__ = ("data", "requires_grad", "grad_fn", "_grad", "_vc", "_hooks", "_retains_grad",
-                 "__weakref__", "__dict__")
+    __slots__ = ("data", "requires_grad", "grad_fn", "_vc", "__weakref__", "__dict__")
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+    # What most tensors never set, as class-level defaults (set per tensor only when needed):
+    output_nr = 0              # which output of grad_fn this tensor is
+    _grad = None
+    _hooks = None              # register_hook callbacks
+    _retains_grad = False
+    _fw = None                 # (dual level, tangent) in forward-mode AD (autograd/forward_ad.py)
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
@@ -27,16 +30,16 @@ class Tensor:
         self.data = data
         self.requires_grad = requires_grad
         self.grad_fn = grad_fn
-        self._grad = None
-        self._vc = vc if vc is not None else [0]
-        self._hooks = None
-        self._retains_grad = False
+        self._vc = vc if vc is not None else [0]  # version counter, shared with views
 
     @classmethod
-    def _wrap(cls, data, device=None, grad_fn=None, vc=None):
+    def _wrap(cls, data, grad_fn=None, vc=None):
         """Wrap an array without copying or checking (internal fast path)."""
         t = object.__new__(cls)
-        t._init(data, grad_fn is not None, grad_fn, vc)
+        t.data = data
+        t.requires_grad = grad_fn is not None
+        t.grad_fn = grad_fn
+        t._vc = vc if vc is not None else [0]
         return t
 
     # ---- metadata ----
@@ -221,7 +224,7 @@ class Tensor:
         device = _be.as_device(device) if device is not None else None
         if (dtype is None or dtype == self.dtype) and (device is None or device == self.device) and not copy:
             return self
-        return _to_copy(self, dtype=dtype, device=device)
+        return self._to_copy(dtype=dtype, device=device)  # the registry's differentiable copy op
 
     def half(self):
         return self.to(_dt.float16)
@@ -264,7 +267,8 @@ class Tensor:
 
     # ---- in-place updates (outside autograd) ----
     def _check_inplace(self, what):
-        if self.requires_grad and _gm.is_grad_enabled():
+        from .autograd.grad_mode import is_grad_enabled  # (autograd imports this module: import it here)
+        if self.requires_grad and is_grad_enabled():
             kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor that is part of a graph"
             raise RuntimeError(f"{what}: in-place change of {kind}; wrap it in mp.no_grad() "
                                "(parameter updates) or use the out-of-place op")
@@ -588,8 +592,3 @@ def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def _to_copy(t, dtype=None, device=None):
-    return _reg.get("_to_copy")(t, dtype=dtype, device=device)
-
-
-_reg.bind_tensor_class(Tensor)

@@ -24,9 +24,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import backend as _be
 from . import dtypes as _dt
 from .amp import autocast_mode as _am
+from .ops import autocast as _ac
+from .ops import dispatch as _dispatch
 from .ops import registry as _reg
+from .ops.autocast import CastPolicy
 
 __all__ = ["make_tensor", "assert_close", "default_tolerance", "check_autocast", "AutocastCase",
            "autocast_dtypes", "device_types", "input_dtypes", "autocast_cases"]
@@ -46,7 +50,7 @@ def _to_numpy64(x):
     from .tensor import Tensor
     if isinstance(x, Tensor):
         x = x.numpy()
-    a = np.asarray(x)
+    a = _be.to_device(x, _be.CPU) if _be.is_array(x) else np.asarray(x)  # (a CuPy array comes to the host)
     return a.astype(np.float64) if a.dtype.kind in "fV" or a.dtype in _dt.LOW_PRECISION else a
 
 
@@ -99,14 +103,14 @@ def make_tensor(shape, dtype, device="cpu", *, low=-2.0, high=2.0, requires_grad
 
 # ---------------------------------------------------------------- the policy checker
 def _data_tensors(op, args):
-    return [t for _, _, t in _am._data_positions(op, list(args))]
+    return [t for _, _, t in _dispatch.data_tensors(op, list(args))]
 
 
 def _replace_data(op, args, new_tensors):
     """args with the data tensors replaced, in order, by new_tensors."""
     args = list(args)
     it = iter(new_tensors)
-    for i, j, _ in _am._data_positions(op, args):
+    for i, j, _ in _dispatch.data_tensors(op, args):
         if j is None:
             args[i] = next(it)
         else:
@@ -121,7 +125,7 @@ def _outputs(out):
 
 def _run(op, args, kwargs):
     try:
-        return _reg.dispatch(op, tuple(args), dict(kwargs)), None
+        return _dispatch.dispatch(op, tuple(args), dict(kwargs)), None
     except Exception as exc:  # the comparison below needs to know *that* it failed, and how
         return None, exc
 
@@ -149,25 +153,25 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
          gradient of its own dtype.
     Returns the resolved dtypes. Raises AssertionError naming the broken rule.
     """
-    op = _am._get_op(op)
+    op = op if isinstance(op, _reg.Op) else _reg.get(op)
     kwargs = dict(kwargs or {})
     tensors = _data_tensors(op, args)
     if device_type is None:
         device_type = tensors[0].device.type if tensors else "cpu"
-    lower = _am.DEFAULT_DTYPES[device_type] if dtype is None else _am._check_lower_dtype(dtype, "check_autocast")
+    lower = _ac.DEFAULT_DTYPES[device_type] if dtype is None else _am.autocast(device_type, dtype).fast_dtype
     in_dtypes = tuple(t.dtype for t in tensors)
-    rule = _am._rule(op, device_type)
-    if _reg.explicit_dtype_or_out(op, tuple(args), kwargs):
+    rule = _ac.rule_for(op, device_type)
+    if _dispatch.explicit_dtype_or_out(op, tuple(args), kwargs):
         rule = None  # an explicit dtype= or out= is respected: the op is not autocast
     if not (isinstance(expect_policy, str) and expect_policy == "any"):
-        want = _reg.as_policy(expect_policy)
+        want = _ac.as_policy(expect_policy)
         have = _am.op_policy(op.name, device_type)
         if have is not want:
             raise AssertionError(f"{op.name}: policy on {device_type!r} is {have}, expected {want}")
-    banned = rule is _reg.CastPolicy.BANNED
+    banned = rule is CastPolicy.BANNED
     expected = in_dtypes if banned or rule is None else _am.resolve_dtypes(op, device_type, lower, in_dtypes)
     for d_in, d_out in zip(in_dtypes, expected):
-        if d_in not in _am._ELIGIBLE and d_out != d_in:
+        if d_in not in _ac.ELIGIBLE and d_out != d_in:
             raise AssertionError(f"{op.name}: resolve_dtypes casts a {d_in.name} input to {d_out.name}; float64 "
                                  "and non-floating inputs must never be cast")
 
@@ -227,7 +231,7 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
     # 4. gradients arrive in each leaf's dtype
     if check_grads:
         outs = [o for o in _outputs(out) if getattr(o, "requires_grad", False)]
-        leaves = [x for x in _reg.tensors_in(args) if x.requires_grad]
+        leaves = [x for x in _dispatch.tensors_in(args) if x.requires_grad]
         if outs and leaves:
             from .autograd import grad as _grad
             total = sum(o.float().sum() for o in outs)
@@ -242,12 +246,12 @@ def _check_output_rule(name, rule, lower, in_dtypes, expected, outs):
     """The output dtype each policy promises, for floating results of calls without float64 inputs."""
     if _dt.float64 in in_dtypes or rule is None:
         return
-    if rule is _reg.CastPolicy.PROMOTE:
-        floating = [d for d in expected if d in _am._ELIGIBLE]
+    if rule is CastPolicy.PROMOTE:
+        floating = [d for d in expected if d in _ac.ELIGIBLE]
         want = floating[0] if floating else None
-    elif rule is _reg.CastPolicy.FP32:
+    elif rule is CastPolicy.FP32:
         want = _dt.float32
-    elif rule is _reg.CastPolicy.LOWER_PRECISION_FP:
+    elif rule is CastPolicy.LOWER_PRECISION_FP:
         want = lower
     else:  # a fixed dtype
         want = rule
@@ -284,7 +288,7 @@ FLOATING = (_dt.float16, _dt.bfloat16, _dt.float32, _dt.float64)
 
 def autocast_dtypes():
     """float16 or bfloat16: the dtypes an autocast region can lower to."""
-    return _st().sampled_from(_am.LOWER_DTYPES)
+    return _st().sampled_from(_ac.LOWER_DTYPES)
 
 
 def device_types(cuda=None):

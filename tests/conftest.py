@@ -31,8 +31,7 @@ def _seed():
 def user_ops():
     """Register ops for one test, as a user would (``user_ops(name, forward, **options)``);
     they and any autocast registration of them are removed afterwards."""
-    from mixprec.amp import autocast_mode
-    from mixprec.ops import registry
+    from mixprec.ops import autocast, registry
     made = []
 
     def make(name, forward, **options):
@@ -41,6 +40,6 @@ def user_ops():
         return op
     yield make
     for name in made:
-        op = registry._REGISTRY.pop(name)
-        for key in [k for k in autocast_mode._REGISTERED if k[0] is op]:
-            del autocast_mode._REGISTERED[key]
+        op = registry.unregister(name)
+        for key in [k for k in autocast.REGISTERED if k[0] is op]:
+            del autocast.REGISTERED[key]

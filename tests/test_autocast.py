@@ -18,14 +18,15 @@ import mixprec as mp
 import mixprec.nn.functional as F
 from mixprec.amp import CastPolicy
 from mixprec.amp import autocast_mode as am
-from mixprec.ops import registry
+from mixprec.ops import autocast as autocast_state
+from mixprec.ops import dispatch, registry
 
 F16, BF16, F32, F64 = mp.float16, mp.bfloat16, mp.float32, mp.float64
 LOWER = [pytest.param(BF16, id="bfloat16"), pytest.param(F16, id="float16")]
 
 
 def _state():
-    return registry.STATE.autocast, am._amp.cache_enabled, am._amp.enabled_depth
+    return autocast_state.STATE.regions, autocast_state.STATE.cache_enabled, autocast_state.STATE.enabled_depth
 
 
 @pytest.fixture(autouse=True)
@@ -100,12 +101,12 @@ def test_cuda_region_enters_without_a_gpu_and_leaves_cpu_tensors_alone():
 def test_nesting_per_device_type_and_inner_dtype():
     with mp.autocast("cuda"):
         with mp.autocast("cpu", dtype=F16):
-            assert registry.STATE.autocast == {"cuda": F16, "cpu": F16}
+            assert autocast_state.STATE.regions == {"cuda": F16, "cpu": F16}
             with mp.autocast("cpu"):
-                assert registry.STATE.autocast == {"cuda": F16, "cpu": BF16}
-            assert registry.STATE.autocast == {"cuda": F16, "cpu": F16}
-        assert registry.STATE.autocast == {"cuda": F16}
-    assert registry.STATE.autocast is None
+                assert autocast_state.STATE.regions == {"cuda": F16, "cpu": BF16}
+            assert autocast_state.STATE.regions == {"cuda": F16, "cpu": F16}
+        assert autocast_state.STATE.regions == {"cuda": F16}
+    assert autocast_state.STATE.regions is None
 
 
 @pytest.mark.parametrize("lower", LOWER)
@@ -130,7 +131,7 @@ def test_exception_restores_the_outer_state_exactly():
     with pytest.raises(ZeroDivisionError):
         with mp.autocast("cpu"):
             1 / 0
-    assert registry.STATE.autocast is None
+    assert autocast_state.STATE.regions is None
 
 
 def test_decorator_and_reentrant_use_of_one_object():
@@ -149,7 +150,7 @@ def test_decorator_and_reentrant_use_of_one_object():
 
     assert f(2) == F16
     assert seen == [F16, False, F16, False, F16, True, True]
-    assert registry.STATE.autocast is None
+    assert autocast_state.STATE.regions is None
 
 
 def test_regions_are_thread_local():
@@ -394,7 +395,7 @@ def test_cache_is_dropped_when_the_outermost_enabled_region_exits():
             with mp.autocast("cpu", enabled=False):
                 F.linear(x, w)          # disabled region: no cast, cache kept
             F.linear(x, w)
-        assert am._amp.cache is None
+        assert autocast_state.STATE.cache is None
         with mp.autocast("cpu"):
             F.linear(x, w)              # a new region casts again
     assert [r.cache_hits for r in t.records if r.name == "linear" and r.policy] == [0, 1, 1, 0]
@@ -636,7 +637,7 @@ def test_trace_outside_autocast_and_in_other_threads():
         th.start()
         th.join()
     assert [r.name for r in t.records] == ["add"] and t.records[0].policy is None
-    assert registry.OBSERVERS == []
+    assert not dispatch.observing()
 
 
 # ----------------------------------------------------------------- values against float64

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 import mixprec as mp
 import mixprec.nn.functional as F
 from mixprec.amp import autocast_mode as am
-from mixprec.ops import registry
+from mixprec.ops import autocast as autocast_state
+from mixprec.ops import dispatch, registry
 from mixprec.testing import autocast_dtypes, check_autocast, input_dtypes, make_tensor
 
 FLOAT = "float"   # inputs drawn from the four floating dtypes
@@ -187,7 +188,8 @@ REGION = st.tuples(st.sampled_from(["cuda", "cpu"]), st.sampled_from([None, mp.f
 @given(regions=st.lists(REGION, min_size=1, max_size=5), fail_at=st.integers(0, 6))
 def test_nested_regions_restore_state_exactly(regions, fail_at):
     def state():
-        return (dict(mp.ops.registry.STATE.autocast or {}), am._amp.cache_enabled, am._amp.enabled_depth)
+        s = autocast_state.STATE
+        return dict(s.regions or {}), s.cache_enabled, s.enabled_depth
 
     def enter(level):
         if level == len(regions):
@@ -215,7 +217,7 @@ def test_nested_regions_restore_state_exactly(regions, fail_at):
     except LookupError:
         pass
     assert state() == start
-    assert am._amp.cache is None or am._amp.enabled_depth > 0
+    assert autocast_state.STATE.cache is None or autocast_state.STATE.enabled_depth > 0
 
 
 # ----------------------------------------------------------------- the cache is never stale
@@ -251,7 +253,7 @@ def test_cache_never_serves_a_stale_weight(steps, lower):
                 w.detach()[1:].mul_(-1.0)
             else:  # leave and re-enter the region
                 region.__exit__(None, None, None)
-                assert am._amp.cache is None
+                assert autocast_state.STATE.cache is None
                 region.__enter__()
     finally:
         region.__exit__(None, None, None)

@@ -81,14 +81,14 @@ def test_checker_catches_a_result_in_the_wrong_dtype(user_ops):
 
 def test_checker_catches_a_banned_op_that_runs(user_ops):
     user_ops("test_banned", lambda ctx, a: a, cpu="banned", differentiable=False)
-    from mixprec.amp import autocast_mode as am
-    original = am._apply_rule
-    am._apply_rule = lambda name, dev, rule, lower, dtypes: tuple(dtypes)  # a hook that forgot the ban
+    from mixprec.ops import autocast
+    original = autocast.target_dtypes
+    autocast.target_dtypes = lambda name, dev, rule, lower, dtypes: tuple(dtypes)  # a rule that forgot the ban
     try:
         with pytest.raises(AssertionError, match="did not raise"):
             check_autocast("test_banned", [make_tensor((2,), mp.float32)])
     finally:
-        am._apply_rule = original
+        autocast.target_dtypes = original
     check_autocast("test_banned", [make_tensor((2,), mp.float32)], expect_policy="banned")
 
 

@@ -1,55 +1,30 @@
-"""autocast: torch.amp's cast policies, applied at dispatch.
+"""mp.autocast and the rest of autocast's user-facing API.
 
-Inside ``with mp.autocast("cpu"):`` every op call on a CPU tensor goes through
-:func:`_autocast_hook` before it runs. The hook looks up the op's rule on that
-device type (its policy from the reference tables, unless a user registration
-or a scoped override says otherwise), asks :func:`resolve_dtypes` which dtype
-each data input should have, and casts with ``Tensor.to`` — a real graph op, so
-backward runs each op in its forward dtype and every leaf gets its gradient in
-its own dtype. One pure function decides; the hook only carries it out, so the
+``with mp.autocast("cpu"):`` switches autocast on for ops on CPU tensors in this
+thread; the dispatcher then casts each op's inputs by the op's cast policy. The
+rule itself, and all the state it reads, live in mixprec/ops/autocast.py (the
+step of dispatch it is); this module validates what users pass and turns it into
+that state. :func:`resolve_dtypes` is the same rule as a pure function, so the
 CUDA table can be tested exhaustively on a machine without a GPU.
-
-State is thread-local: ``registry.STATE.autocast`` ({device_type: dtype} of the
-enabled regions, read by the dispatcher) plus this module's cast cache, the
-cache switch, and the stack of overrides.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 from collections import abc
 
 import numpy as np
 
 from .. import dtypes as _dt
-from ..autograd import grad_mode as _gm
+from ..tensor import Tensor
+from ..backend import is_array
+from ..ops import autocast as _ac
 from ..ops import registry as _reg
-from ..ops.registry import CastPolicy
+from ..ops.autocast import DEFAULT_DTYPES, DEVICE_TYPES, LOWER_DTYPES, CastPolicy  # noqa: F401
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
            "clear_autocast_cache", "resolve_dtypes", "op_policy", "register_autocast", "override",
            "custom_fwd", "custom_bwd"]
-
-DEVICE_TYPES = ("cuda", "cpu")
-DEFAULT_DTYPES = {"cuda": _dt.float16, "cpu": _dt.bfloat16}
-LOWER_DTYPES = (_dt.float16, _dt.bfloat16)
-_ELIGIBLE = frozenset((_dt.float16, _dt.bfloat16, _dt.float32))  # float64 and non-floats are never cast
-
-
-class _AmpState(threading.local):
-    """This thread's autocast bookkeeping (class attributes are each new thread's defaults)."""
-    cache_enabled = True
-    enabled_depth = 0      # enabled regions entered and not yet left: the cache is dropped at 0
-    cache = None           # {(id(weight), dtype): (weight, version, cast)}
-    overrides = ()         # tuple of {op: rule} dicts per device type, innermost last
-    tracing = 0            # active mp.amp.trace() contexts
-    pending = None         # {depth: (op, info)} what the hook did for an op still running
-    casting_for = None     # (op name, depth) while the hook is casting that op's inputs
-
-
-_amp = _AmpState()
-_REGISTERED: dict = {}     # (op, device_type) -> rule, from register_autocast
 
 
 # ---------------------------------------------------------------- validation
@@ -78,13 +53,16 @@ def _as_rule(value, who):
     """A policy (CastPolicy or its name), None/'none' for no policy, or a fixed dtype to cast to."""
     if value is None or isinstance(value, CastPolicy):
         return value
-    if isinstance(value, str) and value in _reg._POLICY_NAMES:
-        return _reg.as_policy(value)
+    if isinstance(value, str):
+        try:
+            return _ac.as_policy(value)
+        except ValueError:
+            pass
     try:
         d = _dt.as_dtype(value)
     except TypeError:
         d = None
-    if d in _ELIGIBLE:
+    if d in _ac.ELIGIBLE:
         return d
     raise ValueError(f"{who}: expected a cast policy ('lower_precision_fp', 'fp32', 'promote', 'banned', "
                      f"None) or a dtype to cast to (float16, bfloat16, float32), got {value!r}")
@@ -100,9 +78,10 @@ class autocast(contextlib.ContextDecorator):
 
     ``mp.autocast(device_type, dtype=None, enabled=True, cache_enabled=True)`` is
     a context manager and a decorator. dtype defaults to float16 on "cuda" and
-    bfloat16 on "cpu". Regions nest and are thread-local; leaving one restores
-    the outer state exactly, also when an exception leaves it. ``enabled=False``
-    inside a region runs ops in their input types.
+    bfloat16 on "cpu". Regions nest and are thread-local — also when one object
+    (a decorated function) is entered from several threads or recursively —, and
+    leaving one restores the outer state exactly, also when an exception leaves
+    it. ``enabled=False`` inside a region runs ops in their input types.
 
     Unlike torch, which warns and disables itself when asked for "cuda" without
     a GPU, ``autocast("cuda")`` always enters: it only records state, which
@@ -117,27 +96,13 @@ class autocast(contextlib.ContextDecorator):
                 raise TypeError(f"autocast: {name} must be True or False, got {flag!r}")
         self.enabled = bool(enabled)
         self.cache_enabled = bool(cache_enabled)
-        self._saved = []  # one entry per active use, so one object can be re-entered (recursion)
 
     def __enter__(self):
-        state = _reg.STATE
-        self._saved.append((state.autocast, _amp.cache_enabled))
-        regions = dict(state.autocast or {})
-        if self.enabled:
-            regions[self.device_type] = self.fast_dtype
-            _amp.enabled_depth += 1
-        else:
-            regions.pop(self.device_type, None)
-        state.autocast = regions or None
-        _amp.cache_enabled = self.cache_enabled
+        _ac.enter_region(self.device_type, self.fast_dtype, self.enabled, self.cache_enabled)
         return self
 
     def __exit__(self, *exc):
-        _reg.STATE.autocast, _amp.cache_enabled = self._saved.pop()
-        if self.enabled:
-            _amp.enabled_depth -= 1
-            if _amp.enabled_depth == 0:
-                _amp.cache = None  # the outermost enabled region is over
+        _ac.exit_region()
         return False
 
     def __repr__(self):
@@ -153,71 +118,31 @@ def is_autocast_available(device_type) -> bool:
 def is_autocast_enabled(device_type="cuda") -> bool:
     """Whether an enabled autocast region for ``device_type`` is active in this thread."""
     _check_device_type(device_type, "is_autocast_enabled")
-    return bool(_reg.STATE.autocast) and device_type in _reg.STATE.autocast
+    return device_type in (_ac.STATE.regions or ())
 
 
 def get_autocast_dtype(device_type) -> np.dtype:
     """The lower-precision dtype of the active region on ``device_type`` (its default when none is)."""
     _check_device_type(device_type, "get_autocast_dtype")
-    regions = _reg.STATE.autocast or {}
-    return regions.get(device_type, DEFAULT_DTYPES[device_type])
+    return (_ac.STATE.regions or DEFAULT_DTYPES).get(device_type, DEFAULT_DTYPES[device_type])
 
 
 def clear_autocast_cache() -> None:
     """Drop this thread's cached weight casts (leaving the outermost region does it too)."""
-    _amp.cache = None
+    _ac.STATE.cache = None
 
 
 # ---------------------------------------------------------------- policies
-def _rule(op, device_type):
-    """The op's rule on device_type: innermost override, then register_autocast, then its table policy."""
-    for layer in reversed(_amp.overrides):
-        key = (op, device_type)
-        if key in layer:
-            return layer[key]
-    rule = _REGISTERED.get((op, device_type), op) if _REGISTERED else op
-    return op.policy[device_type] if rule is op else rule
-
-
 def op_policy(name, device_type) -> CastPolicy | None:
     """The CastPolicy op ``name`` follows under autocast on ``device_type``, or None when it is not autocast.
 
     Includes scoped overrides and register_autocast. An op registered with a fixed
     cast dtype reports FP32 for float32 and LOWER_PRECISION_FP for float16/bfloat16.
     """
-    rule = _rule(_get_op(name), _check_device_type(device_type, "op_policy"))
+    rule = _ac.rule_for(_get_op(name), _check_device_type(device_type, "op_policy"))
     if isinstance(rule, np.dtype):
         return CastPolicy.FP32 if rule == _dt.float32 else CastPolicy.LOWER_PRECISION_FP
     return rule
-
-
-_BANNED_HINTS = {
-    "binary_cross_entropy": (
-        "binary_cross_entropy is unsafe to autocast on CUDA: its gradient can overflow float16 near 0 and 1. "
-        "Many models apply a sigmoid right before it; combine the two with "
-        "mp.nn.functional.binary_cross_entropy_with_logits (or nn.BCEWithLogitsLoss), which is safe to "
-        "autocast. To keep binary_cross_entropy, run it under mp.autocast('cuda', enabled=False) on float32 "
-        "inputs."),
-}
-
-
-def _apply_rule(op_name, device_type, rule, lower, dtypes):
-    """The dtype each input is cast to (None entries are not tensors and stay None)."""
-    if rule is None:
-        return tuple(dtypes)
-    if rule is CastPolicy.BANNED:
-        raise RuntimeError(_BANNED_HINTS.get(op_name, f"{op_name} is banned inside an enabled autocast region "
-                                                      f"on {device_type}; run it with autocast disabled"))
-    if rule is CastPolicy.PROMOTE:
-        floating = [d for d in dtypes if d in _ELIGIBLE]
-        target = lower if floating and all(d == lower for d in floating) else _dt.float32
-    elif rule is CastPolicy.FP32:
-        target = _dt.float32
-    elif rule is CastPolicy.LOWER_PRECISION_FP:
-        target = lower
-    else:  # a fixed dtype from register_autocast/override
-        target = rule
-    return tuple(target if d in _ELIGIBLE else d for d in dtypes)
 
 
 def resolve_dtypes(op, device_type, autocast_dtype, input_dtypes) -> tuple:
@@ -236,7 +161,7 @@ def resolve_dtypes(op, device_type, autocast_dtype, input_dtypes) -> tuple:
     if autocast_dtype is None:
         return dtypes
     lower = _check_lower_dtype(autocast_dtype, "resolve_dtypes")
-    return _apply_rule(op.name, device_type, _rule(op, device_type), lower, dtypes)
+    return _ac.target_dtypes(op.name, device_type, _ac.rule_for(op, device_type), lower, dtypes)
 
 
 def register_autocast(op_name, device_type, cast_inputs) -> None:
@@ -254,7 +179,7 @@ def register_autocast(op_name, device_type, cast_inputs) -> None:
     if getattr(op.forward, "__module__", "").startswith("mixprec."):
         raise ValueError(f"register_autocast: {op.name!r} is a built-in op whose policy follows the reference "
                          "tables; use mp.amp.override({...}) for a scoped experiment")
-    _REGISTERED[(op, device_type)] = _as_rule(cast_inputs, "register_autocast")
+    _ac.REGISTERED[(op, device_type)] = _as_rule(cast_inputs, "register_autocast")
 
 
 class override(contextlib.ContextDecorator):
@@ -271,102 +196,23 @@ class override(contextlib.ContextDecorator):
         types = DEVICE_TYPES if device_type is None else (_check_device_type(device_type, "override"),)
         self.layer = {(_get_op(name), t): _as_rule(value, "override")
                       for name, value in policies.items() for t in types}
-        self._saved = []
 
     def __enter__(self):
-        self._saved.append(_amp.overrides)
-        _amp.overrides = _amp.overrides + (self.layer,)
+        _ac.STATE.overrides = _ac.STATE.overrides + (self.layer,)
         return self
 
     def __exit__(self, *exc):
-        _amp.overrides = self._saved.pop()
+        _ac.STATE.overrides = _ac.STATE.overrides[:-1]  # this thread's innermost layer is this one
         return False
-
-
-# ---------------------------------------------------------------- the dispatch hook
-def _data_positions(op, args):
-    """(arg index, list index or None, tensor) for each tensor in a data position (op.promote)."""
-    Tensor = _reg.Tensor
-    found = []
-    for i in op.promote:
-        if i >= len(args):
-            continue
-        a = args[i]
-        if isinstance(a, Tensor):
-            found.append((i, None, a))
-        elif isinstance(a, (list, tuple)):
-            found.extend((i, j, x) for j, x in enumerate(a) if isinstance(x, Tensor))
-    return found
-
-
-def _cast(t, dtype, lower):
-    """t.to(dtype), served from the region's cache for float32 leaf weights going to the lower dtype.
-
-    The cache key includes the weight's version and the cast must still be
-    differentiable, so an in-place update of the weight (or a graph already
-    freed by backward) always gets a fresh cast.
-    """
-    if not (_amp.cache_enabled and dtype == lower and t.dtype == _dt.float32 and t.requires_grad
-            and t.grad_fn is None and _gm.is_grad_enabled()):
-        return t.to(dtype), False
-    cache = _amp.cache
-    if cache is None:
-        cache = _amp.cache = {}
-    key = (id(t), dtype)
-    hit = cache.get(key)
-    if hit is not None and hit[0] is t and hit[1] == t._version and not hit[2].grad_fn.freed:
-        return hit[2], True
-    cast = t.to(dtype)
-    cache[key] = (t, t._version, cast)
-    return cast, False
-
-
-def _autocast_hook(op, args, device, lower):
-    """Apply op's rule on device.type to args; the same args object back when there is no rule."""
-    rule = _rule(op, device.type)
-    if rule is None:  # (calls with an explicit dtype= or out= never reach the hook)
-        return args
-    found = _data_positions(op, args)
-    targets = _apply_rule(op.name, device.type, rule, lower, [t.dtype for _, _, t in found])
-    new = list(args)
-    hits = 0
-    state = _reg.STATE
-    state.depth += 1
-    _amp.casting_for, outer = (op.name, state.depth), _amp.casting_for
-    try:
-        for (i, j, t), target in zip(found, targets):
-            if t.dtype == target:
-                continue
-            cast, hit = _cast(t, target, lower)
-            hits += hit
-            if j is None:
-                new[i] = cast
-            else:
-                if new[i] is args[i]:
-                    new[i] = list(args[i])
-                new[i][j] = cast
-    finally:
-        state.depth -= 1
-        _amp.casting_for = outer
-    if _amp.tracing:
-        if _amp.pending is None:
-            _amp.pending = {}
-        _amp.pending[state.depth] = (op, {"policy": rule, "autocast_dtype": lower, "cache_hits": hits,
-                                          "cast_dtypes": targets})
-    return tuple(new)
-
-
-_reg.AUTOCAST_HOOK = _autocast_hook
 
 
 # ---------------------------------------------------------------- custom autograd Functions
 def _cast_inputs(value, device_type, dtype):
     """torch.amp's _cast: floating (not float64) tensors on device_type go to dtype, through containers."""
-    Tensor = _reg.Tensor
     if isinstance(value, Tensor):
-        eligible = value.dtype in _ELIGIBLE and value.device.type == device_type
+        eligible = value.dtype in _ac.ELIGIBLE and value.device.type == device_type
         return value.to(dtype) if eligible else value
-    if isinstance(value, (str, bytes, np.ndarray)):
+    if isinstance(value, (str, bytes)) or is_array(value):  # raw NumPy/CuPy arrays pass as they are
         return value
     if isinstance(value, abc.Mapping):
         return {_cast_inputs(k, device_type, dtype): _cast_inputs(v, device_type, dtype) for k, v in value.items()}
@@ -391,7 +237,7 @@ def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
             cast_inputs = _dt.as_dtype(cast_inputs)
         except TypeError:
             cast_inputs = None
-        if cast_inputs not in _ELIGIBLE:
+        if cast_inputs not in _ac.ELIGIBLE:
             raise ValueError("custom_fwd: cast_inputs must be float16, bfloat16 or float32")
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
@@ -433,6 +279,6 @@ def custom_bwd(bwd=None, *, device_type):
     return decorate_bwd
 
 
-from .trace import TraceRecord, trace  # noqa: E402  (trace reads this module's hook records)
+from .trace import TraceRecord, trace  # noqa: E402  (mp.amp.trace shows what this module's rule did)
 
 __all__ += ["trace", "TraceRecord"]

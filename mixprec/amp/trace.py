@@ -4,22 +4,20 @@
         loss = model(x)
     print(t)          # a table: op, policy, input dtypes, dtypes it ran in, output dtype, cache hits
 
-Each record comes from the dispatcher's observer hook (registry.OBSERVERS),
-which sees every op after it ran, joined with a note the autocast hook leaves
-for the op (policy, region dtype, casts served from the cache). Records are
-kept in the order ops finished; the table shows them in call order, with the
-casts autocast made for an op and the inner ops of a composite indented
-under it.
+The trace is a dispatch observer (mixprec.ops.dispatch.observe): it sees every
+op call when it returns, with the autocast decision applied to it and the call
+it ran inside (a composite, or the op whose inputs autocast was casting).
+Records are kept in the order ops finished; the table shows them in call order,
+with the casts autocast made for an op and the inner ops of a composite
+indented under it.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..ops import registry as _reg
-from . import autocast_mode as _am
+from ..ops import dispatch as _dispatch
 
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int64": "i64",
           "int32": "i32", "bool": "bool"}
@@ -62,18 +60,11 @@ class TraceRecord:
 
 
 def _tensor_dtypes(args):
-    Tensor = _reg.Tensor
-    out = []
-    for a in args:
-        if isinstance(a, Tensor):
-            out.append(a.dtype)
-        elif isinstance(a, (list, tuple)):
-            out.extend(x.dtype for x in a if isinstance(x, Tensor))
-    return tuple(out)
+    return tuple(t.dtype for t in _dispatch.tensors_in(args))
 
 
 class trace:
-    """Context manager recording every op this thread dispatches inside it (see module doc).
+    """Context manager recording every op this thread dispatches inside it (see the module docstring).
 
     ``records`` holds TraceRecord objects in the order ops finished; ``table()``
     (and ``str()``) renders them in call order. ``casts`` counts the casts
@@ -82,49 +73,36 @@ class trace:
 
     def __init__(self):
         self.records: list[TraceRecord] = []
-        self._thread = None
+        self._observing = None
         self._base_depth = 0
 
     def __enter__(self):
-        self._thread = threading.get_ident()
-        self._base_depth = _reg.STATE.depth
-        _am._amp.tracing += 1
-        _reg.OBSERVERS.append(self._observe)
+        self._observing = _dispatch.observe(self)
+        self._observing.__enter__()
+        current = _dispatch.current_call()
+        self._base_depth = 0 if current is None else current.depth + 1
         return self
 
     def __exit__(self, *exc):
-        _reg.OBSERVERS.remove(self._observe)
-        _am._amp.tracing -= 1
-        if not _am._amp.tracing:
-            _am._amp.pending = None
+        self._observing.__exit__(*exc)
         return False
 
-    def _observe(self, op, args_in, args_run, out):
-        if threading.get_ident() != self._thread:
-            return
-        amp = _am._amp
-        depth = _reg.STATE.depth
-        note = None
-        pending = amp.pending
-        if pending:
-            entry = pending.get(depth)
-            if entry is not None and entry[0] is op:
-                del pending[depth]
-                note = entry[1]
-        cast_for = None
-        if amp.casting_for is not None and amp.casting_for[1] == depth:
-            cast_for = amp.casting_for[0]
-        device = next((t.device.type for t in _reg.tensors_in(args_in)), "cpu")
+    def enter(self, call):
+        pass
+
+    def exit(self, call):
+        decision, parent, out = call.autocast, call.parent, call.out
         out_dtype = getattr(out, "dtype", None)
         if out_dtype is None and isinstance(out, (tuple, list)) and out:
             out_dtype = getattr(out[0], "dtype", None)
         self.records.append(TraceRecord(
-            name=op.name, device_type=device,
-            policy=note["policy"] if note else None,
-            autocast_dtype=note["autocast_dtype"] if note else None,
-            input_dtypes=_tensor_dtypes(args_in), run_dtypes=_tensor_dtypes(args_run),
-            output_dtype=out_dtype, cache_hits=note["cache_hits"] if note else 0,
-            cast_for=cast_for, depth=depth - self._base_depth))
+            name=call.op.name, device_type=call.device.type,
+            policy=decision.rule if decision else None,
+            autocast_dtype=decision.lower if decision else None,
+            input_dtypes=_tensor_dtypes(call.args), run_dtypes=_tensor_dtypes(call.run_args or call.args),
+            output_dtype=out_dtype, cache_hits=decision.cache_hits if decision else 0,
+            cast_for=parent.op.name if parent is not None and parent.casting else None,
+            depth=call.depth - self._base_depth))
 
     # ---- summaries ----
     @property

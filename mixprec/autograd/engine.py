@@ -1,6 +1,7 @@
 """Reverse-mode autodiff: walk the graph from the outputs in reverse topological order."""
 from __future__ import annotations
 
+from ..tensor import Tensor
 from . import grad_mode
 
 
@@ -42,9 +43,12 @@ def _fit(grad, shape, dtype):
     return grad
 
 
-def _accumulate(store, key, grad):
-    prev = store.get(key)
-    store[key] = grad if prev is None else prev + grad
+def _add_output_grad(store, node, index, grad):
+    """Add ``grad`` to what output ``index`` of ``node`` has received so far."""
+    grads = store.get(id(node))
+    if grads is None:
+        grads = store[id(node)] = [None] * len(node.out_refs)
+    grads[index] = grad if grads[index] is None else grads[index] + grad
 
 
 def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, inputs=None,
@@ -54,7 +58,8 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
     With ``inputs=None`` gradients accumulate into the ``.grad`` of leaves;
     otherwise the gradients of ``inputs`` are returned (autograd.grad).
     """
-    node_grads: dict[int, object] = {}
+    from ..ops import autocast  # (the ops package imports autograd: import it when backward runs)
+    node_grads: dict[int, list] = {}
     leaf_grads: dict[int, object] = {}
     leaves: dict[int, object] = {}
     roots = []
@@ -66,7 +71,7 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
             _accumulate(leaf_grads, id(out), g)
             leaves[id(out)] = out
         else:
-            _accumulate(node_grads, id(out.grad_fn), g)
+            _add_output_grad(node_grads, out.grad_fn, out.output_nr, g)
             roots.append(out.grad_fn)
     wanted = {id(t): t for t in inputs} if inputs is not None else None
     captured = {}
@@ -75,28 +80,31 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
     # arrays that someone else may hold (seeds, hook results, custom backward results):
     # a leaf's .grad must never alias them (see _store_grad)
     foreign = {id(g.data) for g in grad_outputs}
-    with grad_mode.enable_grad() if create_graph else grad_mode.no_grad(), _no_autocast():
+    # backward runs every op in the dtypes forward saved, never under autocast
+    with grad_mode.enable_grad() if create_graph else grad_mode.no_grad(), autocast.suspended():
         for node in order:
-            grad = node_grads.pop(id(node), None)
-            if grad is None:
+            grads = node_grads.pop(id(node), None)
+            if grads is None:
                 continue
-            out = node.out_ref()
-            if out is not None:
+            for i, ref in enumerate(node.out_refs):
+                out = ref()
+                if out is None or grads[i] is None:
+                    continue
                 if out._hooks:
-                    grad = _run_hooks(out, grad, foreign)
+                    grads[i] = _run_hooks(out, grads[i], foreign)
                 if wanted is not None and id(out) in wanted:
-                    captured[id(out)] = grad
+                    captured[id(out)] = grads[i]
                 if out._retains_grad and wanted is None:
-                    _store_grad(out, grad, foreign, create_graph)
-            grads = node.op.backward(node, grad)
-            if not isinstance(grads, (tuple, list)):
-                grads = (grads,)
-            grads = _flatten(grads, node.args)
+                    _store_grad(out, grads[i], foreign, create_graph)
+            result = node.op.backward(node, *grads)
+            if not isinstance(result, (tuple, list)):
+                result = (result,)
+            result = _flatten(result, node.args)
             edges = node.edges()
-            if len(grads) != len(edges):
-                raise RuntimeError(f"backward of {node.name} returned {len(grads)} gradients "
+            if len(result) != len(edges):
+                raise RuntimeError(f"backward of {node.name} returned {len(result)} gradients "
                                    f"for {len(edges)} inputs")
-            for t, g in zip(edges, grads):
+            for t, g in zip(edges, result):
                 if t is None or g is None:
                     continue
                 if node.user_backward:
@@ -109,7 +117,7 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
                     _accumulate(leaf_grads, id(t), g)
                     leaves[id(t)] = t
                 else:
-                    _accumulate(node_grads, id(t.grad_fn), g)
+                    _add_output_grad(node_grads, t.grad_fn, t.output_nr, g)
             if not retain_graph:
                 node.release()
         for key, leaf in leaves.items():
@@ -132,6 +140,11 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
     return results
 
 
+def _accumulate(store, key, grad):
+    prev = store.get(key)
+    store[key] = grad if prev is None else prev + grad
+
+
 def _store_grad(leaf, g, foreign, create_graph):
     """Accumulate ``g`` into ``leaf.grad`` as torch does.
 
@@ -148,7 +161,6 @@ def _store_grad(leaf, g, foreign, create_graph):
     a = g.data
     if leaf.grad is None:
         if a.base is not None or not a.flags.c_contiguous or id(a) in foreign:
-            from ..tensor import Tensor
             g = Tensor._wrap(a.copy())
         foreign.add(id(g.data))
         leaf.grad = g
@@ -180,21 +192,6 @@ def _run_hooks(t, grad, foreign):
 
 
 def _check_finite(node, g):
-    xp_ok = bool(g.isfinite().all().item())
-    if not xp_ok:
+    if not bool(g.isfinite().all().item()):
         where = f"\nthe forward call of {node.name} was made at:\n{node.trace}" if node.trace else ""
         raise RuntimeError(f"function {node.name}Backward returned NaN or inf values in its gradient{where}")
-
-
-class _no_autocast:
-    """Backward runs every op in the dtypes forward saved, never under autocast."""
-
-    def __enter__(self):
-        from ..ops.registry import STATE
-        self._state = STATE
-        self._prev = getattr(STATE, "autocast", None)
-        STATE.autocast = None
-
-    def __exit__(self, *exc):
-        self._state.autocast = self._prev
-        return False

@@ -31,13 +31,14 @@ class FunctionCtx(Node):
 class _FunctionOp:
     """Adapts a Function subclass to what the engine expects of an op."""
 
+    tangent = None  # forward mode through a custom Function is not supported yet
+
     def __init__(self, cls):
         self.cls = cls
         self.name = cls.__name__
 
     def backward(self, ctx, grad):
-        with grad_mode.enable_grad() if grad_mode.is_grad_enabled() else grad_mode.no_grad():
-            grads = self.cls.backward(ctx, grad)
+        grads = self.cls.backward(ctx, grad)
         return grads if isinstance(grads, tuple) else (grads,)
 
 

@@ -1,9 +1,11 @@
-"""Every op mixprec has, registered once (see registry.py for how an op is defined).
+"""Every op mixprec has, registered once.
 
-New ops go in a module of this package and are imported below; that is all it
-takes for mp.<name>, Tensor methods and the autocast policy tables to see them.
+registry.py says how an op is defined, dispatch.py what happens on every call,
+autocast.py the autocast step of that call. New ops go in a module of this
+package and are imported below; that is all it takes for mp.<name>, Tensor
+methods and the autocast policy tables to see them.
 """
-from .registry import CastPolicy, Op, as_policy, get, names, policy, register  # noqa: F401
+from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
 from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
 from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, pools)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)

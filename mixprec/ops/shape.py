@@ -25,7 +25,7 @@ def _size_arg(shape):
     return tuple(shape)
 
 
-@register("_to_copy", promote=(), doc="Copy to another dtype and/or device; the gradient goes back the same way.")
+@register("_to_copy", methods=("_to_copy",), promote=(), doc="Copy to another dtype and/or device; the gradient goes back the same way.")
 def _to_copy(ctx, input, dtype=None, device=None):
     ctx.src = (input.dtype, _be.device_of_array(input))
     out = input

@@ -1,0 +1,168 @@
+"""Forward-mode automatic differentiation (torch.autograd.forward_ad's API).
+
+Reverse mode pulls one gradient back from a scalar through the whole graph;
+forward mode pushes one direction (a *tangent*) forward with the computation:
+every op that sees an input carrying a tangent also computes its output's
+tangent, J·v, from the op's tangent rule (registered beside its backward). No
+graph is kept; one pass gives the directional derivative of every output::
+
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(primal, tangent)    # x carries the direction v
+        y = f(x)
+        value, jvp = forward_ad.unpack_dual(y)      # jvp = J_f(primal) @ v
+
+Tangents belong to the dual level they were made in: leaving the level forgets
+them all (the level is an object, and a tangent is read only while its level is
+the active one). One level is active at a time, as torch allows by default.
+Tangents follow their primal's dtype, also under autocast.
+"""
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+
+__all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level", "exit_dual_level"]
+
+
+class _State(threading.local):
+    level = None   # the active dual level (an object), or None
+
+
+STATE = _State()
+
+
+class _Level:
+    """A dual level's identity."""
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def enter_dual_level():
+    """Start a dual level (prefer ``with dual_level():``); returns its index (0: one level at a time)."""
+    if STATE.level is not None:
+        raise RuntimeError("forward_ad: a dual level is already active; nested dual levels are not supported")
+    STATE.level = _Level(0)
+    return 0
+
+
+def exit_dual_level(*, level=None):
+    """End the active dual level: every tangent made in it is forgotten."""
+    if STATE.level is None or (level is not None and level != STATE.level.index):
+        raise RuntimeError(f"forward_ad: no dual level {'' if level is None else level} is active to exit")
+    STATE.level = None
+
+
+class dual_level:
+    """Context manager for a dual level: tangents made inside live until it exits."""
+
+    def __enter__(self):
+        return enter_dual_level()
+
+    def __exit__(self, *exc):
+        exit_dual_level()
+        return False
+
+
+def tangent_of(t):
+    """The tangent ``t`` carries at the active level, or None."""
+    fw = t._fw
+    return fw[1] if fw is not None and fw[0] is STATE.level else None
+
+
+def make_dual(tensor, tangent, *, level=None):
+    """A view of ``tensor`` that carries ``tangent`` (same shape, dtype and device) at the active level.
+
+    Gradients still flow back to ``tensor`` through the view (reverse mode works on duals).
+    """
+    if STATE.level is None:
+        raise RuntimeError("make_dual must be called inside a forward_ad.dual_level() context")
+    if level is not None and level != STATE.level.index:
+        raise RuntimeError(f"make_dual: level {level} is not the active dual level {STATE.level.index}")
+    for what, t in (("tensor", tensor), ("tangent", tangent)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"make_dual: {what} must be a Tensor, got {type(t).__name__}")
+    if not _dt.is_floating(tensor.dtype):
+        raise TypeError(f"make_dual: expected a floating-point primal, got {tensor.dtype.name}")
+    if tangent.shape != tensor.shape:
+        raise ValueError(f"make_dual: the tangent has shape {tangent.shape}, but the primal has shape "
+                         f"{tensor.shape}; they must match")
+    if tangent.dtype != tensor.dtype:
+        raise ValueError(f"make_dual: the tangent has dtype {tangent.dtype.name}, but the primal has dtype "
+                         f"{tensor.dtype.name}; they must match")
+    if tangent.device != tensor.device:
+        raise ValueError(f"make_dual: the tangent is on {tangent.device}, but the primal is on {tensor.device}")
+    with _paused():
+        dual = tensor.view(tensor.shape)
+    dual._fw = (STATE.level, tangent)
+    return dual
+
+
+class UnpackedDualTensor(NamedTuple):
+    """What unpack_dual returns: the primal (a view without tangent) and the tangent (or None)."""
+    primal: object
+    tangent: object
+
+
+def unpack_dual(tensor, *, level=None):
+    """(primal, tangent) of a tensor: the tangent is None when it carries none at the active level."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"unpack_dual: expected a Tensor, got {type(tensor).__name__}")
+    tangent = tangent_of(tensor) if STATE.level is not None else None
+    if tangent is None:
+        return UnpackedDualTensor(tensor, None)
+    with _paused():
+        primal = tensor.view(tensor.shape)
+    return UnpackedDualTensor(primal, tangent)
+
+
+class _paused:
+    """Forward mode off inside: tangent rules run on plain tensors (no tangents of tangents)."""
+
+    def __enter__(self):
+        self.level, STATE.level = STATE.level, None
+
+    def __exit__(self, *exc):
+        STATE.level = self.level
+        return False
+
+
+def _tangent_arg(a):
+    """The tangent a rule gets for one positional argument (see mixprec.ops.registry.Op)."""
+    if isinstance(a, Tensor):
+        if not _dt.is_floating(a.dtype):
+            return None
+        t = tangent_of(a)
+        return t if t is not None else Tensor._wrap(_zeros_like(a.data))
+    if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
+        return [_tangent_arg(x) for x in a]
+    return None
+
+
+def _zeros_like(array):
+    from ..backend import array_module
+    return array_module(array).zeros_like(array)
+
+
+def attach_tangents(ctx, args, out):
+    """Run the op's tangent rule and give each floating output its tangent (called by dispatch)."""
+    rule = ctx.op.tangent
+    if rule is None:
+        raise NotImplementedError(f"{ctx.op.name} has no forward-mode rule (tangent); forward-mode AD through it "
+                                  "is not supported")
+    level = STATE.level
+    with _paused():
+        result = rule(ctx, *(_tangent_arg(a) for a in args))
+        several = isinstance(out, tuple)
+        for o, t in zip(out if several else (out,), result if several else (result,)):
+            if t is None or not _dt.is_floating(o.dtype):
+                continue
+            if t.shape != o.shape:
+                t = t.expand(o.shape)
+            if t.dtype != o.dtype:
+                t = t.to(o.dtype)
+            o._fw = (level, t)

@@ -1,0 +1,206 @@
+"""Autocast's step of dispatch: the dtype each input of an op is cast to inside an autocast region.
+
+The rule is torch.amp's. For an op called on tensors of device type D while a
+region for D with lower dtype L is active (mp.autocast(D, dtype=L)), the op's
+policy on D decides — a scoped override or a register_autocast rule first, else
+the op's own table entry:
+
+    lower_precision_fp   floating inputs -> L
+    fp32                 floating inputs -> float32
+    promote              floating inputs -> L if every one is L, else float32
+    banned               refuse to run
+    None                 inputs untouched
+    (a dtype)            floating inputs -> that dtype (register_autocast/override)
+
+float64 and non-floating inputs are never cast. The casts are ordinary
+differentiable ops (Tensor.to), so backward runs every op in the dtype its
+forward ran in and each leaf's gradient arrives in the leaf's own dtype.
+
+This module owns all of autocast's state, per thread: the enabled regions, the
+weight-cast cache and the stack of scoped overrides. ``mp.autocast``
+(mixprec/amp/autocast_mode.py) is the switch users flip; it only calls
+:func:`enter_region` and :func:`exit_region`.
+"""
+from __future__ import annotations
+
+import enum
+import threading
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..autograd import grad_mode as _gm
+
+DEVICE_TYPES = ("cuda", "cpu")
+DEFAULT_DTYPES = {"cuda": _dt.float16, "cpu": _dt.bfloat16}
+LOWER_DTYPES = (_dt.float16, _dt.bfloat16)
+ELIGIBLE = frozenset((_dt.float16, _dt.bfloat16, _dt.float32))  # what autocast may cast; float64 never
+
+
+class CastPolicy(enum.Enum):
+    """What autocast does with an op's floating inputs on a device type."""
+    LOWER_PRECISION_FP = "lower_precision_fp"  # cast to the region's float16/bfloat16
+    FP32 = "fp32"                              # cast to float32
+    PROMOTE = "promote"                        # cast all to the widest floating input
+    BANNED = "banned"                          # refuse to run inside an enabled region
+
+
+_POLICY_NAMES = {p.value: p for p in CastPolicy} | {"none": None, None: None}
+
+
+def as_policy(p) -> CastPolicy | None:
+    """A CastPolicy from itself or its name ("lower_precision_fp", "fp32", "promote", "banned"); None/"none" is None."""
+    if isinstance(p, CastPolicy):
+        return p
+    try:
+        return _POLICY_NAMES[p]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown cast policy {p!r}; expected one of "
+                         "'lower_precision_fp', 'fp32', 'promote', 'banned' or None") from None
+
+
+# ---------------------------------------------------------------- state (per thread)
+class _State(threading.local):
+    """This thread's autocast state; the class attributes are each new thread's defaults."""
+    regions = None         # {device_type: lower dtype} of the enabled regions, or None
+    cache_enabled = True
+    enabled_depth = 0      # enabled regions entered and not yet left: the cache is dropped at 0
+    cache = None           # {(id(weight), dtype): (weight, version, cast)}
+    overrides = ()         # {(op, device_type): rule} dicts of scoped overrides, innermost last
+    saved = None           # what each entered region replaced, innermost last (re-entrant, per thread)
+
+
+STATE = _State()
+REGISTERED: dict = {}      # (op, device_type) -> rule, from mp.amp.register_autocast (shared by all threads)
+
+
+def enter_region(device_type, dtype, enabled, cache_enabled):
+    """Enter a region: ``device_type`` ops run with ``dtype`` as the lower type (or not autocast, enabled=False)."""
+    s = STATE
+    if s.saved is None:
+        s.saved = []
+    s.saved.append((s.regions, s.cache_enabled, enabled))
+    regions = dict(s.regions or {})
+    if enabled:
+        regions[device_type] = dtype
+        s.enabled_depth += 1
+    else:
+        regions.pop(device_type, None)
+    s.regions = regions or None
+    s.cache_enabled = cache_enabled
+
+
+def exit_region():
+    """Leave the innermost region, restoring exactly what it replaced."""
+    s = STATE
+    s.regions, s.cache_enabled, enabled = s.saved.pop()
+    if enabled:
+        s.enabled_depth -= 1
+        if s.enabled_depth == 0:
+            s.cache = None  # the outermost enabled region is over
+
+
+class suspended:
+    """No autocast inside (backward, and the inner ops of a composite whose own policy was applied)."""
+
+    def __enter__(self):
+        self.regions, STATE.regions = STATE.regions, None
+
+    def __exit__(self, *exc):
+        STATE.regions = self.regions
+        return False
+
+
+# ---------------------------------------------------------------- the rule
+def rule_for(op, device_type):
+    """The op's rule on device_type: innermost override, then register_autocast, then its table policy."""
+    key = (op, device_type)
+    for layer in reversed(STATE.overrides):
+        if key in layer:
+            return layer[key]
+    if key in REGISTERED:
+        return REGISTERED[key]
+    return op.policy[device_type]
+
+
+BANNED_HINTS = {
+    "binary_cross_entropy": (
+        "binary_cross_entropy is unsafe to autocast on CUDA: its gradient can overflow float16 near 0 and 1. "
+        "Many models apply a sigmoid right before it; combine the two with "
+        "mp.nn.functional.binary_cross_entropy_with_logits (or nn.BCEWithLogitsLoss), which is safe to "
+        "autocast. To keep binary_cross_entropy, run it under mp.autocast('cuda', enabled=False) on float32 "
+        "inputs."),
+}
+
+
+def target_dtypes(op_name, device_type, rule, lower, dtypes):
+    """The dtype each input is cast to under ``rule`` in a region whose lower dtype is ``lower`` (pure)."""
+    if rule is None:
+        return tuple(dtypes)
+    if rule is CastPolicy.BANNED:
+        raise RuntimeError(BANNED_HINTS.get(op_name, f"{op_name} is banned inside an enabled autocast region "
+                                                     f"on {device_type}; run it with autocast disabled"))
+    if rule is CastPolicy.PROMOTE:
+        floating = [d for d in dtypes if d in ELIGIBLE]
+        target = lower if floating and all(d == lower for d in floating) else _dt.float32
+    elif rule is CastPolicy.FP32:
+        target = _dt.float32
+    elif rule is CastPolicy.LOWER_PRECISION_FP:
+        target = lower
+    else:  # a fixed dtype from register_autocast/override
+        target = rule
+    return tuple(target if d in ELIGIBLE else d for d in dtypes)
+
+
+class Decision(NamedTuple):
+    """What autocast did to one op call (observers such as mp.amp.trace show it)."""
+    rule: object           # the CastPolicy or fixed dtype applied
+    lower: np.dtype        # the region's lower dtype
+    dtypes: tuple          # the dtype each data input was cast to
+    cache_hits: int        # casts served from the weight-cast cache
+
+
+def cast_inputs(op, args, data, device_type):
+    """Apply ``op``'s rule to its data inputs. ``data`` lists them as (arg index, list index or None, tensor).
+
+    Returns (args, Decision), or (args, None) when the op has no rule on ``device_type``.
+    """
+    rule = rule_for(op, device_type)
+    if rule is None:
+        return args, None
+    lower = STATE.regions[device_type]
+    targets = target_dtypes(op.name, device_type, rule, lower, [t.dtype for _, _, t in data])
+    new, hits = list(args), 0
+    for (i, j, t), dtype in zip(data, targets):
+        if t.dtype != dtype:
+            cast, hit = _cast(t, dtype, lower)
+            hits += hit
+            if j is None:
+                new[i] = cast
+            else:
+                new[i] = list(new[i]) if new[i] is args[i] else new[i]
+                new[i][j] = cast
+    return tuple(new), Decision(rule, lower, targets, hits)
+
+
+def _cast(t, dtype, lower):
+    """(t.to(dtype), served from the cache?) — float32 leaf weights going to the lower dtype are cached.
+
+    The cache key includes the weight's version and the cached cast must still be
+    differentiable, so an in-place update of the weight (an optimizer step) or a
+    graph already freed by backward always gets a fresh cast.
+    """
+    s = STATE
+    if not (s.cache_enabled and dtype == lower and t.dtype == _dt.float32 and t.requires_grad
+            and t.grad_fn is None and _gm.is_grad_enabled()):
+        return t.to(dtype), False
+    if s.cache is None:
+        s.cache = {}
+    key = (id(t), dtype)
+    hit = s.cache.get(key)
+    if hit is not None and hit[0] is t and hit[1] == t._version and not hit[2].grad_fn.freed:
+        return hit[2], True
+    cast = t.to(dtype)
+    s.cache[key] = (t, t._version, cast)
+    return cast, False

@@ -1,0 +1,420 @@
+"""Dispatch: what happens on every op call — ``mp.add(a, b)``, ``a.add(b)`` and ``a + b`` alike.
+
+    dispatch(op, args, kwargs)
+      1. bind:     data arguments given by keyword join the positional ones
+      2. find:     the Tensors among the arguments (raw arrays in data positions become Tensors)
+      3. device:   they must share one device
+      4. autocast: inside a region for that device type, cast the data inputs by the op's
+                   policy (ops/autocast.py); a composite whose own policy applied runs its
+                   inner ops with autocast off
+      5. promote:  the data inputs to one dtype (dtypes.result_type; scalars adopt it)
+      6. forward:  run on arrays, wrap the result; record a graph node when grad mode is on
+                   and an input requires grad (reverse mode), and attach the output's tangent
+                   when an input carries one (forward mode, autograd/forward_ad.py)
+
+Observers (mp.amp.trace, the profiler, the numerics inspector) watch calls through
+:func:`observe`; when none is active they cost one attribute read per call.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import traceback
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..backend import CPU, is_array
+from ..backend import on_device as _on
+from ..autograd import forward_ad as _fwad
+from ..autograd import grad_mode as _gm
+from ..autograd.graph import Node
+from ..tensor import Tensor
+from ..tensor import tensor as _make_tensor
+from . import autocast as _autocast
+
+# Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
+SCALARS = (int, float, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
+_FLOATING = frozenset(_dt.FLOATING)
+
+
+# ---------------------------------------------------------------- observers
+class Call:
+    """One op call as observers see it.
+
+    op, args (as the caller passed them, after binding), kwargs, device; parent: the
+    Call running when this one started (a composite, or the op autocast was casting
+    for) and depth: how many calls enclose it; casting: True while autocast casts
+    this call's inputs (so the casts' parent tells whom they were for); autocast: the
+    autocast Decision applied, or None; run_args: the args forward ran on (after
+    autocast and promotion); out: the result.
+    """
+    __slots__ = ("op", "args", "kwargs", "device", "parent", "depth", "casting", "autocast", "run_args", "out",
+                 "__dict__")
+
+    def __init__(self, op, args, kwargs, device, parent, depth):
+        self.op, self.args, self.kwargs, self.device = op, args, kwargs, device
+        self.parent, self.depth = parent, depth
+        self.casting = False
+        self.autocast = self.run_args = self.out = None
+
+
+class _Observed(threading.local):
+    observers = ()     # objects with enter(call) and exit(call), this thread only
+    stack = None       # the Calls now running (only kept while someone observes)
+
+
+_observed = _Observed()
+
+
+@contextlib.contextmanager
+def observe(observer):
+    """Let ``observer`` see every op call this thread makes inside the block: observer.enter(call)
+    before the call runs and observer.exit(call) after it returned (not when it raised)."""
+    s = _observed
+    if s.stack is None:
+        s.stack = []
+    s.observers = s.observers + (observer,)
+    try:
+        yield observer
+    finally:
+        s.observers = tuple(o for o in s.observers if o is not observer)
+
+
+def observing() -> bool:
+    """Whether an observer is watching this thread's op calls."""
+    return bool(_observed.observers)
+
+
+def current_call():
+    """The innermost op call now running in this thread (None outside ops, or when nobody observes)."""
+    stack = _observed.stack
+    return stack[-1] if stack else None
+
+
+# ---------------------------------------------------------------- dispatch
+def dispatch(op, args, kwargs):
+    """Run one call of ``op`` (the steps are listed in the module docstring)."""
+    if kwargs and op.arg_names:
+        args, kwargs = _keyword_args_to_positional(op, args, kwargs)
+    if op.max_args is not None and len(args) > op.max_args:
+        raise TypeError(f"{op.name}() takes at most {op.max_args} positional arguments "
+                        f"({', '.join(op.arg_names)}) but {len(args)} were given")
+    tensors, args = _find_tensors(op, args)
+    if not tensors:
+        tensors, args = _scalars_to_tensors(op, args)
+    device = _common_device(op, tensors)
+    if _observed.observers:
+        return _dispatch_observed(op, args, kwargs, device)
+    return _dispatch(op, args, kwargs, device, None)
+
+
+def _dispatch(op, args, kwargs, device, call):
+    decision = None
+    regions = _autocast.STATE.regions
+    if regions and device.type in regions and not op.inplace and not explicit_dtype_or_out(op, args, kwargs):
+        if call is not None:
+            call.casting = True
+        args, decision = _autocast.cast_inputs(op, args, data_tensors(op, args), device.type)
+        if call is not None:
+            call.casting, call.autocast = False, decision
+    if op.composite:
+        if call is not None:
+            call.run_args = args
+        if decision is None:
+            return op.forward(None, *args, **kwargs)
+        with _autocast.suspended():  # the op's own policy applied, once, at the top (as torch does)
+            return op.forward(None, *args, **kwargs)
+    if op.promote:
+        args = _promote(op, args)
+    if call is not None:
+        call.run_args = args
+    return _run(op, args, kwargs, device)
+
+
+def _dispatch_observed(op, args, kwargs, device):
+    s = _observed
+    call = Call(op, args, kwargs, device, s.stack[-1] if s.stack else None, len(s.stack))
+    for o in s.observers:
+        o.enter(call)
+    s.stack.append(call)
+    try:
+        call.out = _dispatch(op, args, kwargs, device, call)
+    finally:
+        s.stack.pop()
+    for o in s.observers:
+        o.exit(call)
+    return call.out
+
+
+def _run(op, args, kwargs, device):
+    """Forward on arrays, then the autograd bookkeeping of both modes."""
+    record = op.differentiable and _gm.is_grad_enabled() and _any_requires_grad(args)
+    tangents = _fwad.STATE.level is not None and op.differentiable and _any_tangent(args)
+    ctx = Node(op, args, kwargs) if record or tangents else _Scratch()
+    arrays = [a.data if isinstance(a, Tensor) else _arrays_in(a) for a in args]
+    try:
+        if device is CPU:
+            data = op.forward(ctx, *arrays, **kwargs)
+        else:
+            with _on(device):
+                data = op.forward(ctx, *arrays, **kwargs)
+    except ValueError:
+        if op.broadcast:
+            _check_broadcast(op, arrays)
+        raise
+    if type(data) is tuple:
+        out = tuple(_wrap(op, d, args, arrays) for d in data)
+        floating = any(o.data.dtype in _FLOATING for o in out)
+    else:
+        out = _wrap(op, data, args, arrays)
+        floating = out.data.dtype in _FLOATING
+    if floating and (record or tangents):
+        ctx.finish(out, record)
+        if record and _gm.is_anomaly_enabled():
+            ctx.trace = "".join(traceback.format_stack()[:-3])
+        if tangents:
+            _fwad.attach_tangents(ctx, args, out)
+    return out
+
+
+def _wrap(op, data, args, arrays):
+    if not isinstance(data, np.ndarray) and isinstance(data, np.generic):
+        data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
+    if op.view and _is_view_of(data, arrays[0]):
+        return Tensor._wrap(data, vc=args[0]._vc)
+    return Tensor._wrap(data)
+
+
+def _any_requires_grad(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                if isinstance(x, Tensor) and x.requires_grad:
+                    return True
+    return False
+
+
+def _any_tangent(args):
+    return any(_fwad.tangent_of(t) is not None for t in tensors_in(args))
+
+
+def _is_view_of(out, a):
+    """Whether array ``out`` is a view into ``a``'s memory (NumPy and CuPy keep the owner in .base)."""
+    base = out.base
+    return base is not None and (base is a or (a.base is not None and base is a.base))
+
+
+class _Scratch:
+    """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
+
+
+# ---------------------------------------------------------------- forward mode for linear ops
+def linear_tangent(ctx, *tangents):
+    """The tangent rule of an op that is linear in its floating inputs: the op applied to their tangents.
+
+    Every floating Tensor argument (also inside a list) is replaced by its tangent;
+    index tensors, shapes and options stay as they were.
+    """
+    def swap(a, t):
+        if isinstance(a, Tensor):
+            return t if a.dtype in _FLOATING else a
+        if isinstance(a, (list, tuple)) and isinstance(t, (list, tuple)):
+            return type(a)(swap(x, y) for x, y in zip(a, t))
+        return a
+    return ctx.op(*(swap(a, t) for a, t in zip(ctx.inputs, tangents)), **ctx.kwargs)
+
+
+# ---------------------------------------------------------------- argument handling
+def explicit_dtype_or_out(op, args, kwargs):
+    """True when a call passed dtype= or out= (positionally or by keyword): such calls are not autocast."""
+    if kwargs and (kwargs.get("dtype") is not None or kwargs.get("out") is not None):
+        return True
+    for i in op.dtype_out_positions:
+        if i < len(args) and args[i] is not None:
+            return True
+    return False
+
+
+def tensors_in(args):
+    """The Tensors among positional args, looking one level into lists and tuples (cat, stack)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (x for x in a if isinstance(x, Tensor))
+
+
+def data_tensors(op, args):
+    """(arg index, list index or None, tensor) for each Tensor in a data position (``op.promote``)."""
+    found = []
+    for i in op.promote:
+        if i >= len(args):
+            break
+        a = args[i]
+        if isinstance(a, Tensor):
+            found.append((i, None, a))
+        elif isinstance(a, (list, tuple)):
+            found.extend((i, j, x) for j, x in enumerate(a) if isinstance(x, Tensor))
+    return found
+
+
+def _find_tensors(op, args):
+    """The Tensors among the positional args (also inside a list: cat, stack).
+
+    A raw NumPy/CuPy array in a data position (``op.promote``) is wrapped as a
+    Tensor first, so ``t + ndarray`` follows the same dtype and device rules as
+    two tensors.
+    """
+    tensors = []
+    wrapped = None
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            tensors.append(a)
+        elif isinstance(a, (list, tuple)):
+            tensors.extend(x for x in a if isinstance(x, Tensor))
+        elif i in op.promote and is_array(a):
+            _dt.as_dtype(a.dtype)  # names an unsupported dtype
+            if wrapped is None:
+                wrapped = list(args)
+            wrapped[i] = Tensor._wrap(a)
+            tensors.append(wrapped[i])
+    return tensors, (args if wrapped is None else tuple(wrapped))
+
+
+def _scalars_to_tensors(op, args):
+    """No tensor at all (``mp.exp(1.0)``): data-position scalars become tensors on the default device."""
+    args = tuple(_make_tensor(a) if i in op.promote and isinstance(a, SCALARS) else a
+                 for i, a in enumerate(args))
+    tensors = _find_tensors(op, args)[0]
+    if not tensors:
+        raise TypeError(f"{op.name}: expected a Tensor argument")
+    return tensors, args
+
+
+def _common_device(op, tensors):
+    device = tensors[0].device
+    if device is CPU:  # the common case, checked without building Device objects
+        for t in tensors:
+            if not isinstance(t.data, np.ndarray):
+                _check_same_device(op, device, t.device)
+    else:
+        for t in tensors:
+            if t.device is not device:
+                _check_same_device(op, device, t.device)
+    return device
+
+
+def _check_same_device(op, device, other):
+    if other != device:
+        raise RuntimeError(f"{op.name}: expected all tensors on one device, got {device} and {other}")
+
+
+def _keyword_args_to_positional(op, args, kwargs):
+    """Data params (``op.promote``) and tensors given by keyword join the positional args.
+
+    ``clamp(x, max=t)`` then reaches forward and backward with ``t`` in its
+    position (defaults fill the gap); plain options such as ``dim=`` and an
+    ``out=`` buffer stay keywords.
+    """
+    start = len(args)
+    last = -1
+    for k, n in enumerate(op.arg_names[start:], start):
+        if n in kwargs and n != "out" and (k in op.promote or isinstance(kwargs[n], Tensor)):
+            last = k
+    if last < 0:
+        return args, kwargs
+    kwargs = dict(kwargs)
+    extra = []
+    for n in op.arg_names[start:last + 1]:
+        if n in kwargs:
+            extra.append(kwargs.pop(n))
+        elif n in op.defaults:
+            extra.append(op.defaults[n])
+        else:
+            raise TypeError(f"{op.name}: missing argument {n!r}")
+    return tuple(args) + tuple(extra), kwargs
+
+
+def _arrays_in(a):
+    """A list/tuple arg with Tensors in it becomes the same container of arrays; anything else passes."""
+    if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
+        return type(a)(x.data if isinstance(x, Tensor) else x for x in a)
+    return a
+
+
+def _promote(op, args):
+    """Cast the data args (op.promote) to one dtype; scalars become scalars of that dtype.
+
+    Fast path: every data arg is a Tensor (or None) of one dtype, nothing to do.
+    """
+    target = None
+    n = len(args)
+    for i in op.promote:
+        if i >= n:
+            break
+        a = args[i]
+        if isinstance(a, Tensor):
+            d = a.data.dtype
+            if target is None:
+                target = d
+            elif d is not target and d != target:
+                return _promote_mixed(op, args)
+        elif a is not None:
+            return _promote_mixed(op, args)
+    return args
+
+
+def _promote_mixed(op, args):
+    """_promote for mixed dtypes, scalars and lists: one target dtype by dtypes.result_type."""
+    operands = []
+    for i in op.promote:
+        if i >= len(args):
+            continue
+        a = args[i]
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(x, (Tensor, SCALARS)):
+                operands.append(x)
+            elif x is not None and not isinstance(x, (list, tuple)):
+                raise TypeError(f"{op.name}: expected a Tensor or a number, got {type(x).__name__}")
+    if not operands:
+        return args
+    if op.same_dtype:
+        dts = {x.dtype for x in operands if isinstance(x, Tensor)}
+        if len(dts) > 1:
+            raise TypeError(f"{op.name}: expected all inputs to have the same dtype, got "
+                            f"{' and '.join(sorted(d.name for d in dts))} (cast one with .to(dtype), "
+                            "or run under mp.autocast)")
+    target = _dt.result_type(*operands)
+    args = list(args)
+    for i in op.promote:
+        if i >= len(args):
+            continue
+        a = args[i]
+        if isinstance(a, (list, tuple)):
+            args[i] = [_cast_or_scalar(x, target) for x in a]
+        else:
+            args[i] = _cast_or_scalar(a, target)
+    return tuple(args)
+
+
+def _cast_or_scalar(x, dtype):
+    if isinstance(x, Tensor):
+        return x if x.dtype == dtype else x.to(dtype)
+    if isinstance(x, SCALARS):
+        return dtype.type(x)
+    return x
+
+
+def _check_broadcast(op, arrays):
+    """Turn NumPy's/CuPy's broadcasting ValueError into one that names the op and the shapes."""
+    shapes = [tuple(a.shape) for a in arrays if is_array(a)]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
+        raise RuntimeError(f"{op.name}: shapes {listed} cannot be broadcast together "
+                           "(each dimension, counted from the right, must be equal or 1)") from None
