@@ -1,47 +1,25 @@
-"""The nn layer ops (dropout, batch_norm, embedding, max_pool2d, avg_pool2d) against float64 references."""
+"""Semantics of the nn ops beyond the case table (tests/op_cases/): pools, embedding, dropout, batch_norm,
+convolutions, norms and losses — edge cases, half-precision details, errors, and torch where installed."""
 import itertools
+import math
+import warnings
 
 import numpy as np
 import pytest
+from scipy.special import erfinv as _erfinv_ref
 
 import mixprec as mp
 from mixprec.autograd import gradcheck
+from op_cases import EPS
+from op_cases.refs import norm_ref, ref_pool
 
 F = mp.nn.functional
+LOW_DTYPES = [pytest.param(mp.float16, id="float16"), pytest.param(mp.bfloat16, id="bfloat16")]
 rng = np.random.default_rng(1)
 
 
 def t64(a, grad=False):
     return mp.tensor(np.asarray(a, dtype=np.float64), dtype=mp.float64, requires_grad=grad)
-
-
-# ---------------------------------------------------------------- pooling references (plain loops)
-def ref_pool(x, k, s, p, d, ceil_mode, kind, count_include_pad=True, divisor_override=None):
-    n, c, h, w = x.shape
-    k, s, p, d = [(v, v) if isinstance(v, int) else v for v in (k, s, p, d)]
-
-    def out_size(size, i):
-        o = (size + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (s[i] - 1 if ceil_mode else 0)) // s[i] + 1
-        if ceil_mode and (o - 1) * s[i] >= size + p[i]:
-            o -= 1
-        return o
-    oh, ow = out_size(h, 0), out_size(w, 1)
-    out = np.zeros((n, c, oh, ow))
-    for i, j in itertools.product(range(oh), range(ow)):
-        r0, c0 = i * s[0] - p[0], j * s[1] - p[1]
-        rows = [r0 + a * d[0] for a in range(k[0])]
-        cols = [c0 + b * d[1] for b in range(k[1])]
-        inside = [(r, q) for r in rows for q in cols if 0 <= r < h and 0 <= q < w]
-        vals = np.stack([x[:, :, r, q] for r, q in inside], -1)
-        if kind == "max":
-            out[:, :, i, j] = vals.max(-1)
-        else:
-            hend, wend = min(r0 + k[0], h + p[0]), min(c0 + k[1], w + p[1])
-            size = (hend - r0) * (wend - c0)
-            if not count_include_pad:
-                size = len(inside)
-            out[:, :, i, j] = vals.sum(-1) / (divisor_override or size)
-    return out
 
 
 MAX_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
@@ -252,3 +230,162 @@ def test_layer_ops_follow_the_reference_tables(name):
     # none of these is on an autocast list for either device (only the 3-D pools are)
     assert mp.ops.policy(name, "cuda") is None and mp.ops.policy(name, "cpu") is None
     assert name in dir(F)
+
+
+# ----------------------------------------------------------------- half-precision details
+@pytest.mark.parametrize("dtype", LOW_DTYPES)
+def test_layer_norm_half_statistics_are_float32(dtype):
+    """A large mean would swamp a half-precision variance; float32 statistics keep it."""
+    x = np.array([[1000.0, 1001.0, 1002.0, 1003.0]])
+    out = mp.layer_norm(mp.tensor(x, dtype=dtype), 4).numpy().astype(np.float64)
+    xr = mp.tensor(x, dtype=dtype).numpy().astype(np.float64)
+    np.testing.assert_allclose(out, norm_ref(xr, (1,)), rtol=4 * EPS[dtype], atol=4 * EPS[dtype])
+
+
+@pytest.mark.parametrize("dtype", LOW_DTYPES)
+def test_conv_half_gradients_have_half_dtype(dtype):
+    x = mp.randn(1, 2, 4, 4, dtype=dtype, requires_grad=True)
+    w = mp.randn(3, 2, 3, 3, dtype=dtype, requires_grad=True)
+    b = mp.randn(3, dtype=dtype, requires_grad=True)
+    mp.conv2d(x, w, b, padding=1).sum().backward()
+    assert (x.grad.dtype, w.grad.dtype, b.grad.dtype) == (dtype, dtype, dtype)
+
+
+# ----------------------------------------------------------------- semantics
+def test_nll_loss_mean_with_every_target_ignored_is_nan():
+    x = mp.randn(2, 3)
+    assert math.isnan(F.nll_loss(x, mp.tensor([-100, -100])).item())
+    assert F.cross_entropy(x, mp.tensor([-100, -100]), reduction="sum").item() == 0.0
+
+
+def test_cross_entropy_custom_ignore_index_and_alias():
+    x = mp.randn(3, 4, dtype=mp.float64)
+    t = mp.tensor([1, 7, 2])
+    a = F.cross_entropy(x, t, ignore_index=7)
+    b = mp.cross_entropy_loss(x, mp.tensor([1, -100, 2]))
+    np.testing.assert_allclose(a.item(), b.item(), rtol=1e-12)
+    assert mp.ops.get("cross_entropy_loss") is mp.ops.get("cross_entropy")
+
+
+def test_deprecated_size_average_and_reduce_map_to_reduction():
+    x, y = mp.randn(3, 4), mp.randn(3, 4)
+    with pytest.warns(DeprecationWarning):
+        s = F.mse_loss(x, y, size_average=False)
+    np.testing.assert_allclose(s.item(), F.mse_loss(x, y, reduction="sum").item(), rtol=1e-6)
+    with pytest.warns(DeprecationWarning):
+        assert F.l1_loss(x, y, reduce=False).shape == (3, 4)
+
+
+def test_kl_div_mean_warns_and_zero_target_contributes_zero():
+    x = mp.tensor([[-1.0, -2.0]])
+    with pytest.warns(UserWarning, match="batchmean"):
+        F.kl_div(x, mp.tensor([[1.0, 0.0]]))
+    out = F.kl_div(x, mp.tensor([[1.0, 0.0]]), reduction="none")
+    assert out.tolist() == [[1.0, 0.0]]
+
+
+def test_binary_cross_entropy_clamps_log_at_minus_100():
+    out = F.binary_cross_entropy(mp.tensor([0.0, 1.0]), mp.tensor([1.0, 0.0]), reduction="none")
+    assert out.tolist() == [100.0, 100.0]
+
+
+def test_erfinv_edges_and_generic_path_matches_scipy():
+    from mixprec.ops.math_ops import _erfinv_array
+    out = mp.erfinv(mp.tensor([1.0, -1.0, 0.0, 1.5], dtype=mp.float64)).numpy()
+    assert out[0] == math.inf and out[1] == -math.inf and out[2] == 0.0 and math.isnan(out[3])
+    z = np.linspace(-0.999999, 0.999999, 2001)
+    np.testing.assert_allclose(_erfinv_array(z), _erfinv_ref(z), rtol=1e-12, atol=1e-14)  # the CuPy/no-SciPy path
+
+
+def test_integer_inputs_to_unary_math_give_float32():
+    assert mp.log2(mp.tensor([1, 2, 4])).dtype == mp.float32
+    assert mp.log2(mp.tensor([1, 2, 4])).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_norm_gradient_at_zero_vector_is_zero():
+    x = mp.zeros(3, dtype=mp.float64, requires_grad=True)
+    mp.norm(x).backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_norm_inf_splits_gradient_between_ties():
+    x = mp.tensor([2.0, -2.0, 1.0], dtype=mp.float64, requires_grad=True)
+    mp.norm(x, math.inf).backward()
+    assert x.grad.tolist() == [0.5, -0.5, 0.0]
+
+
+def test_norm_dtype_argument_casts_first():
+    x = mp.tensor([3.0, 4.0], dtype=mp.float16, requires_grad=True)
+    out = mp.norm(x, dtype=mp.float64)
+    assert out.dtype == mp.float64 and out.item() == 5.0
+    out.backward()
+    assert x.grad.dtype == mp.float16
+
+
+# ----------------------------------------------------------------- bad input
+BAD = [
+    (lambda: mp.conv2d(mp.randn(1, 3, 4, 4), mp.randn(2, 2, 3, 3)), RuntimeError, "3 channels"),
+    (lambda: mp.conv2d(mp.randn(1, 2, 4, 4), mp.randn(2, 2, 5, 5)), RuntimeError, "smaller than"),
+    (lambda: mp.conv2d(mp.randn(1, 2, 4, 4), mp.randn(2, 2, 3, 3, dtype=mp.float16)), TypeError, "should be the same"),
+    (lambda: mp.conv2d(mp.randn(2, 4, 4), mp.randn(2, 2, 3)), RuntimeError, "4-D weight"),
+    (lambda: mp.conv2d(mp.randn(1, 2, 4, 4), mp.randn(2, 2, 3, 3), stride=2, padding="same"), ValueError, "strided"),
+    (lambda: mp.conv2d(mp.randn(1, 2, 4, 4), mp.randn(3, 1, 3, 3), groups=2), RuntimeError, "divisible"),
+    (lambda: mp.conv1d(mp.randn(1, 2, 5), mp.randn(2, 2, 3), padding="full"), ValueError, "padding"),
+    (lambda: mp.layer_norm(mp.randn(2, 3), (4,)), RuntimeError, "normalized_shape"),
+    (lambda: mp.layer_norm(mp.randn(2, 3), 3, mp.randn(4)), RuntimeError, "weight of shape"),
+    (lambda: mp.group_norm(mp.randn(2, 6, 3), 4), RuntimeError, "num_groups"),
+    (lambda: F.cross_entropy(mp.randn(3, 4), mp.tensor([0, 4, 1])), IndexError, "out of bounds"),
+    (lambda: F.cross_entropy(mp.randn(3, 4), mp.tensor([0, 1])), RuntimeError, "target of shape"),
+    (lambda: F.cross_entropy(mp.randn(3, 4), mp.tensor([0, 1, 2]), reduction="avg"), ValueError, "reduction"),
+    (lambda: F.cross_entropy(mp.randn(3, 4), mp.tensor([0, 1, 2]), label_smoothing=1.5), ValueError, "label_smoothing"),
+    (lambda: F.cross_entropy(mp.randn(3, 4), mp.tensor([0, 1, 2]), mp.ones(3)), RuntimeError, "one value per class"),
+    (lambda: F.nll_loss(mp.randn(3, 4), mp.randn(3)), TypeError, "integer"),
+    (lambda: F.binary_cross_entropy(mp.tensor([0.5, 1.2]), mp.tensor([0.0, 1.0])), ValueError, "between 0 and 1"),
+    (lambda: F.binary_cross_entropy(mp.tensor([0.5, 0.2]), mp.tensor([1.0])), ValueError, "same as input size"),
+    (lambda: F.mse_loss(mp.randn(3), mp.randn(3), weight=mp.ones(2)), ValueError, "weight"),
+    (lambda: F.smooth_l1_loss(mp.randn(3), mp.randn(3), beta=-1.0), ValueError, "beta"),
+    (lambda: mp.norm(mp.randn(3), "nuc"), NotImplementedError, "nuclear"),
+    (lambda: mp.norm(mp.tensor([1, 2])), TypeError, "floating"),
+    (lambda: mp.tensordot(mp.randn(2, 3), mp.randn(4, 2), 1), RuntimeError, "does not match"),
+    (lambda: mp.tensordot(mp.randn(2, 3), mp.randn(3, 2, dtype=mp.float16), 1), TypeError, "same dtype"),
+]
+
+
+@pytest.mark.parametrize("call,exc,match", BAD)
+def test_bad_input_raises_clear_error(call, exc, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(exc, match=match):
+            call()
+
+
+def test_mismatched_target_size_warns():
+    with pytest.warns(UserWarning, match="different to the input size"):
+        F.mse_loss(mp.randn(3, 1), mp.randn(3))
+
+
+# ----------------------------------------------------------------- against torch, where installed
+def test_matches_torch_where_semantics_are_subtle():
+    torch = pytest.importorskip("torch")
+    tF = torch.nn.functional
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 5))
+    t = np.array([0, 4, -100, 2, 1, 4])
+    w = rng.uniform(0.2, 2.0, 5)
+    for kw in (dict(label_smoothing=0.25), dict(reduction="sum", label_smoothing=0.1), dict(reduction="none")):
+        ours = F.cross_entropy(mp.tensor(x, dtype=mp.float64), mp.tensor(t), mp.tensor(w, dtype=mp.float64), **kw)
+        ref = tF.cross_entropy(torch.tensor(x), torch.tensor(t), torch.tensor(w), **kw)
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12)
+    img = rng.standard_normal((2, 4, 5, 6))
+    ker = rng.standard_normal((6, 2, 2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's note about even kernels with padding='same'
+        ref = tF.conv2d(torch.tensor(img), torch.tensor(ker), padding="same", dilation=(1, 2), groups=2)
+    ours = F.conv2d(mp.tensor(img, dtype=mp.float64), mp.tensor(ker, dtype=mp.float64), padding="same",
+                    dilation=(1, 2), groups=2)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    ours = F.huber_loss(mp.tensor(a, dtype=mp.float64), mp.tensor(b, dtype=mp.float64), delta=0.4,
+                        weight=mp.tensor(np.abs(b), dtype=mp.float64))
+    ref = tF.huber_loss(torch.tensor(a), torch.tensor(b), delta=0.4, weight=torch.tensor(np.abs(b)))
+    np.testing.assert_allclose(ours.item(), ref.item(), rtol=1e-12)

@@ -155,8 +155,9 @@ def attach_tangents(ctx, args, out):
         raise NotImplementedError(f"{ctx.op.name} has no forward-mode rule (tangent); forward-mode AD through it "
                                   "is not supported")
     level = STATE.level
+    tangents = [_tangent_arg(a) for a in args]
     with _paused():
-        result = rule(ctx, *(_tangent_arg(a) for a in args))
+        result = rule(ctx, *tangents)
         several = isinstance(out, tuple)
         for o, t in zip(out if several else (out,), result if several else (result,)):
             if t is None or not _dt.is_floating(o.dtype):

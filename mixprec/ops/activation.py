@@ -1,10 +1,9 @@
 """softmax and log_softmax: the normalisations autocast keeps in float32 on CUDA."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import dtypes as _dt
 from ..backend import array_module
+from .opmath import opmath
 from .registry import register
 from .shape import dim_index
 
@@ -16,19 +15,19 @@ def _prepare(ctx, input, dim, dtype, name):
         input = input.astype(_dt.as_dtype(dtype))
     if not _dt.is_floating(input.dtype):
         raise TypeError(f"{name}: needs a floating input, got {input.dtype.name}; pass dtype= or cast first")
-    ctx.dim = dim = dim_index(dim, input.ndim, name)
-    out_dtype = input.dtype
-    work = input.astype(np.float32) if out_dtype in _dt.LOW_PRECISION else input
-    return work, out_dtype
+    ctx.dim = dim_index(dim, input.ndim, name)
+    return input
 
 
 @register("softmax", methods=("softmax",), functional=True, cuda="fp32")
 def softmax(ctx, input, dim=None, dtype=None):
     """exp(x) / sum(exp(x)) along dim, computed stably (max subtracted)."""
-    x, out_dtype = _prepare(ctx, input, dim, dtype, "softmax")
-    xp = array_module(x)
-    e = xp.exp(x - x.max(axis=dim, keepdims=True))
-    return (e / e.sum(axis=dim, keepdims=True)).astype(out_dtype, copy=False)
+    input = _prepare(ctx, input, dim, dtype, "softmax")
+
+    def f(x):
+        e = array_module(x).exp(x - x.max(axis=ctx.dim, keepdims=True))
+        return e / e.sum(axis=ctx.dim, keepdims=True)
+    return opmath(f, input)
 
 
 @softmax.grad
@@ -38,13 +37,23 @@ def _(ctx, g):
     return y * (g - (g * y).sum(dim=ctx.dim, keepdim=True, dtype=y.dtype)),
 
 
+@softmax.jvp
+def _(ctx, t, *_):
+    y = ctx.output
+    t = t.to(y.dtype)
+    return y * (t - (t * y).sum(dim=ctx.dim, keepdim=True))
+
+
 @register("log_softmax", methods=("log_softmax",), functional=True, cuda="fp32")
 def log_softmax(ctx, input, dim=None, dtype=None):
     """x - logsumexp(x) along dim."""
-    x, out_dtype = _prepare(ctx, input, dim, dtype, "log_softmax")
-    xp = array_module(x)
-    shifted = x - x.max(axis=dim, keepdims=True)
-    return (shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))).astype(out_dtype, copy=False)
+    input = _prepare(ctx, input, dim, dtype, "log_softmax")
+
+    def f(x):
+        xp = array_module(x)
+        shifted = x - x.max(axis=ctx.dim, keepdims=True)
+        return shifted - xp.log(xp.exp(shifted).sum(axis=ctx.dim, keepdims=True))
+    return opmath(f, input)
 
 
 @log_softmax.grad
@@ -52,3 +61,10 @@ def _(ctx, g):
     y = ctx.output
     g = g.to(y.dtype)
     return g - y.exp() * g.sum(dim=ctx.dim, keepdim=True, dtype=y.dtype),
+
+
+@log_softmax.jvp
+def _(ctx, t, *_):
+    y = ctx.output
+    t = t.to(y.dtype)
+    return t - (y.exp() * t).sum(dim=ctx.dim, keepdim=True)

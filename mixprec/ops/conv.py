@@ -22,7 +22,7 @@ def _out_size(size, k, stride, pad_lo, pad_hi, dilation):
     return (size + pad_lo + pad_hi - dilation * (k - 1) - 1) // stride + 1
 
 
-@register("_im2col", promote=())
+@register("_im2col", promote=(), linear=True)
 def _im2col(ctx, input, kernel_size, stride, padding, dilation):
     """(N, C, H, W) -> (N, C*kh*kw, Ho*Wo); padding is (top, bottom, left, right)."""
     (kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw) = kernel_size, stride, padding, dilation
@@ -44,7 +44,7 @@ def _(ctx, g):
     return _col2im(g, shape, *geometry),
 
 
-@register("_col2im", promote=())
+@register("_col2im", promote=(), linear=True)
 def _col2im(ctx, cols, shape, kernel_size, stride, padding, dilation):
     """The adjoint of _im2col: add each column back onto the receptive field it came from."""
     (kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw) = kernel_size, stride, padding, dilation

@@ -216,16 +216,21 @@ class _Scratch:
 def linear_tangent(ctx, *tangents):
     """The tangent rule of an op that is linear in its floating inputs: the op applied to their tangents.
 
-    Every floating Tensor argument (also inside a list) is replaced by its tangent;
+    Every floating Tensor argument (also inside a list) is replaced by its tangent
+    and a number in a data position by 0 (a constant: ``x + 2`` moves like ``x``);
     index tensors, shapes and options stay as they were.
     """
-    def swap(a, t):
+    op = ctx.op
+
+    def swap(i, a, t):
         if isinstance(a, Tensor):
             return t if a.dtype in _FLOATING else a
         if isinstance(a, (list, tuple)) and isinstance(t, (list, tuple)):
-            return type(a)(swap(x, y) for x, y in zip(a, t))
+            return type(a)(swap(i, x, y) for x, y in zip(a, t))
+        if i in op.promote and isinstance(a, SCALARS):
+            return 0
         return a
-    return ctx.op(*(swap(a, t) for a, t in zip(ctx.inputs, tangents)), **ctx.kwargs)
+    return op(*(swap(i, a, t) for i, (a, t) in enumerate(zip(ctx.inputs, tangents))), **ctx.kwargs)
 
 
 # ---------------------------------------------------------------- argument handling

@@ -1,34 +1,32 @@
-"""Elementwise ops. Low-precision math runs in float32 and rounds, as GPU kernels do."""
+"""Elementwise ops: arithmetic, the unary math table, selection and comparisons.
+
+Half-precision math runs in float32 and rounds once (``opmath``, see opmath.py).
+Gradients come from partial derivatives (``Op.partials``): backward multiplies
+the output's gradient by them, forward mode sums tangent times partial.
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .. import dtypes as _dt
 from ..backend import array_module, erf
+from ..tensor import Tensor, zeros_like
+from .opmath import opmath
 from .registry import register
 
-LP = "lower_precision_fp"
 
-
-def _in_f32(fn, int_to_float=True):
-    """Run fn on float16/bfloat16 arrays in float32 and round back to the input dtype.
-
-    Integer and bool inputs compute in float32 and stay there (exp, sin, ... of an
-    int tensor is float32 in torch), unless ``int_to_float`` is off (relu, abs).
-    """
-    def run(a, *rest):
-        if a.dtype in _dt.LOW_PRECISION:
-            return fn(a.astype(np.float32), *rest).astype(a.dtype)
-        if int_to_float and a.dtype.kind in "biu":
-            return fn(a.astype(np.float32), *rest)
-        return fn(a, *rest)
-    return run
+def ufunc(name):
+    """The NumPy/CuPy function ``name`` of whichever library owns the array (they share names)."""
+    def call(a, *rest):
+        return getattr(array_module(a), name)(a, *rest)
+    call.__name__ = name
+    return call
 
 
 # ---------------------------------------------------------------- arithmetic
-@register("add", methods=("add", "__add__"), rmethods=("__radd__",), promote=(0, 1), broadcast=True)
+@register("add", methods=("add", "__add__"), rmethods=("__radd__",), promote=(0, 1), broadcast=True,
+          linear=True)
 def add(ctx, input, other, alpha=1):
     """input + alpha * other, promoting dtypes."""
     ctx.alpha = alpha
@@ -40,7 +38,7 @@ def _(ctx, g):
     return g, (g if ctx.alpha == 1 else g * ctx.alpha)
 
 
-@register("sub", methods=("sub", "__sub__"), promote=(0, 1), broadcast=True)
+@register("sub", methods=("sub", "__sub__"), promote=(0, 1), broadcast=True, linear=True)
 def sub(ctx, input, other, alpha=1):
     """input - alpha * other."""
     ctx.alpha = alpha
@@ -52,7 +50,7 @@ def _(ctx, g):
     return g, -g if ctx.alpha == 1 else g * -ctx.alpha
 
 
-@register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True)
+@register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True, linear=True)
 def rsub(ctx, input, other):
     """other - input, for ``2 - x``: called as rsub(2, x)."""
     return input - other
@@ -61,20 +59,30 @@ def rsub(ctx, input, other):
 rsub.grad(lambda ctx, g: (g, -g))
 
 
+@register("neg", methods=("neg", "__neg__"), linear=True)
+def neg(ctx, input):
+    if input.dtype == np.bool_:
+        raise TypeError("neg: negation of a bool tensor is not supported; to invert a mask use ~ or logical_not()")
+    return -input
+
+
+neg.grad(lambda ctx, g: (-g,))
+
+
 @register("mul", methods=("mul", "__mul__"), rmethods=("__rmul__",), promote=(0, 1), broadcast=True)
 def mul(ctx, input, other):
     return input * other
 
 
-@mul.grad
-def _(ctx, g):
+@mul.partials
+def _(ctx):
     a, b = ctx.inputs
-    return g * b, g * a
+    return _partial(a, b), _partial(b, a)
 
 
-def _div_grad(ctx, g):
-    a, b = ctx.inputs
-    return g / b, -g * a / (b * b)
+def _partial(x, value):
+    """``value`` as the partial derivative w.r.t. x: None when x is not a tensor (a scalar operand)."""
+    return value if isinstance(x, Tensor) else None
 
 
 @register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1),
@@ -85,14 +93,9 @@ def div(ctx, input, other):
 
 
 def _true_divide(a, b):
-    """a / b; integer/bool operands (promotion left them integer) divide in float32, as torch does."""
-    if a.dtype.kind in "biu":
-        a = a.astype(np.float32)
-        b = b.astype(np.float32) if hasattr(b, "astype") else np.float32(b)
-    return a / b
-
-
-div.grad(_div_grad)
+    """a / b. NumPy's float16 and ml_dtypes' bfloat16 division already compute in float32 and round
+    once; integers divide in float32 (as torch's true division does)."""
+    return opmath(np.true_divide, a, b) if a.dtype.kind in "biu" else a / b
 
 
 @register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32",
@@ -102,99 +105,82 @@ def rtruediv(ctx, input, other):
     return _true_divide(input, other)
 
 
-rtruediv.grad(_div_grad)
-
-
-@register("neg", methods=("neg", "__neg__"))
-def neg(ctx, input):
-    if input.dtype == np.bool_:
-        raise TypeError("neg: negation of a bool tensor is not supported; to invert a mask use ~ or logical_not()")
-    return -input
-
-
-neg.grad(lambda ctx, g: (-g,))
-
-
-def _pow_grad(ctx, g):
+@div.partials
+@rtruediv.partials
+def _(ctx):
     a, b = ctx.inputs
-    out = ctx.output
-    ga = gb = None
-    if getattr(a, "requires_grad", False):
-        ga = g * b * a ** (b - 1) if not _is_number(b) else g * (b * a ** (b - 1) if b != 0 else 0 * a)
-    if getattr(b, "requires_grad", False):
-        # d/db a**b = a**b * log(a), taken as 0 where a == 0 (the limit for b > 0)
-        safe_log = where(a > 0, a, 1.0).log() if not _is_number(a) else math.log(a)
-        gb = g * out * safe_log
-    return ga, gb
-
-
-def _is_number(x):
-    return isinstance(x, (int, float, np.generic))
+    return _partial(a, 1 / b), _partial(b, -a / (b * b))
 
 
 @register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True)
 def pow(ctx, input, exponent):
-    """input ** exponent (float32 under CUDA autocast)."""
-    return _power(input, exponent)
+    """input ** exponent (float32 under CUDA autocast); integers stay integers."""
+    return opmath(np.power, input, exponent, ints="keep")
 
 
 @register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32", broadcast=True)
 def rpow(ctx, input, exponent):
     """``2 ** x``, called as rpow(2, x)."""
-    return _power(input, exponent)
+    return opmath(np.power, input, exponent, ints="keep")
 
 
-def _power(a, b):
-    """a ** b; half-precision bases compute in float32 and round back."""
-    dt = a.dtype if hasattr(a, "dtype") else b.dtype
-    if dt in _dt.LOW_PRECISION:
-        out = (np.float32(a) if np.isscalar(a) else a.astype(np.float32)) ** \
-            (np.float32(b) if np.isscalar(b) else b.astype(np.float32))
-        return out.astype(dt)
-    return a ** b
+@pow.partials
+@rpow.partials
+def _(ctx):
+    a, b = ctx.inputs
+    if not isinstance(b, Tensor):  # a number exponent: d/da a**b = b * a**(b-1) (0 for b == 0)
+        return (b * a ** (b - 1) if b != 0 else 0 * a), None
+    # d/db a**b = a**b * log(a), taken as 0 where a == 0 (the limit for b > 0)
+    if not isinstance(a, Tensor):  # a number base (2 ** x)
+        return None, ctx.output * math.log(a)
+    return b * a ** (b - 1), ctx.output * where(a > 0, a, 1.0).log()
 
 
-pow.grad(_pow_grad)
-rpow.grad(_pow_grad)
+# ---------------------------------------------------------------- the unary math table
+def unary(name, fn, *, d_in=None, d_out=None, ints="float", functional=False, **policy):
+    """Register an elementwise one-input op ``name``: ``fn`` on arrays, run in opmath.
 
-
-# ---------------------------------------------------------------- unary math
-def _unary(name, fn, grad, *, methods=True, functional=False, int_to_float=True, **policy):
-    """Register a one-input op: fn on arrays, grad(x, out, g) with Tensors."""
-    run = _in_f32(fn, int_to_float)
-
+    Its derivative is given from the input x, ``d_in(x)``, or from the output
+    y = f(x), ``d_out(y)`` (whichever is cheaper; both on Tensors). Integer
+    inputs compute in float32 (``ints="keep"``: in their own type).
+    """
     def forward(ctx, input):
-        return run(input)
+        return opmath(fn, input, ints=ints)
     forward.__name__ = forward.__qualname__ = name
-    op = register(name, methods=(name,) if methods else (), functional=functional, **policy)(forward)
+    op = register(name, methods=(name,), functional=functional, **policy)(forward)
     op.__doc__ = f"Elementwise {name}."
-
-    @op.grad
-    def _(ctx, g):
-        return grad(ctx.args[0], ctx, g)
+    op.partials((lambda ctx: (d_in(ctx.inputs[0]),)) if d_in is not None else (lambda ctx: (d_out(ctx.output),)))
     return op
 
 
-exp = _unary("exp", lambda a: array_module(a).exp(a), lambda x, c, g: g * c.output, cuda="fp32")
-log = _unary("log", lambda a: array_module(a).log(a), lambda x, c, g: g / c.inputs[0], cuda="fp32")
-log1p = _unary("log1p", lambda a: array_module(a).log1p(a), lambda x, c, g: g / (c.inputs[0] + 1), cuda="fp32")
-expm1 = _unary("expm1", lambda a: array_module(a).expm1(a), lambda x, c, g: g * (c.output + 1), cuda="fp32")
-sqrt = _unary("sqrt", lambda a: array_module(a).sqrt(a), lambda x, c, g: g / (2 * c.output))
-rsqrt = _unary("rsqrt", lambda a: 1 / array_module(a).sqrt(a), lambda x, c, g: g * -0.5 * c.output ** 3, cuda="fp32")
-reciprocal = _unary("reciprocal", lambda a: 1 / a, lambda x, c, g: -g * c.output * c.output, cuda="fp32")
-abs = _unary("abs", lambda a: array_module(a).abs(a), lambda x, c, g: g * c.inputs[0].sign(), int_to_float=False)
-sign = _unary("sign", lambda a: array_module(a).sign(a), lambda x, c, g: g * 0, int_to_float=False)
-sin = _unary("sin", lambda a: array_module(a).sin(a), lambda x, c, g: g * c.inputs[0].cos())
-cos = _unary("cos", lambda a: array_module(a).cos(a), lambda x, c, g: -g * c.inputs[0].sin())
-tanh = _unary("tanh", lambda a: array_module(a).tanh(a), lambda x, c, g: g * (1 - c.output * c.output),
-              functional=True)
-sigmoid = _unary("sigmoid", lambda a: 0.5 * (array_module(a).tanh(a * a.dtype.type(0.5)) + 1),
-                 lambda x, c, g: g * c.output * (1 - c.output), functional=True)
-relu = _unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)),
-              lambda x, c, g: g * (c.inputs[0] > 0), functional=True, int_to_float=False)
+def _sigmoid(a):
+    return 0.5 * (array_module(a).tanh(a * a.dtype.type(0.5)) + 1)  # stable for large |a|
+
+
+def _rsqrt(a):
+    return 1 / array_module(a).sqrt(a)
+
+
+exp = unary("exp", ufunc("exp"), d_out=lambda y: y, cuda="fp32")
+log = unary("log", ufunc("log"), d_in=lambda x: 1 / x, cuda="fp32")
+log1p = unary("log1p", ufunc("log1p"), d_in=lambda x: 1 / (x + 1), cuda="fp32")
+expm1 = unary("expm1", ufunc("expm1"), d_out=lambda y: y + 1, cuda="fp32")
+sqrt = unary("sqrt", ufunc("sqrt"), d_out=lambda y: 0.5 / y)
+rsqrt = unary("rsqrt", _rsqrt, d_out=lambda y: -0.5 * y ** 3, cuda="fp32")
+reciprocal = unary("reciprocal", ufunc("reciprocal"), d_out=lambda y: -y * y, cuda="fp32")
+abs = unary("abs", ufunc("abs"), d_in=lambda x: x.sign(), ints="keep")
+sign = unary("sign", ufunc("sign"), d_in=zeros_like, ints="keep")
+sin = unary("sin", ufunc("sin"), d_in=lambda x: x.cos())
+cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
+tanh = unary("tanh", ufunc("tanh"), d_out=lambda y: 1 - y * y, functional=True)
+sigmoid = unary("sigmoid", _sigmoid, d_out=lambda y: y * (1 - y), functional=True)
+relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_in=lambda x: x > 0,
+             functional=True, ints="keep")
+erf_op = unary("erf", erf, d_in=lambda x: (x * x * -1).exp() * (2 / math.sqrt(math.pi)))
 
 _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_K_TANH = math.sqrt(2 / math.pi)
 
 
 @register("gelu", methods=("gelu",), functional=True)
@@ -206,32 +192,22 @@ def gelu(ctx, input, approximate="none"):
     xp = array_module(input)
 
     def f(a):
+        t = a.dtype.type
         if approximate == "tanh":
-            return 0.5 * a * (1 + xp.tanh(a.dtype.type(math.sqrt(2 / math.pi)) * (a + a.dtype.type(0.044715) * a ** 3)))
-        return 0.5 * a * (1 + erf(a * a.dtype.type(_SQRT_HALF)))
-    return _in_f32(f)(input)
+            return 0.5 * a * (1 + xp.tanh(t(_K_TANH) * (a + t(0.044715) * a ** 3)))
+        return 0.5 * a * (1 + erf(a * t(_SQRT_HALF)))
+    return opmath(f, input)
 
 
-@gelu.grad
-def _(ctx, g):
+@gelu.partials
+def _(ctx):
     x = ctx.inputs[0]
     if ctx.approximate == "tanh":
-        k = math.sqrt(2 / math.pi)
-        inner = k * (x + 0.044715 * x ** 3)
-        t = inner.tanh()
-        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)),
-    cdf = 0.5 * (1 + _erf_tensor(x * _SQRT_HALF))
+        t = (_K_TANH * (x + 0.044715 * x ** 3)).tanh()
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _K_TANH * (1 + 3 * 0.044715 * x * x),
+    cdf = 0.5 * (1 + erf_op(x * _SQRT_HALF))
     pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
-    return g * (cdf + x * pdf),
-
-
-@register("erf", methods=("erf",))
-def erf_op(ctx, input):
-    return _in_f32(erf)(input)
-
-
-erf_op.grad(lambda ctx, g: (g * (ctx.inputs[0] * ctx.inputs[0] * -1).exp() * (2 / math.sqrt(math.pi)),))
-_erf_tensor = erf_op
+    return cdf + x * pdf,
 
 
 @register("softplus", methods=("softplus",), functional=True, cuda="fp32")
@@ -243,27 +219,26 @@ def softplus(ctx, input, beta=1.0, threshold=20.0):
         xp = array_module(a)
         z = a * a.dtype.type(beta)
         return xp.where(z > threshold, a, xp.logaddexp(a.dtype.type(0), z) / a.dtype.type(beta))
-    return _in_f32(f)(input)
+    return opmath(f, input)
 
 
-@softplus.grad
-def _(ctx, g):
-    x = ctx.inputs[0]
-    z = x * ctx.beta
-    return g * where(z > ctx.threshold, 1.0, z.sigmoid()),
+@softplus.partials
+def _(ctx):
+    z = ctx.inputs[0] * ctx.beta
+    return where(z > ctx.threshold, 1.0, z.sigmoid()),
 
 
 # ---------------------------------------------------------------- binary selection
-def _minmax_grad(ctx, g):
+def _minmax_partials(ctx):
+    """Each input's share where it is the result; ties split evenly, as torch does."""
     a, b = ctx.inputs
     out = ctx.output
-    # ties split the gradient evenly, as torch does
-    wa = (a == out).to(g.dtype) if hasattr(a, "_vc") else None
-    wb = (b == out).to(g.dtype) if hasattr(b, "_vc") else None
+    wa = (a == out).to(out.dtype) if isinstance(a, Tensor) else None
+    wb = (b == out).to(out.dtype) if isinstance(b, Tensor) else None
     if wa is not None and wb is not None:
         tot = wa + wb
-        return g * wa / tot, g * wb / tot
-    return (g * wa if wa is not None else None), (g * wb if wb is not None else None)
+        return wa / tot, wb / tot
+    return wa, wb
 
 
 @register("maximum", methods=("maximum",), promote=(0, 1), broadcast=True)
@@ -276,11 +251,11 @@ def minimum(ctx, input, other):
     return array_module(input).minimum(input, other)
 
 
-maximum.grad(_minmax_grad)
-minimum.grad(_minmax_grad)
+maximum.partials(_minmax_partials)
+minimum.partials(_minmax_partials)
 
 
-@register("where", promote=(1, 2), broadcast=True)
+@register("where", promote=(1, 2), broadcast=True, linear=True)
 def where(ctx, condition, input, other):
     """input where condition holds, else other."""
     if condition.dtype != np.bool_:
@@ -290,7 +265,7 @@ def where(ctx, condition, input, other):
 
 @where.grad
 def _(ctx, g):
-    c = ctx.args[0]
+    c = ctx.inputs[0]
     zero = g * 0
     return None, where(c, g, zero), where(c, zero, g)
 
@@ -309,8 +284,8 @@ def clamp(ctx, input, min=None, max=None):
     return out
 
 
-@clamp.grad
-def _(ctx, g):
+@clamp.partials
+def _(ctx):
     x, lo, hi = (*ctx.inputs, None, None)[:3]  # bounds given by keyword may be absent
     inside = None
     if lo is not None:
@@ -318,13 +293,12 @@ def _(ctx, g):
     if hi is not None:
         upper = x <= hi
         inside = upper if inside is None else inside.logical_and(upper)
-    gx = g * inside
-    glo = g * (x < lo) if hasattr(lo, "_vc") else None
-    ghi = g * (x > hi) if hasattr(hi, "_vc") else None
-    return gx, glo, ghi
+    below = x < lo if isinstance(lo, Tensor) else None  # tensor bounds get the gradient where they bind
+    above = x > hi if isinstance(hi, Tensor) else None
+    return inside, below, above
 
 
-# ---------------------------------------------------------------- comparisons (no gradient)
+# ---------------------------------------------------------------- comparisons and tests (no gradient)
 def _compare(name, fn, method):
     op = register(name, methods=(name, method), promote=(0, 1), differentiable=False, broadcast=True)(
         lambda ctx, input, other: fn(input, other))

@@ -18,52 +18,50 @@ product (two roundings). See docs/core.md.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from .opmath import opmath
 from .registry import register
 
 LP = "lower_precision_fp"
 
 
-def _widen(a, b):
-    """Whether a half-precision product must be widened to float32 here (see the module docstring)."""
-    if a.dtype not in _dt.LOW_PRECISION:
-        return False
-    return a.dtype == _dt.bfloat16 or isinstance(a, np.ndarray) or (a.ndim == 1 and b.ndim == 1)
+def _native_half_gemm(a, b):
+    """Whether this product runs as is: CuPy's float16 matmul already is a float32-accumulating GEMM."""
+    return a.dtype == _dt.float16 and not isinstance(a, np.ndarray) and not (a.ndim == 1 and b.ndim == 1)
 
 
 def _mm(a, b):
     """a @ b, with float32 accumulation and one rounding for half inputs."""
-    if _widen(a, b):
-        return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
-    return a @ b
+    if _native_half_gemm(a, b):
+        return a @ b
+    return opmath(operator.matmul, a, b, ints="keep")
 
 
 def _mm_plus(name, a, b, c, alpha=1, beta=1):
     """alpha * (a @ b) + beta * c, rounded once for half inputs (torch ignores c, even NaN, when beta is 0)."""
-    dtype = a.dtype
-    if _widen(a, b):
-        prod = a.astype(np.float32) @ b.astype(np.float32)
-    else:
-        prod = a @ b
+    prod_shape = a.shape[:-1] + b.shape[-1:]  # (addmm, baddbmm and linear multiply matching batches)
     try:
-        fits = c.shape == prod.shape or np.broadcast_shapes(prod.shape, c.shape) == prod.shape
+        fits = np.broadcast_shapes(prod_shape, c.shape) == tuple(prod_shape)
     except ValueError:
         fits = False
     if not fits:
         raise RuntimeError(f"{name}: the added tensor of shape {tuple(c.shape)} does not broadcast to the "
-                           f"product's shape {tuple(prod.shape)}")
-    if dtype in _dt.LOW_PRECISION:
-        prod, c = prod.astype(np.float32, copy=False), c.astype(np.float32)
-    t = prod.dtype.type
-    out = prod if alpha == 1 else prod * t(alpha)
-    if beta == 0:
-        out = out + array_module(out).zeros_like(c)
-    else:
-        out = out + (c if beta == 1 else c * t(beta))
-    return out.astype(dtype, copy=False)
+                           f"product's shape {tuple(prod_shape)}")
+
+    def combine(prod, c):
+        t = prod.dtype.type
+        out = prod if alpha == 1 else prod * t(alpha)
+        if beta == 0:
+            return out + array_module(out).zeros_like(c)
+        return out + (c if beta == 1 else c * t(beta))
+    if _native_half_gemm(a, b):  # cuBLAS rounded the product already: the addend joins in float32
+        return opmath(combine, a @ b, c)
+    return opmath(lambda a, b, c: combine(a @ b, c), a, b, c, ints="keep")
 
 
 def _check(name, cond, a, b, what):
@@ -85,6 +83,15 @@ def matmul(ctx, input, other):
         except ValueError:
             _check("matmul", False, input, other, "batch dimensions do not broadcast")
     return _mm(input, other)
+
+
+def _bilinear_tangent(ctx, ta, tb, *_):
+    """A product is linear in each factor: d(a @ b) = da @ b + a @ db."""
+    a, b = ctx.inputs[:2]
+    return ctx.op(ta, b) + ctx.op(a, tb)
+
+
+matmul.jvp(_bilinear_tangent)
 
 
 @matmul.grad
@@ -113,6 +120,7 @@ def mm(ctx, input, mat2):
 
 
 mm.grad(_mm_grad)
+mm.jvp(_bilinear_tangent)
 
 
 @register("bmm", methods=("bmm",), promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
@@ -125,6 +133,8 @@ def bmm(ctx, input, mat2):
 
 
 bmm.grad(_mm_grad)
+bmm.jvp(_bilinear_tangent)
+mm.jvp(_bilinear_tangent)
 
 
 @register("mv", methods=("mv",), promote=(0, 1), same_dtype=True, cuda=LP)
@@ -133,6 +143,9 @@ def mv(ctx, input, vec):
     _check("mv", input.ndim == 2 and vec.ndim == 1 and input.shape[1] == vec.shape[0], input, vec,
            "mv needs a 2-D matrix and a 1-D vector of matching size")
     return _mm(input, vec)
+
+
+mv.jvp(_bilinear_tangent)
 
 
 @mv.grad
@@ -147,6 +160,9 @@ def dot(ctx, input, other):
     _check("dot", input.ndim == 1 and other.ndim == 1 and input.shape == other.shape, input, other,
            "dot needs two 1-D tensors of the same size")
     return _mm(input, other)
+
+
+dot.jvp(_bilinear_tangent)
 
 
 @dot.grad
@@ -174,6 +190,16 @@ def _addmm_grad(ctx, g):
 addmm.grad(_addmm_grad)
 
 
+def _addmm_tangent(ctx, tc, t1, t2, *_):
+    """d(beta c + alpha m1 @ m2) = beta dc + alpha (dm1 @ m2 + m1 @ dm2)."""
+    _, m1, m2 = ctx.inputs[:3]
+    product = (t1 @ m2 + m1 @ t2) * ctx.alpha
+    return product if ctx.beta == 0 else product + tc * ctx.beta
+
+
+addmm.jvp(_addmm_tangent)
+
+
 @register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
@@ -184,6 +210,7 @@ def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
 
 
 baddbmm.grad(_addmm_grad)
+baddbmm.jvp(_addmm_tangent)
 
 
 @register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP)
@@ -197,6 +224,13 @@ def linear(ctx, input, weight, bias=None):
         raise RuntimeError(f"linear: bias of shape {tuple(bias.shape)} does not fit weight of shape "
                            f"{tuple(weight.shape)} (expected ({weight.shape[0]},))")
     return _mm(input, weight.T) if bias is None else _mm_plus("linear", input, weight.T, bias)
+
+
+@linear.jvp
+def _(ctx, tx, tw, tb=None):
+    x, w = ctx.inputs[:2]
+    out = linear(tx, w) + linear(x, tw)
+    return out if tb is None else out + tb
 
 
 @linear.grad

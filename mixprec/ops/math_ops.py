@@ -11,42 +11,22 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, erf
-from .elementwise import where
-from .reduce import _axes
+from .elementwise import ufunc, unary, where
+from .opmath import compute_dtype, opmath
+from .reduce import _axes, _expand_back, _reduction_rules
 from .registry import register
-
-
-def _floating_f32(fn):
-    """Run fn in float32 for half and integer inputs (ints give float32, as torch), rounding halves back."""
-    def run(a):
-        if a.dtype in _dt.LOW_PRECISION:
-            return fn(a.astype(np.float32)).astype(a.dtype)
-        if a.dtype.kind in "biu":
-            return fn(a.astype(np.float32))
-        return fn(a)
-    return run
-
-
-def _unary(name, fn, grad, **policy):
-    """A one-input elementwise op: fn on arrays, grad(ctx, g) with Tensors."""
-    op = register(name, methods=(name,), **policy)(lambda ctx, input: _floating_f32(fn)(input))
-    op.__doc__ = f"Elementwise {name}."
-    op.grad(lambda ctx, g: (grad(ctx, g),))
-    return op
 
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
-log2 = _unary("log2", lambda a: array_module(a).log2(a), lambda c, g: g / (c.inputs[0] * _LN2), cuda="fp32")
-log10 = _unary("log10", lambda a: array_module(a).log10(a), lambda c, g: g / (c.inputs[0] * _LN10), cuda="fp32")
-exp2 = _unary("exp2", lambda a: array_module(a).exp2(a), lambda c, g: g * c.output * _LN2)
-sinh = _unary("sinh", lambda a: array_module(a).sinh(a), lambda c, g: g * cosh(c.inputs[0]), cuda="fp32")
-cosh = _unary("cosh", lambda a: array_module(a).cosh(a), lambda c, g: g * sinh(c.inputs[0]), cuda="fp32")
-tan = _unary("tan", lambda a: array_module(a).tan(a), lambda c, g: g * (1 + c.output * c.output), cuda="fp32")
-asin = _unary("asin", lambda a: array_module(a).arcsin(a),
-              lambda c, g: g * (1 - c.inputs[0] * c.inputs[0]).rsqrt(), cuda="fp32")
-acos = _unary("acos", lambda a: array_module(a).arccos(a),
-              lambda c, g: -g * (1 - c.inputs[0] * c.inputs[0]).rsqrt(), cuda="fp32")
+log2 = unary("log2", ufunc("log2"), d_in=lambda x: 1 / (x * _LN2), cuda="fp32")
+log10 = unary("log10", ufunc("log10"), d_in=lambda x: 1 / (x * _LN10), cuda="fp32")
+exp2 = unary("exp2", ufunc("exp2"), d_out=lambda y: y * _LN2)
+sinh = unary("sinh", ufunc("sinh"), d_in=lambda x: cosh(x), cuda="fp32")
+cosh = unary("cosh", ufunc("cosh"), d_in=lambda x: sinh(x), cuda="fp32")
+tan = unary("tan", ufunc("tan"), d_out=lambda y: 1 + y * y, cuda="fp32")
+asin = unary("asin", ufunc("arcsin"), d_in=lambda x: (1 - x * x).rsqrt(), cuda="fp32")
+acos = unary("acos", ufunc("arccos"), d_in=lambda x: -(1 - x * x).rsqrt(), cuda="fp32")
 
 
 # ---------------------------------------------------------------- erfinv
@@ -88,45 +68,34 @@ def _erfinv(a):
     return _erfinv_array(a.astype(np.float64)).astype(a.dtype)
 
 
-erfinv = _unary("erfinv", _erfinv, lambda c, g: g * (c.output * c.output).exp() * (math.sqrt(math.pi) / 2),
-                cuda="fp32")
+erfinv = unary("erfinv", _erfinv, d_out=lambda y: (y * y).exp() * (math.sqrt(math.pi) / 2), cuda="fp32")
 
 
 # ---------------------------------------------------------------- binary / ternary pointwise
-def _in_f32(fn, *arrays):
-    """fn on float32 copies of half arrays, rounded back; integers compute in float32."""
-    dt = arrays[0].dtype
-    if dt in _dt.LOW_PRECISION or dt.kind in "biu":
-        out = fn(*(a.astype(np.float32) if hasattr(a, "astype") else a for a in arrays))
-        return out.astype(dt) if dt in _dt.LOW_PRECISION else out
-    return fn(*arrays)
-
-
 @register("atan2", methods=("atan2", "arctan2"), aliases=("arctan2",), promote=(0, 1), cuda="promote")
 def atan2(ctx, input, other):
     """Elementwise angle of the point (other, input): atan(input / other) in the right quadrant."""
-    return _in_f32(lambda y, x: array_module(y).arctan2(y, x), input, other)
+    return opmath(ufunc("arctan2"), input, other)
 
 
-@atan2.grad
-def _(ctx, g):
+@atan2.partials
+def _(ctx):
     y, x = ctx.inputs
     r2 = x * x + y * y
-    return g * x / r2, -g * y / r2
+    return x / r2, -y / r2
 
 
 @register("addcmul", methods=("addcmul",), promote=(0, 1, 2), cuda="promote")
 def addcmul(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 * tensor2, in one rounding for half inputs."""
     ctx.value = value
-    return _in_f32(lambda a, b, c: a + b * c * a.dtype.type(value), input, tensor1, tensor2)
+    return opmath(lambda a, b, c: a + b * c * a.dtype.type(value), input, tensor1, tensor2)
 
 
-@addcmul.grad
-def _(ctx, g):
+@addcmul.partials
+def _(ctx):
     _, t1, t2 = ctx.inputs[:3]
-    v = ctx.value
-    return g, g * t2 * v, g * t1 * v
+    return 1.0, t2 * ctx.value, t1 * ctx.value
 
 
 @register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), cuda="promote")
@@ -135,14 +104,13 @@ def addcdiv(ctx, input, tensor1, tensor2, value=1):
     if input.dtype.kind in "biu" and tensor1.dtype.kind in "biu" and tensor2.dtype.kind in "biu":
         raise TypeError("addcdiv: integer division is not supported; cast the inputs to a floating dtype")
     ctx.value = value
-    return _in_f32(lambda a, b, c: a + b / c * a.dtype.type(value), input, tensor1, tensor2)
+    return opmath(lambda a, b, c: a + b / c * a.dtype.type(value), input, tensor1, tensor2)
 
 
-@addcdiv.grad
-def _(ctx, g):
+@addcdiv.partials
+def _(ctx):
     _, t1, t2 = ctx.inputs[:3]
-    v = ctx.value
-    return g, g * v / t2, -g * v * t1 / (t2 * t2)
+    return 1.0, ctx.value / t2, -ctx.value * t1 / (t2 * t2)
 
 
 # ---------------------------------------------------------------- norm
@@ -169,46 +137,47 @@ def norm(ctx, input, p="fro", dim=None, keepdim=False, dtype=None):
         raise TypeError(f"norm: expected a floating input, got {input.dtype.name} (pass dtype= or cast first)")
     axes = _axes(dim, input.ndim, "norm")
     ctx.p, ctx.axes, ctx.keepdim, ctx.in_shape = pv, axes, keepdim, input.shape
-    x = input.astype(np.float32) if input.dtype in _dt.LOW_PRECISION else input
-    xp = array_module(x)
-    a = xp.abs(x)
-    if pv == math.inf:
-        out = xp.amax(a, axis=axes, keepdims=keepdim)
-    elif pv == -math.inf:
-        out = xp.amin(a, axis=axes, keepdims=keepdim)
-    elif pv == 0:
-        out = (a != 0).sum(axis=axes, keepdims=keepdim).astype(x.dtype)
-    elif pv == 1:
-        out = a.sum(axis=axes, keepdims=keepdim)
-    elif pv == 2:
-        out = xp.sqrt((a * a).sum(axis=axes, keepdims=keepdim))
-    else:
-        out = ((a ** x.dtype.type(pv)).sum(axis=axes, keepdims=keepdim)) ** x.dtype.type(1 / pv)
-    return xp.asarray(out).astype(input.dtype, copy=False)
+
+    def f(x):
+        xp = array_module(x)
+        a = xp.abs(x)
+        if pv == math.inf:
+            out = xp.amax(a, axis=axes, keepdims=keepdim)
+        elif pv == -math.inf:
+            out = xp.amin(a, axis=axes, keepdims=keepdim)
+        elif pv == 0:
+            out = (a != 0).sum(axis=axes, keepdims=keepdim).astype(x.dtype)
+        elif pv == 1:
+            out = a.sum(axis=axes, keepdims=keepdim)
+        elif pv == 2:
+            out = xp.sqrt((a * a).sum(axis=axes, keepdims=keepdim))
+        else:
+            out = ((a ** x.dtype.type(pv)).sum(axis=axes, keepdims=keepdim)) ** x.dtype.type(1 / pv)
+        return xp.asarray(out)
+    return opmath(f, input)
 
 
-@norm.grad
-def _(ctx, g):
+def _norm_partial(ctx):
+    """d norm / d x_i (in float32 for half inputs); 0 where the norm is 0, ties share an inf-norm's."""
     x = ctx.inputs[0]
-    work = _dt.float32 if g.dtype in _dt.LOW_PRECISION else g.dtype  # half grads: differentiate in float32
-    x, g = x.to(work), g.to(work)
-    out = ctx.output.to(x.dtype)
-    if not ctx.keepdim:
-        kept = tuple(1 if i in ctx.axes else n for i, n in enumerate(ctx.in_shape))
-        g, out = g.reshape(kept), out.reshape(kept)
+    x = x.to(compute_dtype(x.dtype))
+    out = _expand_back(ctx, ctx.output.to(x.dtype))
     p = ctx.p
     if p == 0:
-        return g * x * 0,
+        return x * 0
     if p == 1:
-        return g * x.sign(),
+        return x.sign()
     if p in (math.inf, -math.inf):
         hit = (x.abs() == out).to(x.dtype)
-        return g * x.sign() * hit / hit.sum(dim=ctx.axes, keepdim=True),
+        return x.sign() * hit / hit.sum(dim=ctx.axes, keepdim=True)
     zero = out == 0
     safe = where(zero, 1.0, out)
     if p == 2:
-        return where(zero, 0.0, g * x / safe),
-    return where(zero, 0.0, g * x.sign() * x.abs() ** (p - 1) / safe ** (p - 1)),
+        return where(zero, 0.0, x / safe)
+    return where(zero, 0.0, x.sign() * x.abs() ** (p - 1) / safe ** (p - 1))
+
+
+_reduction_rules(norm, _norm_partial)
 
 
 # ---------------------------------------------------------------- composites

@@ -15,6 +15,7 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
+from .opmath import compute_dtype
 from .registry import register
 
 
@@ -24,8 +25,8 @@ def _wrap(array):
 
 
 def _work(a):
-    """The array to compute on: float32 for float16/bfloat16, else as is."""
-    return a.astype(np.float32) if a.dtype in _dt.LOW_PRECISION else a
+    """The array to compute on: float32 for float16/bfloat16, else as is (rounded once at the end)."""
+    return a.astype(compute_dtype(a.dtype), copy=False)
 
 
 # ---------------------------------------------------------------- dropout
@@ -45,8 +46,8 @@ def dropout(ctx, input, p=0.5, training=True, inplace=False):
         return input
     from ..tensor import _rng_state
     keep = _rng_state["np"].random(input.shape, dtype=np.float32) >= np.float32(p)
-    scale = np.float32(1.0 / (1.0 - p)) if p < 1 else np.float32(0.0)
-    mask = keep.astype(np.float64 if input.dtype == _dt.float64 else np.float32) * scale
+    work = compute_dtype(input.dtype)  # float32 for halves (scaled in float32, rounded once), float64 stays
+    mask = keep.astype(work) * work.type(1.0 / (1.0 - p) if p < 1 else 0.0)
     mask = _wrap(_be.to_device(mask, input.device))
     out = input * mask  # float32 mask: half inputs are scaled in float32 and rounded once
     if out.dtype != input.dtype:
@@ -80,7 +81,7 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
         raise ValueError("batch_norm: training=False needs running_mean and running_var")
     axes = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
-    x = input.float() if input.dtype in _dt.LOW_PRECISION else input
+    x = input.to(compute_dtype(input.dtype))  # half inputs are normalised in float32
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:
@@ -107,7 +108,7 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
 
 
 # ---------------------------------------------------------------- embedding
-@register("embedding", functional=True, promote=(1,))
+@register("embedding", functional=True, promote=(1,), linear=True)
 def embedding(ctx, input, weight, padding_idx=None):
     """Rows of ``weight`` picked by the integer tensor ``input``: shape input.shape + (dim,).
 
@@ -239,6 +240,14 @@ def _(ctx, g):
     return gx.reshape(shape),
 
 
+@max_pool2d.jvp
+def _(ctx, t, *_):
+    # each output moves with the element that won its window
+    shape = ctx.in_shape
+    n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
+    return t.reshape(n, c, -1).gather(2, _wrap(ctx.index)).reshape(ctx.output.shape)
+
+
 def _avg_divisor(size, out, k, s, p, count_include_pad):
     """Per-output-position divisor along one dim: the window's length inside the (padded) input."""
     start = np.arange(out) * s - p
@@ -249,7 +258,7 @@ def _avg_divisor(size, out, k, s, p, count_include_pad):
     return length
 
 
-@register("avg_pool2d", functional=True)
+@register("avg_pool2d", functional=True, linear=True)
 def avg_pool2d(ctx, input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean over each kernel_size window (stride defaults to kernel_size).
@@ -290,7 +299,8 @@ def _(ctx, g):
     return _avg_pool2d_backward(g, ctx.geo, ctx.div, ctx.params),
 
 
-@register("_avg_pool2d_backward", doc="The adjoint of avg_pool2d: spread each output's gradient over its window.")
+@register("_avg_pool2d_backward", linear=True,
+          doc="The adjoint of avg_pool2d: spread each output's gradient over its window.")
 def _avg_pool2d_backward(ctx, grad, geo, div, params):
     k, s, p, out, (h, w) = geo
     g, unbatched = _batched(grad)

@@ -1,8 +1,10 @@
 """layer_norm and group_norm: float32 under CUDA autocast, untouched by CPU autocast.
 
 Forward computes the statistics in float32 for half inputs and rounds once, as
-GPU kernels do. Backward is written with Tensor ops (in float32 for half
-inputs), so it can be differentiated again.
+GPU kernels do. Backward and the tangent rule are written with Tensor ops (in
+float32 for half inputs), so they can be differentiated again. Both rest on one
+fact: the Jacobian of xhat = normalize(x) is symmetric, so the same map
+(``_normalize_grad``) takes an output gradient back and a tangent forward.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from .opmath import compute_dtype, opmath
 from .registry import register
 
 
@@ -23,7 +26,7 @@ def _normalize_array(x, axes, eps):
 
 
 def _normalize_grad(x, gxhat, axes, eps):
-    """Gradient w.r.t. x of xhat = normalize(x) given d loss / d xhat, and xhat itself (Tensors)."""
+    """J^T gxhat (= J gxhat: J is symmetric) for xhat = normalize(x), and xhat itself (Tensors)."""
     mu = x.mean(dim=axes, keepdim=True)
     xc = x - mu
     rstd = ((xc * xc).mean(dim=axes, keepdim=True) + eps).rsqrt()
@@ -39,8 +42,8 @@ def _data_args(ctx):
 
 
 def _work(*tensors):
-    """Tensors in the dtype backward computes in: float32 for halves, else their own."""
-    return [None if t is None else (t.float() if t.dtype in _dt.LOW_PRECISION else t) for t in tensors]
+    """Tensors in the dtype the rules compute in: float32 for halves, else their own."""
+    return [None if t is None else t.to(compute_dtype(t.dtype)) for t in tensors]
 
 
 def _check_affine(name, t, what, shape):
@@ -62,13 +65,12 @@ def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     _check_affine("layer_norm", bias, "bias", shape)
     ctx.axes = tuple(range(input.ndim - k, input.ndim))
     ctx.eps = eps
-    x = input.astype(np.float32) if input.dtype in _dt.LOW_PRECISION else input
-    y = _normalize_array(x, ctx.axes, eps)
-    if weight is not None:
-        y = y * weight.astype(y.dtype, copy=False)
-    if bias is not None:
-        y = y + bias.astype(y.dtype, copy=False)
-    return y.astype(input.dtype, copy=False)
+
+    def f(x, w, b):
+        y = _normalize_array(x, ctx.axes, eps)
+        y = y if w is None else y * w
+        return y if b is None else y + b
+    return opmath(f, input, weight, bias)
 
 
 @layer_norm.grad
@@ -80,6 +82,15 @@ def _(ctx, g):
     gw = (g * xhat).sum(dim=batch) if w is not None else None
     gb = g.sum(dim=batch) if b is not None else None
     return gx, None, gw, gb
+
+
+@layer_norm.jvp
+def _(ctx, tx, _, tw=None, tb=None):
+    x, w, b = _data_args(ctx)
+    x, tx, w, tw, tb = _work(x, tx, w, tw, tb)
+    dxhat, xhat = _normalize_grad(x, tx, ctx.axes, ctx.eps)
+    ty = dxhat if w is None else dxhat * w + xhat * tw
+    return ty if tb is None else ty + tb
 
 
 @register("group_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
@@ -96,14 +107,13 @@ def group_norm(ctx, input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_affine("group_norm", weight, "weight", (c,))
     _check_affine("group_norm", bias, "bias", (c,))
     ctx.groups, ctx.eps = int(num_groups), eps
-    x = input.astype(np.float32) if input.dtype in _dt.LOW_PRECISION else input
-    y = _normalize_array(x.reshape(n, num_groups, -1), (2,), eps).reshape(input.shape)
     per_channel = (1, c) + (1,) * (input.ndim - 2)
-    if weight is not None:
-        y = y * weight.astype(y.dtype, copy=False).reshape(per_channel)
-    if bias is not None:
-        y = y + bias.astype(y.dtype, copy=False).reshape(per_channel)
-    return y.astype(input.dtype, copy=False)
+
+    def f(x, w, b):
+        y = _normalize_array(x.reshape(n, num_groups, -1), (2,), eps).reshape(x.shape)
+        y = y if w is None else y * w.reshape(per_channel)
+        return y if b is None else y + b.reshape(per_channel)
+    return opmath(f, input, weight, bias)
 
 
 @group_norm.grad
@@ -119,3 +129,15 @@ def _(ctx, g):
     gw = (g * xhat.reshape(shape)).sum(dim=not_channel) if w is not None else None
     gb = g.sum(dim=not_channel) if b is not None else None
     return gx.reshape(shape), None, gw, gb
+
+
+@group_norm.jvp
+def _(ctx, tx, _, tw=None, tb=None):
+    x, w, b = _data_args(ctx)
+    x, tx, w, tw, tb = _work(x, tx, w, tw, tb)
+    n, c = x.shape[:2]
+    per_channel = (1, c) + (1,) * (x.ndim - 2)
+    dxhat, xhat = _normalize_grad(x.reshape(n, ctx.groups, -1), tx.reshape(n, ctx.groups, -1), (2,), ctx.eps)
+    dxhat, xhat = dxhat.reshape(x.shape), xhat.reshape(x.shape)
+    ty = dxhat if w is None else dxhat * w.reshape(per_channel) + xhat * tw.reshape(per_channel)
+    return ty if tb is None else ty + tb.reshape(per_channel)

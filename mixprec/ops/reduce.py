@@ -1,10 +1,17 @@
-"""Reductions. float16/bfloat16 inputs accumulate in float32 and round once at the end."""
+"""Reductions. float16/bfloat16 inputs accumulate in float32 and round once at the end.
+
+A differentiable reduction's rules come from the partial derivative of its
+result with respect to each input element (``_reduction_rules``): backward
+broadcasts the output's gradient over the input and multiplies by it; forward
+mode sums tangent times partial over the reduced dims.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from .opmath import compute_dtype
 from .registry import register
 
 
@@ -21,10 +28,6 @@ def _axes(dim, ndim, name):
     return tuple(sorted(set(out))) if ndim else ()
 
 
-def _acc_dtype(dtype):
-    return np.float32 if dtype in _dt.LOW_PRECISION else dtype
-
-
 def _expand_back(ctx, g):
     """Broadcast a reduced gradient back over the input's shape."""
     shape = ctx.in_shape
@@ -32,6 +35,12 @@ def _expand_back(ctx, g):
         kept = tuple(1 if i in ctx.axes else n for i, n in enumerate(shape))
         g = g.reshape(kept)
     return g.expand(shape)
+
+
+def _reduction_rules(op, partial):
+    """Set both rules of a reduction from partial(ctx): d out / d input, shaped like the input."""
+    op.grad(lambda ctx, g: (_expand_back(ctx, g) * partial(ctx),))
+    op.jvp(lambda ctx, t, *_: (t * partial(ctx)).sum(dim=ctx.axes, keepdim=ctx.keepdim))
 
 
 def _reduction(ctx, x, dim, keepdim, name):
@@ -59,26 +68,26 @@ def _out_dtype(x, dtype):
     return x.dtype
 
 
-@register("sum", methods=("sum",), cuda="fp32")
+@register("sum", methods=("sum",), cuda="fp32", linear=True)
 def sum(ctx, input, dim=None, keepdim=False, dtype=None):
     """Sum over dim (all dims when None); float32 under CUDA autocast."""
     axes = _reduction(ctx, input, dim, keepdim, "sum")
     out_dtype = _out_dtype(input, dtype)
-    acc = _acc_dtype(out_dtype)
+    acc = compute_dtype(out_dtype, ints="keep")
     return _add_reduce(input, axes, keepdim, acc).astype(out_dtype, copy=False)
 
 
 sum.grad(lambda ctx, g: (_expand_back(ctx, g),))
 
 
-@register("mean", methods=("mean",))
+@register("mean", methods=("mean",), linear=True)
 def mean(ctx, input, dim=None, keepdim=False, dtype=None):
     if not _dt.is_floating(input.dtype) and dtype is None:
         raise TypeError(f"mean: needs a floating input, got {input.dtype.name}; pass dtype= or cast first")
     axes = _reduction(ctx, input, dim, keepdim, "mean")
     out_dtype = _out_dtype(input, dtype)
     ctx.count = int(np.prod([input.shape[a] for a in axes])) if axes else 1
-    acc = _acc_dtype(out_dtype)
+    acc = compute_dtype(out_dtype, ints="keep")
     return (_add_reduce(input, axes, keepdim, acc) / np.dtype(acc).type(ctx.count)).astype(out_dtype, copy=False)
 
 
@@ -91,22 +100,23 @@ def prod(ctx, input, dim=None, keepdim=False, dtype=None):
     axes = _reduction(ctx, input, dim, keepdim, "prod")
     out_dtype = _out_dtype(input, dtype)
     return array_module(input).prod(input, axis=axes, keepdims=keepdim,
-                                    dtype=_acc_dtype(out_dtype)).astype(out_dtype, copy=False)
+                                    dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype, copy=False)
 
 
-@prod.grad
-def _(ctx, g):
-    # d prod / d x_i is the product of the other elements. Dividing out/x fails at
-    # zeros, so count zeros per group: with none, it is p/x_i; with exactly one, only
-    # the zero's position gets the product of the non-zeros; with more, all are 0.
+def _prod_partial(ctx):
+    """d prod / d x_i is the product of the other elements. Dividing out/x fails at
+    zeros, so count zeros per group: with none, it is p/x_i; with exactly one, only
+    the zero's position gets the product of the non-zeros; with more, all are 0."""
     from .elementwise import where
     x = ctx.inputs[0]
     zeros = x == 0
     nonzero_x = where(zeros, 1.0, x)
     p = nonzero_x.prod(dim=ctx.axes, keepdim=True)
     nzeros = zeros.sum(dim=ctx.axes, keepdim=True)
-    others = where(zeros, where(nzeros == 1, p, 0.0), where(nzeros == 0, p / nonzero_x, 0.0))
-    return _expand_back(ctx, g) * others,
+    return where(zeros, where(nzeros == 1, p, 0.0), where(nzeros == 0, p / nonzero_x, 0.0))
+
+
+_reduction_rules(prod, _prod_partial)
 
 
 def _extreme(name, fn):
@@ -114,17 +124,15 @@ def _extreme(name, fn):
         lambda ctx, input, dim=None, keepdim=False: fn(array_module(input), input,
                                                         _reduction(ctx, input, dim, keepdim, name), keepdim))
     op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."
-
-    @op.grad
-    def _(ctx, g):
-        x = ctx.inputs[0]
-        out = ctx.output
-        if not ctx.keepdim:
-            kept = tuple(1 if i in ctx.axes else n for i, n in enumerate(ctx.in_shape))
-            out, g = out.reshape(kept), g.reshape(kept)
-        mask = (x == out).to(g.dtype)
-        return g * mask / mask.sum(dim=ctx.axes, keepdim=True),
+    _reduction_rules(op, _extreme_partial)
     return op
+
+
+def _extreme_partial(ctx):
+    """1/k at each of the k elements that equal the extreme of their group, 0 elsewhere."""
+    out = _expand_back(ctx, ctx.output)
+    mask = (ctx.inputs[0] == out).to(out.dtype)
+    return mask / mask.sum(dim=ctx.axes, keepdim=True)
 
 
 amax = _extreme("amax", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep))
@@ -141,26 +149,27 @@ def var(ctx, input, dim=None, keepdim=False, correction=1, unbiased=None):
     axes = _reduction(ctx, input, dim, keepdim, "var")
     n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
     ctx.denom = max(n - correction, 0)
-    acc = _acc_dtype(input.dtype)
+    acc = compute_dtype(input.dtype)
     xp = array_module(input)
     return xp.var(input.astype(acc, copy=False), axis=axes, keepdims=keepdim,
                   ddof=correction).astype(input.dtype, copy=False)
 
 
-@var.grad
-def _(ctx, g):
+def _var_partial(ctx):
     x = ctx.inputs[0]
-    centred = x - x.mean(dim=ctx.axes, keepdim=True)
-    return _expand_back(ctx, g) * centred * (2.0 / ctx.denom if ctx.denom else float("nan")),
+    return (x - x.mean(dim=ctx.axes, keepdim=True)) * (2.0 / ctx.denom if ctx.denom else float("nan"))
 
 
-@register("cumsum", methods=("cumsum",), cuda="fp32")
+_reduction_rules(var, _var_partial)
+
+
+@register("cumsum", methods=("cumsum",), cuda="fp32", linear=True)
 def cumsum(ctx, input, dim, dtype=None):
     """Running sum along dim; float32 under CUDA autocast."""
     ctx.dim = _axes(dim, input.ndim, "cumsum")[0] if input.ndim else 0
     out_dtype = _out_dtype(input, dtype)
     return array_module(input).cumsum(input, axis=ctx.dim if input.ndim else None,
-                                      dtype=_acc_dtype(out_dtype)).astype(out_dtype, copy=False) \
+                                      dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype, copy=False) \
         .reshape(input.shape)
 
 

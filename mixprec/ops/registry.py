@@ -92,6 +92,26 @@ class Op:
         self.tangent = fn
         return fn
 
+    def partials(self, fn):
+        """Decorator for elementwise ops: both rules from the partial derivatives.
+
+        fn(ctx) returns d out / d input for each positional input (a Tensor that
+        broadcasts against the output, or None for an input that gets no
+        gradient). Backward multiplies the output's gradient by each partial;
+        the tangent is the sum of each input's tangent times its partial.
+        """
+        def backward(ctx, g):
+            return tuple(None if p is None else g * p for p in fn(ctx))
+
+        def tangent(ctx, *tangents):
+            total = None
+            for t, p in zip(tangents, fn(ctx)):
+                if t is not None and p is not None:
+                    total = t * p if total is None else total + t * p
+            return total
+        self.backward, self.tangent = backward, tangent
+        return fn
+
     def __call__(self, *args, **kwargs):
         return dispatch(self, args, kwargs)
 

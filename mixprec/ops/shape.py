@@ -25,7 +25,8 @@ def _size_arg(shape):
     return tuple(shape)
 
 
-@register("_to_copy", methods=("_to_copy",), promote=(), doc="Copy to another dtype and/or device; the gradient goes back the same way.")
+@register("_to_copy", methods=("_to_copy",), promote=(), linear=True,
+          doc="Copy to another dtype and/or device; the gradient goes back the same way.")
 def _to_copy(ctx, input, dtype=None, device=None):
     ctx.src = (input.dtype, _be.device_of_array(input))
     out = input
@@ -45,7 +46,7 @@ def _(ctx, g):
     return _to_copy(g, dtype=dtype if g.dtype != dtype else None, device=device if g.device != device else None),
 
 
-@register("clone", methods=("clone",))
+@register("clone", methods=("clone",), linear=True)
 def clone(ctx, input):
     return input.copy()
 
@@ -53,7 +54,7 @@ def clone(ctx, input):
 clone.grad(lambda ctx, g: (g,))
 
 
-@register("contiguous", methods=("contiguous",))
+@register("contiguous", methods=("contiguous",), linear=True)
 def contiguous(ctx, input):
     return array_module(input).ascontiguousarray(input)
 
@@ -65,7 +66,7 @@ def _reshape_grad(ctx, g):
     return g.reshape(ctx.in_shape),
 
 
-@register("reshape", methods=("reshape",), view=True)
+@register("reshape", methods=("reshape",), view=True, linear=True)
 def reshape(ctx, input, *shape):
     """A tensor with the same data and a new shape (-1 infers one size)."""
     shape = _size_arg(shape)
@@ -80,7 +81,7 @@ def reshape(ctx, input, *shape):
 reshape.grad(_reshape_grad)
 
 
-@register("view", methods=("view",), view=True)
+@register("view", methods=("view",), view=True, linear=True)
 def view(ctx, input, *shape):
     """reshape() that refuses to copy: the input's memory must already fit the new shape."""
     shape = _size_arg(shape)
@@ -97,7 +98,7 @@ def view(ctx, input, *shape):
 view.grad(_reshape_grad)
 
 
-@register("flatten", methods=("flatten",), view=True)
+@register("flatten", methods=("flatten",), view=True, linear=True)
 def flatten(ctx, input, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one."""
     ctx.in_shape = input.shape
@@ -112,7 +113,7 @@ def flatten(ctx, input, start_dim=0, end_dim=-1):
 flatten.grad(_reshape_grad)
 
 
-@register("transpose", methods=("transpose",), view=True)
+@register("transpose", methods=("transpose",), view=True, linear=True)
 def transpose(ctx, input, dim0, dim1):
     """Swap two dims."""
     ctx.dims = (dim_index(dim0, input.ndim, "transpose"), dim_index(dim1, input.ndim, "transpose"))
@@ -122,7 +123,7 @@ def transpose(ctx, input, dim0, dim1):
 transpose.grad(lambda ctx, g: (g.transpose(*ctx.dims),))
 
 
-@register("permute", methods=("permute",), view=True)
+@register("permute", methods=("permute",), view=True, linear=True)
 def permute(ctx, input, *dims):
     """Reorder dims."""
     dims = _size_arg(dims)
@@ -135,7 +136,7 @@ def permute(ctx, input, *dims):
 permute.grad(lambda ctx, g: (g.permute(*np.argsort([d % g.ndim for d in ctx.dims]).tolist()),))
 
 
-@register("squeeze", methods=("squeeze",), view=True)
+@register("squeeze", methods=("squeeze",), view=True, linear=True)
 def squeeze(ctx, input, dim=None):
     """Drop size-1 dims (only ``dim`` when given, and only if it has size 1)."""
     ctx.in_shape = input.shape
@@ -149,7 +150,7 @@ def squeeze(ctx, input, dim=None):
 squeeze.grad(_reshape_grad)
 
 
-@register("unsqueeze", methods=("unsqueeze",), view=True)
+@register("unsqueeze", methods=("unsqueeze",), view=True, linear=True)
 def unsqueeze(ctx, input, dim):
     """Insert a size-1 dim at ``dim``."""
     if not -input.ndim - 1 <= dim <= input.ndim:
@@ -161,7 +162,7 @@ def unsqueeze(ctx, input, dim):
 unsqueeze.grad(_reshape_grad)
 
 
-@register("expand", methods=("expand",), view=True)
+@register("expand", methods=("expand",), view=True, linear=True)
 def expand(ctx, input, *shape):
     """Broadcast to a larger shape without copying (-1 keeps a dim)."""
     shape = _size_arg(shape)
@@ -178,7 +179,7 @@ def expand(ctx, input, *shape):
 expand.grad(lambda ctx, g: (g,))  # the engine sums broadcast dims back to the input's shape
 
 
-@register("flip", methods=("flip",))
+@register("flip", methods=("flip",), linear=True)
 def flip(ctx, input, dims):
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     ctx.dims = tuple(dim_index(d, input.ndim, "flip") for d in dims)
@@ -204,7 +205,7 @@ def _check_join(name, arrays, dim, same_shape):
     return dim
 
 
-@register("cat", promote=(0,), cpu="promote", aliases=("concatenate",))
+@register("cat", promote=(0,), cpu="promote", aliases=("concatenate",), linear=True)
 def cat(ctx, tensors, dim=0):
     """Join tensors along an existing dim (inputs promote to one dtype)."""
     dim = _check_join("cat", tensors, dim, same_shape=False)
@@ -218,7 +219,7 @@ def _(ctx, g):
     return g.split(ctx.sizes, ctx.dim),
 
 
-@register("stack", promote=(0,), cpu="promote")
+@register("stack", promote=(0,), cpu="promote", linear=True)
 def stack(ctx, tensors, dim=0):
     """Join same-shaped tensors along a new dim."""
     dim = _check_join("stack", tensors, dim, same_shape=True)
@@ -269,7 +270,7 @@ def select(ctx, input, dim, index):
 
 
 # ---------------------------------------------------------------- indexing
-@register("__getitem__", methods=("__getitem__",), promote=(), view=True)
+@register("__getitem__", methods=("__getitem__",), promote=(), view=True, linear=True)
 def getitem(ctx, input, key):
     """Basic (ints, slices, None, ...) and integer/bool array indexing."""
     ctx.in_shape = input.shape
@@ -293,7 +294,7 @@ def _zeros_of(like, shape):
     return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
 
 
-@register("index_put", promote=(0, 2), cuda="promote")
+@register("index_put", promote=(0, 2), cuda="promote", linear=True)
 def index_put(ctx, input, indices, values, accumulate=False):
     """A copy of input with input[indices] = values (or += values when accumulate)."""
     if isinstance(indices, list):
@@ -330,7 +331,7 @@ def _along(name, input, dim, index):
     return dim_index(dim, input.ndim, name)
 
 
-@register("gather", methods=("gather",), promote=(0,))
+@register("gather", methods=("gather",), promote=(0,), linear=True)
 def gather(ctx, input, dim, index):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
     ctx.dim = _along("gather", input, dim, index)
@@ -343,7 +344,7 @@ def _(ctx, g):
     return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.args[2], g), None, None
 
 
-@register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote")
+@register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote", linear=True)
 def scatter_add(ctx, input, dim, index, src):
     """A copy of input with src added at index along dim (repeated indices add up)."""
     ctx.dim = _along("scatter_add", input, dim, index)

@@ -1,0 +1,19 @@
+"""Cases for the ops of mixprec/ops/activation.py."""
+from __future__ import annotations
+
+import numpy as np
+
+import mixprec as mp
+import mixprec.nn.functional as F
+
+from .case import Case, rnd
+from .refs import softmax_ref
+
+CASES = [
+    Case("softmax", "softmax", [rnd(2, 4)], lambda a: F.softmax(a, dim=-1), lambda a: softmax_ref(a, -1)),
+    Case("softmax-dim0", "softmax", [rnd(3, 2)], lambda a: a.softmax(0), lambda a: softmax_ref(a, 0)),
+    Case("log_softmax", "log_softmax", [rnd(2, 4)], lambda a: F.log_softmax(a, dim=1),
+         lambda a: np.log(softmax_ref(a, 1))),
+    Case("log_softmax-3d", "log_softmax", [rnd(2, 3, 2)], lambda a: mp.log_softmax(a, 1),
+         lambda a: np.log(softmax_ref(a, 1))),
+]

@@ -1,0 +1,41 @@
+"""Cases for the ops of mixprec/ops/reduce.py."""
+from __future__ import annotations
+
+import numpy as np
+
+import mixprec as mp
+
+from .case import Case, const, distinct, pos, rnd
+
+CASES = [
+    Case("sum", "sum", [rnd(2, 3)], lambda a: a.sum(), np.sum),
+    Case("sum-dim", "sum", [rnd(2, 3, 4)], lambda a: mp.sum(a, 1), lambda a: a.sum(1)),
+    Case("sum-dims-keepdim", "sum", [rnd(2, 3, 4)], lambda a: a.sum(dim=(0, -1), keepdim=True),
+         lambda a: a.sum(axis=(0, 2), keepdims=True)),
+    Case("mean", "mean", [rnd(2, 3)], mp.mean, np.mean),
+    Case("mean-dim-keepdim", "mean", [rnd(2, 3, 4)], lambda a: a.mean(-1, keepdim=True),
+         lambda a: a.mean(-1, keepdims=True)),
+    Case("prod", "prod", [pos(2, 3)], lambda a: a.prod(), np.prod),
+    Case("prod-dim", "prod", [rnd(3, 4)], lambda a: mp.prod(a, 1), lambda a: a.prod(1)),
+    Case("prod-one-zero", "prod", [const(np.array([[0.0, 2.0, -1.5], [1.2, 0.7, 3.0]]))],
+         lambda a: a.prod(dim=1, keepdim=True), lambda a: a.prod(1, keepdims=True), lowp=False),
+    Case("prod-two-zeros", "prod", [const(np.array([[0.0, 2.0, 0.0], [1.2, 0.0, 3.0]]))], lambda a: a.prod(dim=1),
+         lambda a: a.prod(1), lowp=False),
+    Case("amax", "amax", [distinct(2, 3)], lambda a: a.amax(), np.max),
+    Case("amax-dim", "amax", [distinct(3, 4)], lambda a: mp.amax(a, 1), lambda a: a.max(1)),
+    Case("amin-dim-keepdim", "amin", [distinct(3, 4)], lambda a: a.amin(0, keepdim=True),
+         lambda a: a.min(0, keepdims=True)),
+    Case("amin-dims", "amin", [distinct(2, 3, 2)], lambda a: mp.amin(a, (0, 2)), lambda a: a.min((0, 2))),
+    Case("var", "var", [rnd(2, 5)], lambda a: a.var(), lambda a: np.var(a, ddof=1)),
+    Case("var-dim-biased", "var", [rnd(3, 4)], lambda a: mp.var(a, 1, correction=0), lambda a: np.var(a, 1)),
+    Case("var-keepdim", "var", [rnd(3, 4)], lambda a: a.var(0, keepdim=True),
+         lambda a: np.var(a, 0, ddof=1, keepdims=True)),
+    Case("cumsum", "cumsum", [rnd(5)], lambda a: a.cumsum(0), np.cumsum),
+    Case("cumsum-dim", "cumsum", [rnd(2, 3, 2)], lambda a: mp.cumsum(a, dim=1), lambda a: np.cumsum(a, 1)),
+    Case("cumsum-neg-dim", "cumsum", [rnd(3, 4)], lambda a: a.cumsum(-1), lambda a: np.cumsum(a, -1)),
+    # ---- index and boolean reductions: exact, no gradient
+    Case("argmax-argmin", "argmax", [distinct(3, 4)], lambda a: (a.argmax(1), mp.argmin(a, 0)),
+         lambda a: (a.argmax(1), a.argmin(0)), grad=False),
+    Case("all-any", "all", [const(np.array([[True, False], [True, True]]))], lambda m: (m.all(1), m.any()),
+         lambda m: (m.all(1), m.any()), grad=False),
+]
