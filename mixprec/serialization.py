@@ -49,7 +49,8 @@ intact. The file gets the mode a newly created file gets (0o666 less the
 umask) or, when it replaces a file, that file's mode. A symlink is written
 through, as torch.save's open() does: its target gets the new data and the
 link stays. (Replacing means a new inode: hard links to the old file keep the
-old data, and owner and ACLs are the saving process's.)
+old data, and owner and ACLs are the saving process's.) A path that is a pipe
+or a device (/dev/null) is written into, never replaced.
 """
 from __future__ import annotations
 
@@ -113,20 +114,29 @@ def save(obj, f) -> None:
     manifest = {"format": FORMAT, "version": VERSION, "root": root,
                 "buffers": [{"nbytes": int(b.nbytes), "sha256": hashlib.sha256(b).hexdigest()} for b in buffers]}
     if isinstance(f, (str, os.PathLike)):
-        _save_atomic(os.fspath(f), manifest, buffers)
+        _save_to_path(os.fspath(f), manifest, buffers)
     elif hasattr(f, "write"):
         _write_zip(f, manifest, buffers)
     else:
         raise TypeError(f"mp.save: expected a path or a binary file object, got {type(f).__name__}")
 
 
-def _save_atomic(path, manifest, buffers):
+def _save_to_path(path, manifest, buffers):
     target = _write_through_links(path)
-    directory = os.path.dirname(target)
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)  # replacing a file keeps its mode
+        st = os.stat(target)
     except FileNotFoundError:
-        mode = None  # a new file: the umask decides, as for any file the process creates
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a pipe or a device (/dev/null): write into it,
+        with open(target, "wb") as fh:                    # never replace it (and a directory is an error)
+            _write_zip(fh, manifest, buffers)
+        return
+    # a new file gets the mode the umask gives any new file; replacing a file keeps its mode
+    _save_atomic(target, manifest, buffers, None if st is None else stat.S_IMODE(st.st_mode))
+
+
+def _save_atomic(target, manifest, buffers, mode):
+    directory = os.path.dirname(target)
     fd, tmp = _create_temporary(directory, os.path.basename(target))
     try:
         if mode is not None:
@@ -407,7 +417,10 @@ def _device_mapper(map_location):
 
 def _show(value, limit=80):
     """A short repr of a value from the file, for error messages (the file may hold anything)."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "<a deeply nested value>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

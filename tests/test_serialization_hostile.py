@@ -12,7 +12,9 @@ import json
 import os
 import pickle
 import re
+import stat
 import struct
+import threading
 import tracemalloc
 import warnings
 import zipfile
@@ -394,6 +396,20 @@ def test_saving_onto_a_symlink_writes_through_it(tmp_path):
     with pytest.raises(OSError, match="symlink loop"):
         mp.save({"step": 0}, loop)
     assert loop.is_symlink()
+
+
+def test_a_pipe_or_device_is_written_into_not_replaced(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    mp.save({"w": mp.ones(3)}, fifo)
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(tmp_path) == ["pipe"]
+    assert mp.load(io.BytesIO(received[0]))["w"].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(IsADirectoryError):
+        mp.save({"step": 1}, tmp_path)
 
 
 def disk_full(fh, manifest, buffers):
