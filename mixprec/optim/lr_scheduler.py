@@ -28,9 +28,7 @@ import copy
 import math
 from collections.abc import Mapping
 
-import numpy as np
-
-from .optimizer import Optimizer, check_like
+from .optimizer import Optimizer, _is_int, check_like
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "SequentialLR"]
 
@@ -152,7 +150,7 @@ class LRScheduler:
                 raise ValueError(f"{name}.load_state_dict: unknown key {key!r}; a {name} state holds "
                                  f"{sorted(current)} (is it another scheduler's state?)")
             where = f"{name} state_dict[{key!r}]"
-            if key in self._counters and not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
+            if key in self._counters and not _is_int(value):
                 raise ValueError(f"{where} must be an int (a step count), got {value!r}")
             check_like(current[key], value, where)
             checked[key] = copy.deepcopy(value)

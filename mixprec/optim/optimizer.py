@@ -200,7 +200,8 @@ def _import(v, p):
 
 
 def _import_array(v, p, where):
-    """A per-parameter state array (a moment, a momentum buffer): p's shape, floating; stored in p's dtype and device."""
+    """A per-parameter state array (a moment, a momentum buffer): p's shape, floating; kept in p's dtype, on p's
+    device."""
     array = v.data if isinstance(v, Tensor) else v
     if not is_array(array):
         raise ValueError(f"{where} must be a tensor shaped like its parameter {tuple(p.shape)}, got {_show(v)}")
@@ -231,7 +232,8 @@ def check_like(current, value, where):
     elif isinstance(current, numbers.Real):
         ok, expected = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)), "a number"
     elif isinstance(current, (list, tuple)):
-        ok, expected = isinstance(value, (list, tuple)) and len(value) == len(current), f"a list or tuple of length {len(current)}"
+        ok = isinstance(value, (list, tuple)) and len(value) == len(current)
+        expected = f"a list or tuple of length {len(current)}"
         for i, (c, v) in enumerate(zip(current, value) if ok else ()):
             check_like(c, v, f"{where}[{i}]")
     else:
