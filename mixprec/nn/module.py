@@ -337,6 +337,9 @@ class Module:
             if value is None:
                 problems.append(f"value for {key} is a {type(state_dict[key]).__name__}, expected a Tensor, an "
                                 "array or a number")
+            elif not _is_real(value.dtype):
+                problems.append(f"value for {key} has dtype {value.dtype}, expected a real number type (bool, int "
+                                "or floating)")
             elif tuple(value.shape) != tuple(target.shape):
                 problems.append(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} from "
                                 f"checkpoint, the shape in current model is {tuple(target.shape)}.")
@@ -377,6 +380,11 @@ class Module:
 
 def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype == _dt.bfloat16
+
+
+def _is_real(dtype) -> bool:
+    """What can be written into a tensor: bool, ints and floats (not complex, strings or objects)."""
+    return dtype.kind in "biuf" or dtype == _dt.bfloat16
 
 
 def _as_array(key, value):

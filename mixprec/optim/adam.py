@@ -53,6 +53,9 @@ class Adam(Optimizer):
     running maximum of the second moment; maximize ascends instead.
     """
 
+    state_layout = {"step": "count", "exp_avg": "tensor", "exp_avg_sq": "tensor", "max_exp_avg_sq": "tensor"}
+    required_state = ("step", "exp_avg", "exp_avg_sq")  # max_exp_avg_sq appears once amsgrad steps
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  maximize=False, decoupled_weight_decay=False):
         name = type(self).__name__

@@ -24,9 +24,11 @@ for any reason a step is skipped, not only the scaler's.
 from __future__ import annotations
 
 import bisect
+import copy
 import math
+from collections.abc import Mapping
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _is_int, check_like
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "SequentialLR"]
 
@@ -124,14 +126,38 @@ class LRScheduler:
         """Everything but the optimizer (and functions), for checkpoints."""
         return {k: v for k, v in self.__dict__.items() if k not in self._not_state}
 
+    _counters = ("last_epoch", "_step_count", "skipped_steps")  # state that must load as ints
+
     def load_state_dict(self, state_dict: dict):
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"load_state_dict expects a dict, got {type(state_dict).__name__}")
+        """Restore what state_dict() saved. Everything is checked first: a failed load changes nothing."""
+        self._apply_state(self._checked_state(state_dict))
+
+    def _checked_state(self, state_dict) -> dict:
+        """The attributes state_dict sets, each checked against this scheduler's current value."""
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"{name}.load_state_dict expects a dict, got {type(state_dict).__name__}")
         missing = sorted({"last_epoch", "base_lrs"} - set(state_dict))
         if missing:
-            raise KeyError(f"{type(self).__name__}.load_state_dict: the state has no {', '.join(missing)}; "
+            raise KeyError(f"{name}.load_state_dict: the state has no {', '.join(missing)}; "
                            "is it a scheduler's state_dict?")
-        self.__dict__.update({k: v for k, v in state_dict.items() if k not in self._not_state})
+        current = self.state_dict()
+        checked = {}
+        for key, value in state_dict.items():
+            if key in self._not_state:
+                continue
+            if key not in current:
+                raise ValueError(f"{name}.load_state_dict: unknown key {key!r}; a {name} state holds "
+                                 f"{sorted(current)} (is it another scheduler's state?)")
+            where = f"{name} state_dict[{key!r}]"
+            if key in self._counters and not _is_int(value):
+                raise ValueError(f"{where} must be an int (a step count), got {value!r}")
+            check_like(current[key], value, where)
+            checked[key] = copy.deepcopy(value)
+        return checked
+
+    def _apply_state(self, checked):
+        self.__dict__.update(checked)
         self._seen_optimizer_steps = self.optimizer._steps_taken
 
     def __repr__(self):
@@ -288,11 +314,19 @@ class SequentialLR(LRScheduler):
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
 
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers", None)
-        if inner is None or len(inner) != len(self._schedulers):
+    def _checked_state(self, state_dict):
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"SequentialLR.load_state_dict expects a dict, got {type(state_dict).__name__}")
+        own = dict(state_dict)
+        inner = own.pop("_schedulers", None)
+        if not isinstance(inner, (list, tuple)) or len(inner) != len(self._schedulers):
             raise KeyError(f"SequentialLR.load_state_dict: expected states for {len(self._schedulers)} schedulers")
-        super().load_state_dict(state_dict)
+        checked = super()._checked_state(own)
+        checked["_schedulers"] = [s._checked_state(st) for s, st in zip(self._schedulers, inner)]
+        return checked
+
+    def _apply_state(self, checked):
+        inner = checked.pop("_schedulers")
+        super()._apply_state(checked)
         for s, st in zip(self._schedulers, inner):
-            s.load_state_dict(st)
+            s._apply_state(st)

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import copy
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad, no_grad
@@ -84,27 +88,96 @@ class Optimizer:
                  for g in self.param_groups for p in g["params"] if (s := self.state.get(p))}
         return {"state": state, "param_groups": groups}
 
+    #: What one parameter's state holds, for load_state_dict's checks: key -> "tensor" (an array shaped like the
+    #: parameter, or None) or "count" (an int >= 0). None (a subclass that does not say) accepts any state.
+    state_layout: dict | None = None
+    #: The keys a parameter's state must have once it has any.
+    required_state: tuple = ()
+
     def load_state_dict(self, state_dict: dict):
-        if not isinstance(state_dict, dict) or "param_groups" not in state_dict or "state" not in state_dict:
-            raise ValueError("optimizer state_dict must be a dict with keys 'state' and 'param_groups'")
-        groups = state_dict["param_groups"]
+        """Restore what state_dict() saved, parameters matched by position.
+
+        Everything is checked before anything changes, so a failed load leaves the
+        optimizer exactly as it was. State arrays move to their parameter's device;
+        floating ones take the parameter's dtype, as in torch.
+        """
+        state, settings = self._checked_load(state_dict)
+        self.state = state
+        for group, new in zip(self.param_groups, settings):
+            group.update(new)
+
+    def _checked_load(self, state_dict):
+        """(the new state, each group's new settings) from state_dict, or ValueError naming what is wrong."""
+        if not isinstance(state_dict, Mapping) or "param_groups" not in state_dict or "state" not in state_dict:
+            raise ValueError("optimizer state_dict must be a dict with keys 'state' and 'param_groups', got "
+                             + (f"keys {list(state_dict)}" if isinstance(state_dict, Mapping)
+                                else f"a {type(state_dict).__name__}"))
+        params, settings = self._checked_groups(state_dict["param_groups"])
+        loaded = state_dict["state"]
+        if not isinstance(loaded, Mapping):
+            raise ValueError(f"optimizer state_dict['state'] must be a dict of parameter index -> state dict, got "
+                             f"a {type(loaded).__name__}")
+        state = {}
+        for key, entry in loaded.items():
+            where = f"state_dict['state'][{key!r}]"
+            if not _is_int(key) or int(key) not in params:
+                raise ValueError(f"{where}: the key must be one of the parameter indices in param_groups "
+                                 f"({sorted(params)}), got {_show(key)}")
+            if not isinstance(entry, Mapping):
+                raise ValueError(f"{where} must be a dict of state name -> value, got a {type(entry).__name__}")
+            if entry:
+                state[params[int(key)]] = self._checked_state(entry, params[int(key)], where)
+        return state, settings
+
+    def _checked_groups(self, groups):
+        """({saved index: parameter}, each group's new settings) from the saved param_groups."""
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, Mapping) for g in groups):
+            raise ValueError("optimizer state_dict['param_groups'] must be a list of dicts (one per group)")
         if len(groups) != len(self.param_groups):
             raise ValueError(f"loaded state has {len(groups)} parameter groups, this optimizer has "
                              f"{len(self.param_groups)}")
-        for mine, theirs in zip(self.param_groups, groups):
-            if len(mine["params"]) != len(theirs["params"]):
-                raise ValueError(f"a loaded parameter group has {len(theirs['params'])} params, the "
+        params, settings = {}, []
+        for i, (mine, theirs) in enumerate(zip(self.param_groups, groups)):
+            where = f"state_dict['param_groups'][{i}]"
+            indices = theirs.get("params")
+            if not isinstance(indices, (list, tuple)) or not all(_is_int(k) for k in indices):
+                raise ValueError(f"{where}['params'] must be a list of parameter indices (ints), got "
+                                 f"{_show(indices)}")
+            if len(mine["params"]) != len(indices):
+                raise ValueError(f"a loaded parameter group has {len(indices)} params, the "
                                  f"optimizer's has {len(mine['params'])}")
-        params = {i: p for mine, theirs in zip(self.param_groups, groups)
-                  for i, p in zip(theirs["params"], mine["params"])}
-        self.state = {}
-        for key, s in state_dict["state"].items():
-            p = params[int(key)]
-            self.state[p] = {k: _import(v, p) for k, v in s.items()}
-        for mine, theirs in zip(self.param_groups, groups):
-            for k, v in theirs.items():
-                if k != "params":
-                    mine[k] = copy.deepcopy(v)
+            for k, p in zip(indices, mine["params"]):
+                if int(k) in params:
+                    raise ValueError(f"{where}['params'] repeats parameter index {int(k)}")
+                params[int(k)] = p
+            for key, value in theirs.items():
+                if key in mine and key != "params":
+                    check_like(mine[key], value, f"{where}[{key!r}]")
+            settings.append({k: copy.deepcopy(v) for k, v in theirs.items() if k != "params"})
+        return params, settings
+
+    def _checked_state(self, entry, p, where):
+        """One parameter's loaded state, checked against state_layout and converted for p."""
+        layout = self.state_layout
+        missing = [k for k in self.required_state if k not in entry]
+        if missing:
+            raise ValueError(f"{where} lacks {missing}; a {type(self).__name__} state holds "
+                             f"{sorted(layout or self.required_state)}")
+        out = {}
+        for k, v in entry.items():
+            kind = None if layout is None else layout.get(k)
+            if layout is not None and kind is None:
+                raise ValueError(f"{where} has the unknown key {_show(k)}; a {type(self).__name__} state holds "
+                                 f"{sorted(layout)} (is it another optimizer's state?)")
+            if kind == "count":
+                if not _is_int(v) or v < 0:
+                    raise ValueError(f"{where}[{k!r}] must be an int >= 0 (a step count), got {_show(v)}")
+                out[k] = int(v)
+            elif kind == "tensor" and v is not None:
+                out[k] = _import_array(v, p, f"{where}[{k!r}]")
+            else:
+                out[k] = _import(v, p)
+        return out
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -118,9 +191,52 @@ def _export(v):
 
 
 def _import(v, p):
-    """State arrays come back on the parameter's device (their dtype is kept)."""
+    """A state value of an optimizer that does not declare its layout: arrays move to p's device, as they are."""
     if isinstance(v, Tensor):
         v = v.data
     if is_array(v):
         return to_device(v, p.device).copy()
     return copy.deepcopy(v)
+
+
+def _import_array(v, p, where):
+    """A per-parameter state array (a moment, a momentum buffer): p's shape, floating; kept in p's dtype, on p's
+    device."""
+    array = v.data if isinstance(v, Tensor) else v
+    if not is_array(array):
+        raise ValueError(f"{where} must be a tensor shaped like its parameter {tuple(p.shape)}, got {_show(v)}")
+    if tuple(array.shape) != tuple(p.shape):
+        raise ValueError(f"{where} has shape {tuple(array.shape)}, its parameter has shape {tuple(p.shape)}")
+    if not _dt.is_floating(array.dtype):
+        raise ValueError(f"{where} has dtype {array.dtype.name}; optimizer state is floating point, like its "
+                         f"parameter ({p.dtype.name})")
+    return to_device(array, p.device).astype(p.dtype, copy=True)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _show(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_like(current, value, where):
+    """Raise ValueError unless ``value`` can stand in for the setting ``current``: a bool for a bool, a real
+    number for a number, a list or tuple of the same length of such for a list or tuple. Any other current
+    value (None, a string, a user's object) sets no expectation. Used by every load_state_dict in mp.optim.
+    """
+    if isinstance(current, (bool, np.bool_)):
+        ok, expected = isinstance(value, (bool, np.bool_)), "a bool"
+    elif isinstance(current, numbers.Real):
+        ok, expected = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)), "a number"
+    elif isinstance(current, (list, tuple)):
+        ok = isinstance(value, (list, tuple)) and len(value) == len(current)
+        expected = f"a list or tuple of length {len(current)}"
+        for i, (c, v) in enumerate(zip(current, value) if ok else ()):
+            check_like(c, v, f"{where}[{i}]")
+    else:
+        ok, expected = True, None
+    if not ok:
+        raise ValueError(f"{where} is {_show(value)}, expected {expected} (the current value is {_show(current)})")

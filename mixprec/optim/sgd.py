@@ -11,6 +11,8 @@ class SGD(Optimizer):
     d = d + momentum * buf (nesterov) or buf.
     """
 
+    state_layout = {"momentum_buffer": "tensor"}  # only with momentum; None (torch's, at momentum 0) means none
+
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  maximize=False):
         if lr < 0 or momentum < 0 or weight_decay < 0:
