@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import backend as _be
 from ..backend import array_module, erf
 from .registry import register
 
@@ -285,7 +286,7 @@ def where(ctx, condition, input, other):
     """input where condition holds, else other."""
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype.name}")
-    return array_module(condition).where(condition, input, other)
+    return _be.where(condition, input, other)
 
 
 @where.grad
