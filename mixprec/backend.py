@@ -96,15 +96,15 @@ def cuda_unavailable_reason() -> str | None:
         n = runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError: driver too old, no device, ...
         if driver < needed:
-            return (f"the NVIDIA driver is too old: it supports CUDA {_cuda_version(driver)}, this CuPy build "
-                    f"needs CUDA {_cuda_version(needed)} ({exc})")
+            return (f"the NVIDIA driver is too old: it supports CUDA {cuda_version_text(driver)}, this CuPy build "
+                    f"needs CUDA {cuda_version_text(needed)} ({exc})")
         return f"no usable CUDA device ({exc})"
     if n == 0:
         return "no CUDA device is visible (CUDA reports 0 devices)"
     return None
 
 
-def _cuda_version(code: int) -> str:
+def cuda_version_text(code: int) -> str:
     """CUDA's integer version (12090) as text ("12.9")."""
     return f"{code // 1000}.{code % 1000 // 10}"
 

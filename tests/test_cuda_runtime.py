@@ -136,7 +136,8 @@ def test_nvtx_ranges_nest_and_close_on_errors(monkeypatch):
     log = []
     fake = _fake_cupy()
     fake.cuda.nvtx = types.SimpleNamespace(available=True, RangePush=lambda m: log.append(("push", m)),
-                                           RangePop=lambda: log.append(("pop",)), Mark=lambda m: log.append(("mark", m)))
+                                           RangePop=lambda: log.append(("pop",)),
+                                           Mark=lambda m: log.append(("mark", m)))
     monkeypatch.setattr(backend, "_cupy", fake)
     monkeypatch.setattr(backend, "_cuda_devices", {})
     with pytest.raises(KeyError):

@@ -226,7 +226,8 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
         if not callable(fn):
             raise TypeError(f"make_graphed_callables: callable {i} is a {type(fn).__name__}")
         if not isinstance(args, tuple) or not all(isinstance(a, Tensor) and a.is_cuda for a in args):
-            raise TypeError(f"make_graphed_callables: sample args {i} must be a tuple of CUDA tensors, got {args!r:.100}")
+            raise TypeError(f"make_graphed_callables: sample args {i} must be a tuple of CUDA tensors, "
+                            f"got {args!r:.100}")
 
     params = [tuple(p for p in fn.parameters() if p.requires_grad) if isinstance(fn, Module) else ()
               for fn in callables]

@@ -138,12 +138,13 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     def mib(n):
         return f"{n / 2 ** 20:12.1f} MiB"
 
+    cached = stats["reserved_bytes.all.current"] - stats["allocated_bytes.all.current"]
     lines = [f"mixprec CUDA memory on cuda:{index} (CuPy's pools)",
              f"  allocated (live arrays)   {mib(stats['allocated_bytes.all.current'])}   "
              f"peak {mib(stats['allocated_bytes.all.peak'])}",
              f"  reserved (pools hold)     {mib(stats['reserved_bytes.all.current'])}   "
              f"peak {mib(stats['reserved_bytes.all.peak'])}",
-             f"  cached, reusable          {mib(stats['reserved_bytes.all.current'] - stats['allocated_bytes.all.current'])}",
+             f"  cached, reusable          {mib(cached)}",
              f"  CUDA graph pools alive    {stats['graph_pools']:12d}"]
     if not abbreviated:
         lines.append(f"  device free / total       {mib(stats['device_free_bytes'])} / "
