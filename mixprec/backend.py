@@ -77,20 +77,44 @@ _cuda_devices: dict[int, Device] = {}
 
 
 def cuda_unavailable_reason() -> str | None:
-    """Why "cuda" cannot be used, or None when it can."""
+    """Why "cuda" cannot be used (no CuPy, no driver, a driver too old, no device), or None when it can."""
     if _cupy is None:
         return (f"CuPy is not installed or failed to import ({_CUPY_IMPORT_ERROR!r}); "
                 "install mixprec[cuda12] or mixprec[cuda13]")
+    runtime = _cupy.cuda.runtime
     try:
-        n = _cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError: no driver, driver too old, ...
-        msg = str(exc)
-        if "insufficient" in msg.lower() or "driver version" in msg.lower():
-            return f"the NVIDIA driver is too old for this CuPy build ({msg})"
-        return f"no usable CUDA device ({msg})"
+        driver = runtime.driverGetVersion()  # 0 when no NVIDIA driver is installed
+    except Exception as exc:
+        return f"the NVIDIA driver could not be queried ({exc})"
+    if driver == 0:
+        return "no NVIDIA driver is installed (CUDA reports driver version 0); CuPy is present but needs one"
+    try:
+        needed = runtime.runtimeGetVersion()
+    except Exception:  # only used to explain a failure below
+        needed = 0
+    try:
+        n = runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError: driver too old, no device, ...
+        if driver < needed:
+            return (f"the NVIDIA driver is too old: it supports CUDA {cuda_version_text(driver)}, this CuPy build "
+                    f"needs CUDA {cuda_version_text(needed)} ({exc})")
+        return f"no usable CUDA device ({exc})"
     if n == 0:
         return "no CUDA device is visible (CUDA reports 0 devices)"
     return None
+
+
+def cuda_version_text(code: int) -> str:
+    """CUDA's integer version (12090) as text ("12.9")."""
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
+def require_cuda(what: str):
+    """CuPy, when a GPU can be used; otherwise DeviceUnavailableError naming ``what`` and why."""
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        raise DeviceUnavailableError(f"{what} needs a CUDA GPU, but {reason}")
+    return _cupy
 
 
 def is_cuda_available() -> bool:
@@ -186,11 +210,128 @@ def device_of_array(a) -> Device:
 
 
 def to_device(a, dev: Device):
-    """Copy an array to ``dev`` (no copy when it is already there)."""
+    """Copy an array to ``dev`` (no copy when it is already there).
+
+    A copy to the host waits for the GPU, so it is also where checks that the
+    GPU made without waiting (``check``) report what they found.
+    """
     if dev.type == "cpu":
-        return _cupy.asnumpy(a) if is_cupy_array(a) else a
+        if is_cupy_array(a):
+            out = _cupy.asnumpy(a)
+            raise_device_errors(a.device.id)
+            return out
+        return a
+    require_dtype_support(a.dtype, dev)
     with _cupy.cuda.Device(dev.index):
         return _cupy.asarray(a)
+
+
+# ---- what the installed CuPy can hold ----
+_CUPY_FOR_BFLOAT16, _NUMPY_FOR_BFLOAT16 = (14, 0, 0), (2, 1, 2)
+
+
+def version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits or 0))
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def cuda_bfloat16_unsupported_reason(cupy_version=None, numpy_version=None) -> str | None:
+    """Why bfloat16 arrays cannot live on the GPU with these versions, or None when they can.
+
+    CuPy learned bfloat16 (through ml_dtypes) in 14.0, and it needs NumPy
+    2.1.2 or newer for it; CuPy 13 raises "Unsupported dtype bfloat16".
+    """
+    cupy_version = cupy_version or (_cupy.__version__ if _cupy is not None else "0")
+    numpy_version = numpy_version or np.__version__
+    if version_tuple(cupy_version) >= _CUPY_FOR_BFLOAT16 and version_tuple(numpy_version) >= _NUMPY_FOR_BFLOAT16:
+        return None
+    return (f"bfloat16 on CUDA needs CuPy >= 14.0 and NumPy >= 2.1.2, this environment has CuPy {cupy_version} "
+            f"and NumPy {numpy_version} (pip install 'cupy-cuda12x>=14' 'numpy>=2.1.2', or use float16)")
+
+
+def require_dtype_support(dtype, dev: Device) -> None:
+    """A clear TypeError, before CuPy's own, when ``dtype`` cannot live on ``dev``."""
+    if dtype == BFLOAT16 and dev.type == "cuda":
+        reason = cuda_bfloat16_unsupported_reason()
+        if reason is not None:
+            raise TypeError(reason)
+
+
+# ---- stream capture (mp.cuda.graph): work that cannot be recorded in a graph asks here ----
+class _CaptureState(threading.local):
+    active = False
+
+
+_capture = _CaptureState()
+
+
+def is_capturing() -> bool:
+    """True between CUDAGraph.capture_begin and capture_end in this thread."""
+    return _capture.active
+
+
+def set_capturing(active: bool) -> None:
+    _capture.active = active
+
+
+# ---- checks the GPU makes without the host waiting (torch's device-side asserts) ----
+_CHECK_SLOTS = 32  # distinct messages tracked per device; the last slot gathers any beyond
+_check_flags: dict[int, object] = {}  # device index -> int32 flags on that device, one per message
+_check_messages: dict[tuple, int] = {}  # (exception type, message) -> slot
+_check_pending: set[int] = set()  # devices with flags set since they were last read
+
+
+def device_check_flags(index: int):
+    """The device's flag array, made on first use (and before a graph capture, so none is made inside one)."""
+    flags = _check_flags.get(index)
+    if flags is None:
+        with _cupy.cuda.Device(index):
+            flags = _check_flags[index] = _cupy.zeros(_CHECK_SLOTS, dtype=np.int32)
+    return flags
+
+
+def check(bad, error: type, message: str, culprit=None) -> None:
+    """Raise ``error(message)`` if any element of the bool array ``bad`` is True.
+
+    On the CPU the check happens now, and ``culprit()`` (if given) names the
+    offending values. On a GPU, reading ``bad`` would make the host wait for
+    the GPU at every call; instead the GPU sets a flag (no wait), and the
+    error is raised at the next point that waits anyway: mp.cuda.synchronize,
+    Stream/Event.synchronize, or a copy to the host. torch's device-side
+    asserts are reported the same way, late.
+    """
+    if isinstance(bad, np.ndarray):
+        if bad.size and bad.any():
+            raise error(message if culprit is None else f"{message}; got {culprit()}")
+        return
+    if bad.size == 0:
+        return
+    index = bad.device.id
+    slot = _check_messages.setdefault((error, message), min(len(_check_messages), _CHECK_SLOTS - 1))
+    flag = device_check_flags(index)[slot:slot + 1]
+    _cupy.bitwise_or(flag, bad.any(), out=flag)
+    _check_pending.add(index)
+
+
+def raise_device_errors(index: int | None = None) -> None:
+    """Raise what ``check`` found on a device (all devices when index is None); call only where the host waits."""
+    for dev in [index] if index is not None else list(_check_pending):
+        if dev not in _check_pending or is_capturing():
+            continue
+        _check_pending.discard(dev)
+        flags = _check_flags[dev]
+        found = _cupy.asnumpy(flags)
+        if not found.any():
+            continue
+        flags.fill(0)
+        failed = [(err, msg) for (err, msg), slot in _check_messages.items() if found[slot]]
+        error = failed[0][0]
+        listed = "; ".join(msg for _, msg in failed)
+        raise error(f"{listed} (found on cuda:{dev} by an earlier call, reported here where the host waits "
+                    "for the GPU)")
 
 
 def on_device(dev: Device):
@@ -227,6 +368,61 @@ def scatter_add(target, index, values):
     else:
         import cupyx
         cupyx.scatter_add(target, index, values)
+
+
+def where(condition, a, b):
+    """``a`` where condition holds, else ``b``, keeping their dtype exactly.
+
+    CuPy's where has no bfloat16 loop: it would return float32. Selecting
+    never changes a value, so bfloat16 operands are selected as their 16-bit
+    patterns (a free view), on NumPy and CuPy alike.
+    """
+    xp = array_module(condition)
+    dtype = getattr(a, "dtype", None)
+    if dtype != BFLOAT16 or getattr(b, "dtype", None) != BFLOAT16:
+        return xp.where(condition, a, b)
+    return xp.where(condition, _bits16(a), _bits16(b)).view(BFLOAT16)
+
+
+def _bits16(v):
+    """A bfloat16 array's uint16 view, or a bfloat16 scalar's bits as a NumPy uint16 scalar."""
+    if is_array(v):
+        return v.view(np.uint16)
+    return np.uint16(np.asarray(v, dtype=BFLOAT16).view(np.uint16).item())
+
+
+def open_grid(xp, shape):
+    """``xp.indices(shape, sparse=True)``: one arange per axis, shaped to broadcast against the others.
+
+    CuPy's ``indices`` has no ``sparse`` argument, so this builds the grid from aranges.
+    """
+    ndim = len(shape)
+    return tuple(xp.arange(n).reshape((1,) * axis + (n,) + (1,) * (ndim - axis - 1)) for axis, n in enumerate(shape))
+
+
+def uniform_on_device(shape, dev: Device, seed: int):
+    """float32 samples in [0, 1) made on the GPU by cuRAND's Philox generator, started from ``seed``.
+
+    For dropout: drawing a mask on the host and copying it over would make the
+    host wait for the GPU at every call. mixprec's one generator (on the host)
+    supplies ``seed``, so its state still determines every draw. A graph
+    replays the same seed at every replay, so capturing a random draw is refused.
+    """
+    if is_capturing():
+        raise RuntimeError("a random draw (dropout) cannot be captured in a CUDA graph: mixprec's generator lives "
+                           "on the host, so every replay would reuse one mask; capture the model in eval mode or "
+                           "without dropout")
+    with _cupy.cuda.Device(dev.index):
+        state = _philox.get(dev.index)
+        if state is None:
+            state = _philox[dev.index] = _cupy.random.RandomState(
+                seed, method=_cupy.cuda.curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+        else:
+            state.seed(seed)  # host-side: sets the generator's seed and offset, launches nothing
+        return state.random_sample(shape, dtype=np.float32)
+
+
+_philox: dict[int, object] = {}
 
 
 def erf(a):

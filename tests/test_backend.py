@@ -52,8 +52,10 @@ def test_device_constructor_validates():
 
 
 # ------------------------------------------------------------------ no usable GPU
-def _fake_cupy(get_count):
-    runtime = types.SimpleNamespace(getDeviceCount=get_count, getDevice=lambda: 0)
+def _fake_cupy(get_count, driver=12090, runtime_version=12090):
+    """A CuPy whose CUDA runtime reports ``driver`` (0: no driver installed) and get_count()."""
+    runtime = types.SimpleNamespace(getDeviceCount=get_count, getDevice=lambda: 0,
+                                    driverGetVersion=lambda: driver, runtimeGetVersion=lambda: runtime_version)
     return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
 
 
@@ -68,20 +70,31 @@ def test_cuda_without_cupy_names_the_reason(monkeypatch):
             make()
 
 
-@pytest.mark.parametrize("error,reason", [
+@pytest.mark.parametrize("error,reason,driver", [
     ("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version",
-     "driver is too old"),
-    ("cudaErrorNoDevice: no CUDA-capable device is detected", "no usable CUDA device"),
+     r"driver is too old: it supports CUDA 11.8, this CuPy build needs CUDA 12.9", 11080),
+    ("cudaErrorNoDevice: no CUDA-capable device is detected", "no usable CUDA device", 12090),
 ])
-def test_cuda_runtime_failures_name_the_reason(monkeypatch, error, reason):
+def test_cuda_runtime_failures_name_the_reason(monkeypatch, error, reason, driver):
     def get_count():
         raise RuntimeError(error)
-    monkeypatch.setattr(backend, "_cupy", _fake_cupy(get_count))
+    monkeypatch.setattr(backend, "_cupy", _fake_cupy(get_count, driver=driver))
     monkeypatch.setattr(backend, "_cuda_devices", {})
     assert not mp.is_cuda_available()
     with pytest.raises(mp.DeviceUnavailableError, match=reason) as info:
         mp.zeros(1, device="cuda")
     assert error in str(info.value)  # the underlying message is kept, not a raw traceback
+
+
+def test_cupy_without_a_driver_says_so(monkeypatch):
+    # CuPy installed on a machine with no NVIDIA driver: CUDA reports driver version 0, and
+    # getDeviceCount fails with "insufficient driver", which must not be read as "too old"
+    def get_count():
+        raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+    monkeypatch.setattr(backend, "_cupy", _fake_cupy(get_count, driver=0))
+    monkeypatch.setattr(backend, "_cuda_devices", {})
+    with pytest.raises(mp.DeviceUnavailableError, match="no NVIDIA driver is installed"):
+        mp.zeros(1, device="cuda")
 
 
 def test_zero_devices_and_index_out_of_range(monkeypatch):
@@ -190,6 +203,12 @@ def test_import_with_cupy_but_no_usable_gpu(tmp_path):
             @staticmethod
             def getDeviceCount():
                 raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+            @staticmethod
+            def driverGetVersion():
+                return 11080
+            @staticmethod
+            def runtimeGetVersion():
+                return 12090
         class cuda:
             runtime = _Runtime
         class ndarray:

@@ -40,6 +40,17 @@ def _load_nccl():
     return nccl
 
 
+def unique_id_for_cupy(data: bytes, cupy_version: str):
+    """The NCCL unique id (128 bytes, as sent between ranks) in the form this CuPy's NcclCommunicator takes.
+
+    CuPy 14 takes bytes (its get_unique_id returns bytes); CuPy 13 takes a
+    tuple of signed chars (what its get_unique_id returned).
+    """
+    if _be.version_tuple(cupy_version) >= (14, 0, 0):
+        return bytes(data)
+    return tuple(b - 256 if b > 127 else b for b in data)
+
+
 class NCCLBackend:
     name = "nccl"
 
@@ -60,8 +71,8 @@ class NCCLBackend:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.device = _be.as_device(f"cuda:{local_rank}")
         cupy.cuda.Device(local_rank).use()  # NCCL binds the communicator to the current device
-        uid = self._unique_id(nccl, info, timeout)
         self._cupy = cupy
+        uid = self._unique_id(nccl, info, timeout)
         self.comm = nccl.NcclCommunicator(world_size, uid, rank)
 
     def _unique_id(self, nccl, info, timeout):
@@ -79,7 +90,7 @@ class NCCLBackend:
             raise RuntimeError(f"backend 'nccl' with {self.world_size} processes needs to know where rank 0 "
                                "is: set MASTER_ADDR and MASTER_PORT (torchrun does), or start the job with "
                                "mpirun and mpi4py installed")
-        return tuple(b - 256 if b > 127 else b for b in data)
+        return unique_id_for_cupy(data, self._cupy.__version__)
 
     def _stream(self):
         return self._cupy.cuda.get_current_stream().ptr

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .. import backend as _be
 from ..backend import array_module, erf
 from ..tensor import Tensor, zeros_like
 from .opmath import opmath
@@ -260,7 +261,7 @@ def where(ctx, condition, input, other):
     """input where condition holds, else other."""
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype.name}")
-    return array_module(condition).where(condition, input, other)
+    return _be.where(condition, input, other)
 
 
 @where.grad

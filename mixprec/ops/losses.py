@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from .. import backend as _be
 from .. import dtypes as _dt
 from .elementwise import softplus, where
 from .registry import register
@@ -139,10 +140,8 @@ def _check_class_target(name, input, target, cdim, ignore_index):
     n_classes = input.shape[cdim]
     valid = target != ignore_index
     bad = ((target < 0).logical_or(target >= n_classes)).logical_and(valid)
-    if target.numel() and bool(bad.any()):
-        first = int(target[bad][0])
-        raise IndexError(f"{name}: target {first} is out of bounds for {n_classes} classes "
-                         f"(and is not ignore_index={ignore_index})")
+    _be.check(bad.data, IndexError, f"{name}: a target is out of bounds for {n_classes} classes (and is not "
+              f"ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
     return valid
 
 
@@ -227,8 +226,7 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
 
 
 def _check_probabilities(name, t, what):
-    if t.numel() and bool((t < 0).logical_or(t > 1).any()):
-        raise ValueError(f"{name}: every element of {what} must be between 0 and 1")
+    _be.check((t < 0).logical_or(t > 1).data, ValueError, f"{name}: every element of {what} must be between 0 and 1")
 
 
 @register("binary_cross_entropy", functional=True, promote=(0, 1, 2), cuda="banned", cpu="fp32", composite=True)

@@ -34,9 +34,11 @@ def _work(a):
 def dropout(ctx, input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
 
-    The mask is drawn from mixprec's generator (mp.manual_seed makes it
-    reproducible on every device). inplace=True writes into ``input`` and so
-    only works on tensors outside autograd.
+    The mask comes from mixprec's generator, so mp.manual_seed makes it
+    reproducible. On a GPU the mask is drawn there (cuRAND, seeded by one draw
+    from that generator) so the host never waits: GPU masks differ from CPU
+    masks, as in torch. inplace=True writes into ``input`` and so only works
+    on tensors outside autograd.
     """
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be a probability between 0 and 1, got {p!r}")
@@ -45,7 +47,12 @@ def dropout(ctx, input, p=0.5, training=True, inplace=False):
     if not training or p == 0:
         return input
     from ..tensor import _rng_state
-    keep = _rng_state["np"].random(input.shape, dtype=np.float32) >= np.float32(p)
+    gen = _rng_state["np"]
+    if input.device.type == "cuda":
+        uniform = _be.uniform_on_device(input.shape, input.device, int(gen.integers(2 ** 63)))
+    else:
+        uniform = gen.random(input.shape, dtype=np.float32)
+    keep = uniform >= np.float32(p)
     work = compute_dtype(input.dtype)  # float32 for halves (scaled in float32, rounded once), float64 stays
     mask = keep.astype(work) * work.type(1.0 / (1.0 - p) if p < 1 else 0.0)
     mask = _wrap(_be.to_device(mask, input.device))
@@ -120,9 +127,8 @@ def embedding(ctx, input, weight, padding_idx=None):
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {tuple(weight.shape)}")
     num = weight.shape[0]
-    if input.size and (int(input.min()) < 0 or int(input.max()) >= num):
-        raise IndexError(f"embedding: index out of range: indices span [{int(input.min())}, {int(input.max())}], "
-                         f"the table has {num} rows")
+    _be.check((input < 0) | (input >= num), IndexError, f"embedding: index out of range for a table of {num} rows",
+              culprit=lambda: f"indices spanning [{int(input.min())}, {int(input.max())}]")
     ctx.padding_idx = _padding_idx(padding_idx, num)
     ctx.num = num
     return weight[input]

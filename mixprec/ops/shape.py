@@ -34,6 +34,7 @@ def _to_copy(ctx, input, dtype=None, device=None):
         out = _be.to_device(out, _be.as_device(device))
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
+        _be.require_dtype_support(dtype, _be.device_of_array(out))
         out = out.astype(dtype, copy=out is input)
     elif out is input:
         out = out.copy()
@@ -353,7 +354,7 @@ def scatter_add(ctx, input, dim, index, src):
         raise RuntimeError(f"scatter_add: index of shape {index.shape} must not be larger than src "
                            f"{src.shape}, nor than the input {input.shape} outside dim {ctx.dim}")
     xp = array_module(input)
-    grids = xp.indices(index.shape, sparse=True)
+    grids = _be.open_grid(xp, index.shape)
     key = tuple(index if i == ctx.dim else grids[i] for i in range(input.ndim))
     out = input.copy()
     try:

@@ -1,0 +1,152 @@
+"""GPU memory statistics, read from CuPy's memory pools.
+
+CuPy keeps freed blocks in a pool for reuse instead of returning them to
+CUDA (as torch's caching allocator does). So:
+
+- allocated: bytes of live arrays (``MemoryPool.used_bytes``);
+- reserved:  bytes the pools hold from CUDA, live or cached (``total_bytes``).
+
+Both count CuPy's default pool plus the private pools of live CUDA graphs
+(mp.cuda.graph), which is where torch counts graph memory too. They describe
+CuPy's default allocator: arrays made with another allocator
+(``cupy.cuda.set_allocator``) are not seen.
+
+Peaks. CuPy does not record a peak, so mixprec watches allocations with a
+CuPy memory hook, from the first call to a function of this module on (so
+that a program that never asks pays nothing per allocation); call
+``reset_peak_memory_stats()`` before the code you measure. Like every CuPy
+memory hook it sees the allocations of the thread that started it.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+from .. import backend as _be
+from ._runtime import device_index
+
+_GRAPH_POOLS: "weakref.WeakSet" = weakref.WeakSet()  # GraphPool objects alive (mp.cuda.graphs registers them)
+_peaks: dict[int, list[int]] = {}  # device -> [peak allocated, peak reserved]
+
+
+class _Watching(threading.local):
+    hook = None
+
+
+_watching = _Watching()
+
+
+def _pools(cp):
+    return [cp.get_default_memory_pool()] + [p.cupy_pool for p in list(_GRAPH_POOLS)]
+
+
+def _current(cp, index: int) -> tuple[int, int]:
+    """(allocated, reserved) bytes on a device, over every pool."""
+    with cp.cuda.Device(index):
+        pools = _pools(cp)
+        return sum(p.used_bytes() for p in pools), sum(p.total_bytes() for p in pools)
+
+
+def _note(cp, index: int) -> list[int]:
+    """Fold the current figures into the device's peaks; returns them."""
+    allocated, reserved = _current(cp, index)
+    peak = _peaks.setdefault(index, [allocated, reserved])
+    peak[0], peak[1] = max(peak[0], allocated), max(peak[1], reserved)
+    return peak
+
+
+def _watch(cp) -> None:
+    """Start the peak-watching memory hook in this thread (once)."""
+    if _watching.hook is not None:
+        return
+
+    class _PeakHook(cp.cuda.MemoryHook):
+        name = "mixprec_peak_memory"
+
+        def malloc_postprocess(self, device_id, *args, **kwargs):
+            _note(cp, device_id)
+
+    _watching.hook = _PeakHook()
+    _watching.hook.__enter__()  # registered for the life of the thread, as `with hook:` would inside
+
+
+def _stats_device(device, what):
+    index = device_index(device, what)
+    cp = _be.cupy_module()
+    _watch(cp)
+    return cp, index
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by live arrays on the device."""
+    cp, index = _stats_device(device, "memory_allocated")
+    return _current(cp, index)[0]
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes CuPy's pools hold from CUDA on the device (live arrays plus cached free blocks)."""
+    cp, index = _stats_device(device, "memory_reserved")
+    return _current(cp, index)[1]
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most bytes live at once since peaks were last reset (or first watched)."""
+    cp, index = _stats_device(device, "max_memory_allocated")
+    return _note(cp, index)[0]
+
+
+def max_memory_reserved(device=None) -> int:
+    cp, index = _stats_device(device, "max_memory_reserved")
+    return _note(cp, index)[1]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Start the peaks again from what is allocated and reserved now."""
+    cp, index = _stats_device(device, "reset_peak_memory_stats")
+    _peaks[index] = list(_current(cp, index))
+
+
+def empty_cache() -> None:
+    """Give the cached free blocks of CuPy's default pool back to CUDA, on every device mixprec has used.
+
+    Live arrays are untouched, and so are the private pools of live CUDA graphs.
+    """
+    cp = _be.require_cuda("mp.cuda.empty_cache")
+    used = set(_be._cuda_devices) | {cp.cuda.runtime.getDevice()}
+    for index in sorted(used):
+        with cp.cuda.Device(index):
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+def memory_stats(device=None) -> dict:
+    """The figures above as a dict, with torch's key names for the ones it shares."""
+    cp, index = _stats_device(device, "memory_stats")
+    allocated, reserved = _current(cp, index)
+    peak = _note(cp, index)
+    with cp.cuda.Device(index):
+        free, total = cp.cuda.runtime.memGetInfo()
+    return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": peak[0],
+            "reserved_bytes.all.current": reserved, "reserved_bytes.all.peak": peak[1],
+            "graph_pools": len(_GRAPH_POOLS), "device_free_bytes": int(free), "device_total_bytes": int(total)}
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A short human-readable report of memory_stats (abbreviated drops the device-wide line)."""
+    index = device_index(device, "memory_summary")
+    stats = memory_stats(index)
+
+    def mib(n):
+        return f"{n / 2 ** 20:12.1f} MiB"
+
+    cached = stats["reserved_bytes.all.current"] - stats["allocated_bytes.all.current"]
+    lines = [f"mixprec CUDA memory on cuda:{index} (CuPy's pools)",
+             f"  allocated (live arrays)   {mib(stats['allocated_bytes.all.current'])}   "
+             f"peak {mib(stats['allocated_bytes.all.peak'])}",
+             f"  reserved (pools hold)     {mib(stats['reserved_bytes.all.current'])}   "
+             f"peak {mib(stats['reserved_bytes.all.peak'])}",
+             f"  cached, reusable          {mib(cached)}",
+             f"  CUDA graph pools alive    {stats['graph_pools']:12d}"]
+    if not abbreviated:
+        lines.append(f"  device free / total       {mib(stats['device_free_bytes'])} / "
+                     f"{stats['device_total_bytes'] / 2 ** 20:.1f} MiB")
+    return "\n".join(lines)
