@@ -184,7 +184,8 @@ class Tensor:
     def item(self):
         if self.data.size != 1:
             raise RuntimeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
-        return self.data.reshape(()).item() if self.dtype not in _dt.LOW_PRECISION else float(self.numpy().reshape(()))
+        value = self.numpy().reshape(())  # (a copy from the GPU also reports the checks it made: backend.check)
+        return float(value) if self.dtype in _dt.LOW_PRECISION else value.item()
 
     def tolist(self):
         arr = self.numpy()
@@ -397,6 +398,7 @@ def manual_seed(seed: int):
 def _resolve(dtype, device, default_dtype=_dt.float32):
     dtype = _dt.as_dtype(dtype) if dtype is not None else default_dtype
     device = _be.as_device(device) if device is not None else _be.get_default_device()
+    _be.require_dtype_support(dtype, device)
     return dtype, device
 
 

@@ -173,6 +173,41 @@ def test_regions_are_thread_local():
     assert results == {"inside": BF16, "main": F32, "main_enabled": False}
 
 
+def test_one_decorated_function_in_several_threads_keeps_each_threads_state():
+    """The state an autocast object saves on entry is per thread (torch keeps it on the shared instance, so
+    threads that leave in another order than they entered restore each other's state). Two threads enter the
+    same decorated function; the first leaves while the second is still inside. Each must get its own state back."""
+    region = mp.autocast("cpu", dtype=F16)
+    first_inside, second_inside, first_left = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    @region
+    def work(name, entered, wait_for):
+        seen[name + " inside"] = (mp.amp.is_autocast_enabled("cpu"), F.linear(mp.randn(1, 2), mp.randn(3, 2)).dtype)
+        entered.set()
+        wait_for.wait(5)
+
+    def first():
+        with mp.autocast("cpu", dtype=BF16):  # this thread's outer region must come back after work()
+            work("first", first_inside, second_inside)
+            seen["first after"] = (mp.amp.get_autocast_dtype("cpu"), mp.amp.is_autocast_enabled("cpu"))
+        seen["first outside"] = mp.amp.is_autocast_enabled("cpu")
+        first_left.set()
+
+    def second():
+        first_inside.wait(5)
+        work("second", second_inside, first_left)  # still inside when the first thread leaves
+        seen["second after"] = mp.amp.is_autocast_enabled("cpu")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"first inside": (True, F16), "second inside": (True, F16), "first after": (BF16, True),
+                    "first outside": False, "second after": False}
+
+
 def test_ported_code_aliases():
     with mp.cpu.amp.autocast():
         assert mp.amp.get_autocast_dtype("cpu") == BF16 and mp.amp.is_autocast_enabled("cpu")

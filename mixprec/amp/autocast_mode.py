@@ -23,7 +23,7 @@ from ..ops import registry as _reg
 from ..ops.autocast import DEFAULT_DTYPES, DEVICE_TYPES, LOWER_DTYPES, CastPolicy  # noqa: F401
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
-           "clear_autocast_cache", "resolve_dtypes", "op_policy", "register_autocast", "override",
+           "is_autocast_cache_enabled", "clear_autocast_cache", "resolve_dtypes", "op_policy", "register_autocast", "override",
            "custom_fwd", "custom_bwd"]
 
 
@@ -125,6 +125,11 @@ def get_autocast_dtype(device_type) -> np.dtype:
     """The lower-precision dtype of the active region on ``device_type`` (its default when none is)."""
     _check_device_type(device_type, "get_autocast_dtype")
     return (_ac.STATE.regions or DEFAULT_DTYPES).get(device_type, DEFAULT_DTYPES[device_type])
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether the innermost region (in this thread) caches weight casts (its cache_enabled)."""
+    return _ac.STATE.cache_enabled
 
 
 def clear_autocast_cache() -> None:

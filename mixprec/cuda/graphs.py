@@ -219,7 +219,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
                          f"({len(callables)}), got {sample_args!r:.100}")
     if isinstance(num_warmup_iters, bool) or not isinstance(num_warmup_iters, int) or num_warmup_iters < 1:
         raise ValueError(f"make_graphed_callables: num_warmup_iters must be an int >= 1, got {num_warmup_iters!r}")
-    if autocast_mode.is_autocast_enabled("cuda") and getattr(autocast_mode._amp, "cache_enabled", True):
+    if autocast_mode.is_autocast_enabled("cuda") and autocast_mode.is_autocast_cache_enabled():
         raise RuntimeError("make_graphed_callables inside autocast needs mp.autocast(..., cache_enabled=False): "
                            "a cached weight cast would be captured once and then read stale")
     for i, (fn, args) in enumerate(zip(callables, sample_args)):
