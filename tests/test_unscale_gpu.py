@@ -95,13 +95,20 @@ def test_misaligned_views_take_the_scalar_path_and_match(cp, dtype, offset):
 
 
 def test_strided_views_are_unscaled_in_place_and_neighbours_untouched(cp):
+    """The two views share elements (row 0, odd columns divisible by 3...): like torch's
+    _amp_foreach_non_finite_check_and_unscale_, each listed view is unscaled in turn, so a shared
+    element is divided twice, on the GPU (one launch per run of non-overlapping views) as in the reference."""
     rng = np.random.default_rng(2)
     base_h = random_array(np.float32, 64 * 33, rng).reshape(64, 33)
     base_d = cp.asarray(base_h)
+    expected = base_h.copy()
+    expected[:, 1::2] *= np.float32(0.25)
+    expected.T[::3] *= np.float32(0.25)
     inv = np.array([0.25], np.float32)
     F.non_finite_check_and_unscale_([base_d[:, 1::2], base_d.T[::3]], cp.zeros(1, np.float32), cp.asarray(inv))
     F.non_finite_check_and_unscale_([base_h[:, 1::2], base_h.T[::3]], np.zeros(1, np.float32), inv)
     assert np.array_equal(bits(base_d), bits(base_h))
+    assert np.array_equal(bits(base_h), bits(expected))
 
 
 def test_mixed_dtypes_in_one_call(cp):

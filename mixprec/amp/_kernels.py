@@ -130,6 +130,11 @@ class DeviceTables:
                 self._pinned[key] = self._tables.pop(key)
         return table
 
+    @property
+    def pinned(self) -> tuple:
+        """The tables captured CUDA graphs may use (kept for the life of the process)."""
+        return tuple(self._pinned.values())
+
     def clear(self):
         """Drop the unpinned tables (a pinned one may be in use by a CUDA graph)."""
         self._tables.clear()
@@ -234,13 +239,16 @@ def _launch(runner, filename, name, device_id, grid_and_block, args):
 def unscale(pairs, found_inf, inv_scale, runner=None):
     """dst = src * inv_scale for every (src, dst) pair of one dtype pair; found_inf[0] = 1 on any inf/NaN.
 
-    One launch, unless arrays share memory: the pairs are then applied in list order,
-    each seeing what the earlier ones wrote (torch's semantics: an element that two
-    listed views share is unscaled twice), as one launch per run of non-overlapping pairs.
+    Empty arrays are skipped (no launch when nothing is left). One launch, unless arrays
+    share memory: the pairs are then applied in list order, each seeing what the earlier
+    ones wrote (torch's semantics: an element that two listed views share is unscaled
+    twice), as one launch per run of pairs whose memory does not overlap.
     """
     runner = runner or cuda_runner()
-    for run in _runs_without_overlap(pairs, runner):
-        _unscale_contiguous(run, found_inf, inv_scale, runner)
+    pairs = [(src, dst) for src, dst in pairs if src.size]
+    if pairs:
+        for run in _runs_without_overlap(pairs, runner):
+            _unscale_contiguous(run, found_inf, inv_scale, runner)
 
 
 def _unscale_contiguous(pairs, found_inf, inv_scale, runner):

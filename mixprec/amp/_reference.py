@@ -88,7 +88,7 @@ def update_scale(args: UpdateScaleArgs):
 
     # 3. Bookkeeping.
     if args.inv_scale is not None:
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):  # a scale of 0 or a subnormal one: inf, as on the GPU
             args.inv_scale[0] = np.float32(1.0 / np.float64(new_scale))  # as torch computes it
     if args.clear_found_inf:
         args.found_inf[...] = 0.0

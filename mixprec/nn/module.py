@@ -127,11 +127,21 @@ class Module:
                                   f"silenced as another error was raised in forward: {exc}", stacklevel=2)
             raise
 
-    def _hooked_modules(self, kind, prefix="", post_order=False):
-        """(module, its key prefix) for every module in the tree that has hooks of `kind`."""
-        found = [(m, p + ("." if p else "")) for p, m in self.named_modules(prefix=prefix, remove_duplicate=False)
-                 if m.__dict__.get("_hooks", {}).get(kind)]
-        return found[::-1] if post_order else found
+    def _walk(self, head=""):
+        """("enter", module, key prefix) then, after its children, ("leave", module, key prefix) for every
+        module of the tree, shared ones once per path: the order torch's recursive state_dict and
+        load_state_dict visit modules and call their hooks in."""
+        yield "enter", self, head
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._walk(head + name + ".")
+        yield "leave", self, head
+
+    def _run_hooks(self, kind, *args):
+        for hook in list(self.__dict__.get("_hooks", {}).get(kind, {}).values()):
+            if hook(self, *args) is not None and kind.endswith("post"):
+                raise RuntimeError(f"{kind.replace('_', ' ')} hooks must return None (they may change their "
+                                   "arguments in place)")
 
     # ---------------------------------------------------------------- registration
     def __setattr__(self, name, value):
@@ -390,14 +400,17 @@ class Module:
     # ---------------------------------------------------------------- state
     def _state_entries(self, prefix=""):
         """Every (key, tensor) a state_dict holds: parameters, then persistent buffers, module by module."""
-        for mod_prefix, module in self.named_modules(prefix=prefix, remove_duplicate=False):
-            head = mod_prefix + ("." if mod_prefix else "")
-            for name, p in module._parameters.items():
-                if p is not None:
-                    yield head + name, p
-            for name, b in module._buffers.items():
-                if b is not None and name not in module._non_persistent_buffers:
-                    yield head + name, b
+        for event, module, head in self._walk(prefix + "." if prefix else ""):
+            if event == "enter":
+                yield from module._own_state(head)
+
+    def _own_state(self, head):
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield head + name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers:
+                yield head + name, b
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
         """An ordered dict key -> tensor of everything needed to restore this module.
@@ -405,16 +418,14 @@ class Module:
         The tensors share memory with the module (detached unless keep_vars), as
         in PyTorch: save or copy them if the module will keep changing.
         """
-        for module, head in self._hooked_modules("state_dict_pre", prefix):
-            for hook in list(module._hooks["state_dict_pre"].values()):
-                hook(module, head, keep_vars)
         out = OrderedDict() if destination is None else destination
-        for key, t in self._state_entries(prefix):
-            out[key] = t if keep_vars else t.detach()
-        for module, head in self._hooked_modules("state_dict_post", prefix, post_order=True):
-            for hook in list(module._hooks["state_dict_post"].values()):
-                if hook(module, out, head, {}) is not None:
-                    raise RuntimeError("state_dict post-hook must return None")
+        for event, module, head in self._walk(prefix + "." if prefix else ""):
+            if event == "enter":
+                module._run_hooks("state_dict_pre", head, keep_vars)
+                for key, t in module._own_state(head):
+                    out[key] = t if keep_vars else t.detach()
+            else:
+                module._run_hooks("state_dict_post", out, head, {})
         return out
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
@@ -428,10 +439,12 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict expects a dict of key -> tensor, got {type(state_dict).__name__}")
-        hook_missing, hook_unexpected, hook_errors = [], [], []
-        for module, head in self._hooked_modules("load_state_dict_pre"):
-            for hook in list(module._hooks["load_state_dict_pre"].values()):
-                hook(module, state_dict, head, {}, strict, hook_missing, hook_unexpected, hook_errors)
+        state_dict, hook_missing, hook_unexpected, hook_errors = OrderedDict(state_dict), [], [], []
+        for event, module, head in self._walk():  # torch's arguments: the keys under head; strict=True
+            if event == "enter" and module.__dict__.get("_hooks", {}).get("load_state_dict_pre"):
+                local = state_dict if not head else {k: v for k, v in state_dict.items() if k.startswith(head)}
+                module._run_hooks("load_state_dict_pre", local, head, {}, True, hook_missing, hook_unexpected,
+                                  hook_errors)
         expected = OrderedDict(self._state_entries())
         missing = [k for k in expected if k not in state_dict] + hook_missing
         unexpected = [k for k in state_dict if k not in expected] + hook_unexpected
@@ -463,11 +476,9 @@ class Module:
             for target, value in ready:
                 target._assign("load_state_dict", _be.to_device(value, target.device))
         result = IncompatibleKeys(missing, unexpected)
-        for module, _ in self._hooked_modules("load_state_dict_post", post_order=True):
-            for hook in list(module._hooks["load_state_dict_post"].values()):
-                if hook(module, result) is not None:
-                    raise RuntimeError("load_state_dict post-hooks must return None (they may change "
-                                       "incompatible_keys in place)")
+        for event, module, _ in self._walk():
+            if event == "leave":
+                module._run_hooks("load_state_dict_post", result)
         return result
 
     # ---------------------------------------------------------------- printing
