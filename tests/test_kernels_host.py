@@ -7,9 +7,10 @@ non-overlapping arrays, UpdateArgs blocks, the table cache). Skipped when there 
 no C++ compiler. docs/grad-scaler.md says what this proves and what only a GPU can.
 """
 import gc
-import importlib.util
+import runpy
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -25,14 +26,8 @@ DTYPES = {"float16": np.dtype(np.float16), "bfloat16": BF16, "float32": np.dtype
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("host_kernels", ROOT / "tools" / "host_kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _load_tool()
+# tools/ holds scripts, not a package: run the script's definitions (its main() only runs as __main__)
+tool = SimpleNamespace(**runpy.run_path(str(ROOT / "tools" / "host_kernels.py"), run_name="host_kernels"))
 
 
 @pytest.fixture(scope="module")

@@ -162,9 +162,9 @@ def test_state_dict_hooks_run_parents_first_then_children_first_with_prefixes():
         model.state_dict(keep_vars=True)
         return log
     log = same_in_both(scenario)
-    assert [entry[:3] for entry in log] == [("pre", "", ""), ("pre", "0", "0."), ("post", "0", "0."), ("pre", "1", "1."),
-                                            ("pre", "1.0", "1.0."), ("post", "1.0", "1.0."), ("post", "1", "1."),
-                                            ("post", "", "")]
+    assert [entry[:3] for entry in log] == [
+        ("pre", "", ""), ("pre", "0", "0."), ("post", "0", "0."), ("pre", "1", "1."), ("pre", "1.0", "1.0."),
+        ("post", "1.0", "1.0."), ("post", "1", "1."), ("post", "", "")]
     assert log[2][3] == ["0.bias", "0.weight"]  # a post-hook sees what was collected so far, as in torch
 
 

@@ -678,3 +678,47 @@ def test_any_schedule_of_overflows_keeps_the_invariants(level, dtype, injections
             for p, m in masters.pairs:
                 rounded = host(m.data).astype(p.dtype)
                 np.testing.assert_array_equal(host(p.data).view(np.uint16), rounded.view(np.uint16))
+
+
+# ---------------------------------------------------------------- built on hooks and the optimizer's extension point
+def test_initialize_replaces_no_method_of_the_users_objects():
+    model = mlp()
+    opt = mp.optim.Adam(model.parameters(), lr=1e-3)
+    before = (dict(vars(model)).keys(), dict(vars(opt)).keys())
+    mp.amp.initialize(model, opt, "O2")
+    for obj, keys in zip((model, opt), before):
+        added = set(vars(obj)) - set(keys)
+        assert not any(callable(getattr(obj, name)) for name in added), added
+    assert "forward" not in vars(model) and "step" not in vars(opt) and "state_dict" not in vars(model)
+    assert mp.amp.MasterWeights.of(opt) is opt.step_extension
+
+
+def test_o1_autocast_region_is_left_when_forward_raises():
+    class Failing(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            assert mp.amp.is_autocast_enabled("cpu")
+            raise ValueError("inside forward")
+    model = Failing()
+    mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O1")
+    with pytest.raises(ValueError, match="inside forward"):
+        model(mp.randn(2, 4))
+    assert not mp.amp.is_autocast_enabled("cpu")
+
+
+def test_master_weights_need_a_free_step_extension_and_nothing_changes_when_refused():
+    model = mlp()
+    opt = mp.optim.SGD(model.parameters(), lr=0.1)
+
+    class Other:
+        def unscale_pairs(self):
+            return []
+        before_update = after_update = zero_grad = lambda *args: None
+    opt.set_step_extension(Other())
+    with pytest.raises(ValueError, match="already has one"):
+        mp.amp.initialize(model, opt, "O2")
+    assert all(p.dtype == mp.float32 for p in model.parameters())
+    assert model(mp.randn(2, 64)).dtype == mp.float32 and not model._hooks["forward_pre"]

@@ -57,7 +57,7 @@ def _translation_unit(filename: str) -> str:
     """The kernel source as CuPy gets it, plus one extern "C" launcher per kernel it provides."""
     launchers = [f'extern "C" void {_symbol(expr)}(unsigned int grid, unsigned int block, void** args) '
                  f'{{ host_launch(grid, block, &{expr}, args); }}' for expr in _kernels.MODULES[filename]]
-    return _kernels.load_source(filename) + "\n// host launchers (tools/host_kernels.py)\n" + "\n".join(launchers) + "\n"
+    return "\n".join([_kernels.load_source(filename), "// host launchers (tools/host_kernels.py)", *launchers, ""])
 
 
 def build(out_dir) -> Path:

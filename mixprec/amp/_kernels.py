@@ -294,13 +294,8 @@ def _extent(array, pointer):
 
 def _runs_without_overlap(pairs, runner):
     """Split pairs, in order, into runs in which no two arrays' memory extents overlap."""
-    extents = []
-    for i, (src, dst) in enumerate(pairs):
-        extents.append((*_extent(src, runner.pointer), i))
-        if dst is not src:
-            extents.append((*_extent(dst, runner.pointer), i))
-    extents.sort()
-    if all(extents[k][1] <= extents[k + 1][0] for k in range(len(extents) - 1)):
+    extents = sorted(_extent(a, runner.pointer) for src, dst in pairs for a in ((src,) if dst is src else (src, dst)))
+    if all(a[1] <= b[0] for a, b in zip(extents, extents[1:])):
         return [pairs]  # the usual case: one launch
     runs, current, taken = [], [], []
     for src, dst in pairs:
