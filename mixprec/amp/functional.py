@@ -78,7 +78,8 @@ def _unscale_on(device, pairs, found_inf, inv_scale):
         _reference.unscale(pairs, found_inf, inv_scale)
         return
     from . import _kernels
-    _kernels.unscale(pairs, found_inf, inv_scale)
+    with _be.on_device(device):  # the contiguous copies of strided arrays are made on their device
+        _kernels.unscale(pairs, found_inf, inv_scale)
 
 
 def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, *,

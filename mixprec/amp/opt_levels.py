@@ -288,7 +288,7 @@ class _Casting:
         module.register_forward_hook(self.after, with_kwargs=True, always_call=True)
 
     def before(self, module, args, kwargs):
-        dtypes = {t.dtype for t in _tensors((args, kwargs)) if _dt.is_floating(t.dtype)}
+        dtypes = set() if self.outputs else {t.dtype for t in _tensors((args, kwargs)) if _dt.is_floating(t.dtype)}
         region = None if self.region is None else self.region()
         self._calls.append((dtypes.pop() if len(dtypes) == 1 else None, region))
         if region is not None:
