@@ -130,11 +130,10 @@ def test_empty_lists_and_zero_size_tensors_launch_nothing(runner):
     assert len(runner.launches) == 1
 
 
-@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
-def test_ten_thousand_tiny_tensors_are_one_launch_and_see_a_nan_in_the_very_last_element(runner, bad):
+def test_ten_thousand_tiny_tensors_are_one_launch_and_see_a_nan_in_the_very_last_element(runner):
     rng = np.random.default_rng(5)
     arrays = [random_array(np.float32, int(n), rng) for n in rng.integers(1, 40, 10_000)]
-    arrays[-1][-1] = bad
+    arrays[-1][-1] = np.nan
     k_out, r_out, k_flag, r_flag = run_both(runner, arrays, 3.0)
     assert_same(k_out, r_out, k_flag, r_flag)
     assert k_flag[0] == 1.0 and len(runner.launches) == 1 and runner.launches[0][1] == 10_000
