@@ -212,6 +212,36 @@ def test_unscale_and_update_can_be_captured_in_a_cuda_graph(cp):
         assert float(scale[0]) == expected_scale
 
 
+def test_a_captured_table_survives_cache_eviction_and_none_is_built_inside_a_capture(cp):
+    grads = [cp.full(n, 6.0, np.float32) for n in (3, 5000)]
+    found, inv = cp.zeros(1, np.float32), cp.full(1, 0.25, np.float32)
+    F.non_finite_check_and_unscale_(grads, found, inv)  # warm-up: builds the chunk table
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        F.non_finite_check_and_unscale_(grads, found, inv)
+        graph = stream.end_capture()
+    others = [cp.ones(n, np.float32) for n in range(1, 2 * _kernels.TABLES.capacity + 2)]
+    for a in others:  # more new tables than the cache holds: every unpinned table is evicted
+        F.non_finite_check_and_unscale_([a], found, inv)
+    cp.get_default_memory_pool().free_all_blocks()
+    for g in grads:
+        g.fill(6.0)
+    with stream:
+        graph.launch(stream)
+    stream.synchronize()
+    assert all(bool((g == np.float32(1.5)).all()) for g in grads)
+    fresh = cp.ones(7, np.float32)
+    with stream:
+        stream.begin_capture()
+        try:
+            with pytest.raises(RuntimeError, match="before capturing"):
+                F.non_finite_check_and_unscale_([fresh], found, inv)
+        finally:
+            stream.end_capture()
+
+
 # ---- the scaler on CUDA follows the same trajectory as on the CPU ----
 def test_grad_scaler_on_cuda_matches_the_cpu_scaler(cp):
     def run(device):
