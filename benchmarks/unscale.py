@@ -32,6 +32,7 @@ import mixprec as mp  # noqa: E402
 from mixprec import backend  # noqa: E402
 from mixprec.amp import _kernels  # noqa: E402
 from mixprec.amp import functional as F  # noqa: E402
+from mixprec.amp._layout import chunk_table  # noqa: E402
 
 CASES = [("1 x 256M", 1, 256 * 2 ** 20), ("1,000 x 1M", 1000, 2 ** 20), ("10,000 x 10k", 10_000, 10_000)]
 
@@ -71,12 +72,13 @@ def bench_case(cp, torch, name, count, size, repeat):
     t_copy = timed(cp, lambda: cp.copyto(flat_copy, flat), repeat)
     flat = flat_copy = None
 
-    pairs = [(g, g) for g in grads]
-    table, n_tensors, n_blocks = _kernels.TABLES.get(grads[0].device.id, pairs, ("float32", "float32"))
-    kernel = _kernels._kernel("multi_tensor_unscale.cu", _kernels.unscale_kernel_name("float32", "float32"),
-                              grads[0].device.id)
-    args = (table, np.int32(n_tensors), np.int64(_kernels.CHUNK_SIZE), found, inv)
-    t_kernel = timed(cp, lambda: kernel((n_blocks,), (_kernels.THREADS,), args), repeat)
+    runner, device_id = _kernels.cuda_runner(), grads[0].device.id
+    pointers = [g.data.ptr for g in grads]
+    table = runner.upload(chunk_table((pointers, pointers), [g.size for g in grads], _kernels.CHUNK_SIZE), device_id)
+    n_blocks = sum(-(-g.size // _kernels.CHUNK_SIZE) for g in grads)
+    name = _kernels.unscale_kernel_name("float32", "float32")
+    t_kernel = timed(cp, lambda: runner.launch("multi_tensor_unscale.cu", name, device_id, n_blocks, _kernels.THREADS,
+                                               (table, found, inv)), repeat)
 
     launches = _kernels.launch_count()
     F.non_finite_check_and_unscale_(grads, found, inv)

@@ -15,6 +15,9 @@
 // honours the last occurrence), which would flush float32 subnormals to zero. So
 // every float32 operation whose inputs or result may be subnormal is written as
 // explicit PTX without .ftz (mul_f32, f32_to_f64, f64_to_f32); tests check the PTX.
+// Those few PTX primitives are the only code behind the MIXPREC_HOST_EMULATION
+// switch: tools/host_kernels.py compiles these same sources with g++ and supplies
+// host equivalents (host_emulation.cuh) to check the kernels on a CPU.
 // A NaN result is stored as the format's default quiet NaN (the bits of NumPy's
 // np.nan in that format). GPU arithmetic does not keep NaN payloads the way a CPU
 // does, so fixing one pattern is what lets the NumPy reference match bit for bit.
@@ -27,17 +30,17 @@ struct bfloat16_bits { unsigned short bits; };  // bfloat16: top half of a float
 template <typename T> struct opmath { typedef float type; };
 template <> struct opmath<double> { typedef double type; };
 
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ double widen(double x) { return x; }
-__device__ __forceinline__ float widen(half_bits x) {
+#ifndef MIXPREC_HOST_EMULATION  // the device path: PTX without .ftz, as the comment above explains
+__device__ __forceinline__ float half_to_float(unsigned short bits) {  // exact
     float r;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x.bits));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(bits));
     return r;
 }
-__device__ __forceinline__ float widen(bfloat16_bits x) {
-    return __uint_as_float(((unsigned int)x.bits) << 16);
+__device__ __forceinline__ unsigned short float_to_half_rn(float x) {  // round to nearest even
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
 }
-
 // IEEE float32 operations that ignore -ftz (subnormals in and out are kept).
 __device__ __forceinline__ float mul_f32(float a, float b) {
     float r;
@@ -54,6 +57,15 @@ __device__ __forceinline__ float f64_to_f32(double x) {  // round to nearest eve
     asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
     return r;
 }
+#endif
+
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ double widen(double x) { return x; }
+__device__ __forceinline__ float widen(half_bits x) { return half_to_float(x.bits); }
+__device__ __forceinline__ float widen(bfloat16_bits x) {
+    return __uint_as_float(((unsigned int)x.bits) << 16);
+}
+
 __device__ __forceinline__ float mul(float a, float b) { return mul_f32(a, b); }
 __device__ __forceinline__ double mul(double a, double b) { return a * b; }  // float64 never flushes
 __device__ __forceinline__ void load_scalar(const float* p, float& out) { out = *p; }
@@ -74,8 +86,7 @@ __device__ __forceinline__ void narrow(double y, double& out) {
     out = (y != y) ? __longlong_as_double(0x7ff8000000000000ll) : y;
 }
 __device__ __forceinline__ void narrow(float y, half_bits& out) {
-    unsigned short r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(y));
+    const unsigned short r = float_to_half_rn(y);
     out.bits = (y != y) ? (unsigned short)0x7e00u : r;
 }
 __device__ __forceinline__ void narrow(float y, bfloat16_bits& out) {

@@ -4,34 +4,22 @@
 //     out = narrow(widen(x) * inv_scale)        (in place when out is the source)
 //     if x is inf or NaN:  found_inf[0] = 1.0f
 // widen/narrow are exact widening to float32 (float64 stays float64) and
-// round-to-nearest-even back (amp_common.cuh). Nothing is read back to the host.
-//
-// Work is split into chunks of `chunk_size` elements; block b handles one chunk,
-// named by the chunk table, a single int64 device array built by the host:
-//     [0, T)           source pointers         T = number of tensors
-//     [T, 2T)          destination pointers    (equal to the source when in place)
-//     [2T, 3T)         element counts
-//     [3T, 3T+B)       tensor index of block b B = number of chunks = gridDim.x
-//     [3T+B, 3T+2B)    chunk index of block b within its tensor
-// The host keeps the table on the device and reuses it while the gradients stay
-// at the same addresses, so a steady loop copies nothing host-to-device and the
-// launch can be captured in a CUDA graph. inv_scale is read from device memory
-// for the same reason.
+// round-to-nearest-even back (amp_common.cuh). The tensors come from a chunk table
+// (multi_tensor.cuh) with two pointer lists, UNSCALE_SOURCE and UNSCALE_DESTINATION.
+// Nothing is read back to the host, and inv_scale is read from device memory, so a
+// CUDA graph that captured the launch follows the scale as it changes.
 #include "amp_common.cuh"
+#include "multi_tensor.cuh"
 
 template <typename Tin, typename Tout>
-__global__ void multi_tensor_unscale(const long long* table, int n_tensors, long long chunk_size,
-                                     float* found_inf, const float* inv_scale) {
+__global__ void multi_tensor_unscale(const long long* table, float* found_inf, const float* inv_scale) {
     typedef typename opmath<Tin>::type acc_t;
     const int VEC = 16 / sizeof(Tin);  // elements per 128-bit load of the source
 
-    const long long tensor = table[3 * (long long)n_tensors + blockIdx.x];
-    const long long chunk = table[3 * (long long)n_tensors + gridDim.x + blockIdx.x];
-    const long long start = chunk * chunk_size;
-    const long long left = table[2 * n_tensors + tensor] - start;
-    const long long n = left < chunk_size ? left : chunk_size;
-    const Tin* src = reinterpret_cast<const Tin*>(table[tensor]) + start;
-    Tout* dst = reinterpret_cast<Tout*>(table[n_tensors + tensor]) + start;
+    const ChunkWork w = chunk_work(table);
+    const Tin* src = chunk_pointer<const Tin>(table, UNSCALE_SOURCE, w);
+    Tout* dst = chunk_pointer<Tout>(table, UNSCALE_DESTINATION, w);
+    const long long n = w.n;
     acc_t inv;
     load_scalar(inv_scale, inv);
 

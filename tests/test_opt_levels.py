@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 import mixprec as mp
 from mixprec import backend, nn
 from mixprec.amp import functional as AF
-from mixprec.amp.opt_levels import StaticGradScaler, master_params
+from mixprec.amp import StaticGradScaler, master_params
 from mixprec.nn import functional as F
 
 LEVELS = ["O0", "O1", "O2", "O3"]
@@ -135,7 +135,7 @@ def test_level_defaults():
         assert model[0].weight.dtype == linear and model[1].weight.dtype == norm, level
         assert type(scaler) is scaler_type and scaler.get_scale() == scale and scaler.is_enabled(), level
         has_masters = level == "O2"
-        assert (getattr(opt, "_amp_master_weights", None) is not None) == has_masters
+        assert (mp.amp.MasterWeights.of(opt) is not None) == has_masters
         if not has_masters:  # the optimizer still steps the model's own parameters
             assert [p for g in opt.param_groups for p in g["params"]] == params_before
         out = model(mp.randn(3, 64))
@@ -150,7 +150,7 @@ def test_o2_masters_are_float32_copies_stepped_by_the_same_optimizer():
     assert opt2 is opt and type(opt) is mp.optim.AdamW
     group = opt.param_groups[0]
     assert (group["lr"], group["betas"], group["weight_decay"]) == (2e-3, (0.8, 0.95), 0.05)
-    masters = opt._amp_master_weights
+    masters = mp.amp.MasterWeights.of(opt)
     params = list(model.parameters())
     stepped = list(master_params(opt))
     for p, value, q in zip(params, original, stepped):
@@ -309,7 +309,7 @@ def test_o2_unscales_float16_grads_into_float32_master_grads_in_one_call(monkeyp
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
     assert calls == [([f16, f16, f32, f32, f16, f16], [f32] * 6)]  # Linear, Linear, LayerNorm, Linear
     inv = np.float32(1.0 / np.float64(np.float32(2.0 ** 16)))
-    masters = opt._amp_master_weights
+    masters = mp.amp.MasterWeights.of(opt)
     for p in model.parameters():
         g = scaled[id(p)]
         m = masters.master_of(p)
@@ -331,7 +331,7 @@ def test_a_plain_grad_scaler_works_with_an_o2_optimizer():
     scaler.scale(loss).backward()
     g16 = model[0].weight.grad.data.copy()
     scaler.step(opt)
-    master = opt._amp_master_weights.master_of(model[0].weight)
+    master = mp.amp.MasterWeights.of(opt).master_of(model[0].weight)
     np.testing.assert_array_equal(master.grad.data, g16.astype(np.float32) / np.float32(1024))
 
 
@@ -345,7 +345,7 @@ def test_master_grad_buffers_keep_their_addresses():
         scaler.scale(F.cross_entropy(model(x), y)).backward()
         scaler.step(opt)
         scaler.update()
-        addresses.append([m.grad.data.__array_interface__["data"][0] for _, m in opt._amp_master_weights.pairs])
+        addresses.append([m.grad.data.__array_interface__["data"][0] for _, m in mp.amp.MasterWeights.of(opt).pairs])
     assert addresses[0] == addresses[1] == addresses[2]
 
 
@@ -361,9 +361,9 @@ def test_optimizer_step_without_the_scaler_copies_the_model_grads():
     opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
     g = model[0].weight.grad.data.astype(np.float32)
-    w = opt._amp_master_weights.master_of(model[0].weight).data.copy()
+    w = mp.amp.MasterWeights.of(opt).master_of(model[0].weight).data.copy()
     opt.step()
-    master = opt._amp_master_weights.master_of(model[0].weight)
+    master = mp.amp.MasterWeights.of(opt).master_of(model[0].weight)
     np.testing.assert_array_equal(master.data, w - np.float32(0.5) * g)
     np.testing.assert_array_equal(model[0].weight.data, master.data.astype(mp.bfloat16))
     opt.zero_grad()
@@ -476,7 +476,7 @@ def test_o2_checkpoint_round_trips_masters_in_float32(tmp_path):
     run_steps(model, opt, scaler, 5, seed=1)
     state = model.state_dict()
     assert all(v.dtype == mp.float32 for k, v in state.items())  # masters, not the float16 copies
-    masters = opt._amp_master_weights
+    masters = mp.amp.MasterWeights.of(opt)
     np.testing.assert_array_equal(state["0.weight"].data, masters.master_of(model[0].weight).data)
     path = tmp_path / "o2.mpk"
     mp.save({"model": state, "opt": opt.state_dict(), "scaler": scaler.state_dict()}, path)
@@ -488,7 +488,7 @@ def test_o2_checkpoint_round_trips_masters_in_float32(tmp_path):
     opt2.load_state_dict(ckpt["opt"])
     scaler2.load_state_dict(ckpt["scaler"])
     for p in model2.parameters():
-        m = opt2._amp_master_weights.master_of(p)
+        m = mp.amp.MasterWeights.of(opt2).master_of(p)
         if m is not None:  # loading refreshed the float16 copy from the float32 master
             np.testing.assert_array_equal(p.data, m.data.astype(np.float16))
     run_steps(model2, opt2, scaler2, 4, seed=2)
@@ -559,7 +559,7 @@ def test_bad_options_are_clear_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         mp.amp.initialize(model, opt, level, **kwargs)
     assert all(p.dtype == mp.float32 for p in model.parameters())  # nothing was changed
-    assert getattr(opt, "_amp_master_weights", None) is None
+    assert mp.amp.MasterWeights.of(opt) is None
 
 
 def test_consistent_overrides_are_accepted():
@@ -577,7 +577,7 @@ def test_consistent_overrides_are_accepted():
             warnings.simplefilter("ignore")  # the bfloat16 + dynamic note
             _, _, scaler = mp.amp.initialize(model, opt, level, **kwargs)
         assert (model[0].weight.dtype, model[1].weight.dtype) == (linear, norm), (level, kwargs)
-        assert (getattr(opt, "_amp_master_weights", None) is not None) == masters, (level, kwargs)
+        assert (mp.amp.MasterWeights.of(opt) is not None) == masters, (level, kwargs)
         run_steps(model, opt, scaler, 2, seed=0)
         assert all(bool(np.isfinite(p.data.astype(np.float32)).all()) for p in model.parameters())
 
@@ -617,7 +617,7 @@ def test_master_grads_follow_parameters_not_positions():
     params = list(model.parameters())
     opt = mp.optim.SGD([{"params": params[3:][::-1], "lr": 0.25}, {"params": params[:3][::-1]}], lr=0.5)
     model, opt, scaler = mp.amp.initialize(model, opt, "O2", loss_scale=256.0)
-    masters = opt._amp_master_weights
+    masters = mp.amp.MasterWeights.of(opt)
     stepped_tensor = {id(p): p if masters.master_of(p) is None else masters.master_of(p) for p in params}
     before = {id(p): host(stepped_tensor[id(p)].data) for p in params}
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
@@ -654,7 +654,7 @@ def test_any_schedule_of_overflows_keeps_the_invariants(level, dtype, injections
     model = mlp()
     model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
                                            level, dtype=dtype)
-    masters = getattr(opt, "_amp_master_weights", None)
+    masters = mp.amp.MasterWeights.of(opt)
     rng = np.random.default_rng(seed)
     for inject in injections:
         x = mp.tensor(rng.normal(size=(4, 64)).astype(np.float32))
@@ -678,3 +678,47 @@ def test_any_schedule_of_overflows_keeps_the_invariants(level, dtype, injections
             for p, m in masters.pairs:
                 rounded = host(m.data).astype(p.dtype)
                 np.testing.assert_array_equal(host(p.data).view(np.uint16), rounded.view(np.uint16))
+
+
+# ---------------------------------------------------------------- built on hooks and the optimizer's extension point
+def test_initialize_replaces_no_method_of_the_users_objects():
+    model = mlp()
+    opt = mp.optim.Adam(model.parameters(), lr=1e-3)
+    before = (dict(vars(model)).keys(), dict(vars(opt)).keys())
+    mp.amp.initialize(model, opt, "O2")
+    for obj, keys in zip((model, opt), before):
+        added = set(vars(obj)) - set(keys)
+        assert not any(callable(getattr(obj, name)) for name in added), added
+    assert "forward" not in vars(model) and "step" not in vars(opt) and "state_dict" not in vars(model)
+    assert mp.amp.MasterWeights.of(opt) is opt.step_extension
+
+
+def test_o1_autocast_region_is_left_when_forward_raises():
+    class Failing(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            assert mp.amp.is_autocast_enabled("cpu")
+            raise ValueError("inside forward")
+    model = Failing()
+    mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O1")
+    with pytest.raises(ValueError, match="inside forward"):
+        model(mp.randn(2, 4))
+    assert not mp.amp.is_autocast_enabled("cpu")
+
+
+def test_master_weights_need_a_free_step_extension_and_nothing_changes_when_refused():
+    model = mlp()
+    opt = mp.optim.SGD(model.parameters(), lr=0.1)
+
+    class Other:
+        def unscale_pairs(self):
+            return []
+        before_update = after_update = zero_grad = lambda *args: None
+    opt.set_step_extension(Other())
+    with pytest.raises(ValueError, match="already has one"):
+        mp.amp.initialize(model, opt, "O2")
+    assert all(p.dtype == mp.float32 for p in model.parameters())
+    assert model(mp.randn(2, 64)).dtype == mp.float32 and not model._hooks["forward_pre"]

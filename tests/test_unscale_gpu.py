@@ -95,13 +95,20 @@ def test_misaligned_views_take_the_scalar_path_and_match(cp, dtype, offset):
 
 
 def test_strided_views_are_unscaled_in_place_and_neighbours_untouched(cp):
+    """The two views share elements (row 0, odd columns divisible by 3...): like torch's
+    _amp_foreach_non_finite_check_and_unscale_, each listed view is unscaled in turn, so a shared
+    element is divided twice, on the GPU (one launch per run of non-overlapping views) as in the reference."""
     rng = np.random.default_rng(2)
     base_h = random_array(np.float32, 64 * 33, rng).reshape(64, 33)
     base_d = cp.asarray(base_h)
+    expected = base_h.copy()
+    expected[:, 1::2] *= np.float32(0.25)
+    expected.T[::3] *= np.float32(0.25)
     inv = np.array([0.25], np.float32)
     F.non_finite_check_and_unscale_([base_d[:, 1::2], base_d.T[::3]], cp.zeros(1, np.float32), cp.asarray(inv))
     F.non_finite_check_and_unscale_([base_h[:, 1::2], base_h.T[::3]], np.zeros(1, np.float32), inv)
     assert np.array_equal(bits(base_d), bits(base_h))
+    assert np.array_equal(bits(base_h), bits(expected))
 
 
 def test_mixed_dtypes_in_one_call(cp):
@@ -203,6 +210,36 @@ def test_unscale_and_update_can_be_captured_in_a_cuda_graph(cp):
         assert all(bool((g == np.float32(6.0 * inv_used)).all()) for g in grads)
         expected_scale *= 2.0 if step % 2 == 0 else 1.0  # tracker was 1 after the warm-up iteration
         assert float(scale[0]) == expected_scale
+
+
+def test_a_captured_table_survives_cache_eviction_and_none_is_built_inside_a_capture(cp):
+    grads = [cp.full(n, 6.0, np.float32) for n in (3, 5000)]
+    found, inv = cp.zeros(1, np.float32), cp.full(1, 0.25, np.float32)
+    F.non_finite_check_and_unscale_(grads, found, inv)  # warm-up: builds the chunk table
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        F.non_finite_check_and_unscale_(grads, found, inv)
+        graph = stream.end_capture()
+    others = [cp.ones(n, np.float32) for n in range(1, 2 * _kernels.TABLES.capacity + 2)]
+    for a in others:  # more new tables than the cache holds: every unpinned table is evicted
+        F.non_finite_check_and_unscale_([a], found, inv)
+    cp.get_default_memory_pool().free_all_blocks()
+    for g in grads:
+        g.fill(6.0)
+    with stream:
+        graph.launch(stream)
+    stream.synchronize()
+    assert all(bool((g == np.float32(1.5)).all()) for g in grads)
+    fresh = cp.ones(7, np.float32)
+    with stream:
+        stream.begin_capture()
+        try:
+            with pytest.raises(RuntimeError, match="before capturing"):
+                F.non_finite_check_and_unscale_([fresh], found, inv)
+        finally:
+            stream.end_capture()
 
 
 # ---- the scaler on CUDA follows the same trajectory as on the CPU ----

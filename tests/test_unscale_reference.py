@@ -170,6 +170,22 @@ def test_strided_views_are_unscaled_in_place_and_the_rest_untouched():
     assert np.array_equal(base, want)
 
 
+def test_views_sharing_elements_are_unscaled_in_list_order_like_torch():
+    """An element two listed views share is unscaled once per view, in order (torch's semantics)."""
+    base = np.arange(1.0, 41.0, dtype=np.float32).reshape(5, 8)
+    expected = base.copy()
+    for view in (expected[:, 1::2], expected.T[::3], expected[1:3]):
+        view *= np.float32(0.5)
+    got = base.copy()
+    F.non_finite_check_and_unscale_([got[:, 1::2], got.T[::3], got[1:3]], flag(), inv_of(2.0))
+    assert np.array_equal(got, expected)
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(base.copy())
+    torch._amp_foreach_non_finite_check_and_unscale_([t[:, 1::2], t.T[::3], t[1:3]], torch.zeros(1),
+                                                     torch.tensor([0.5]))
+    assert np.array_equal(t.numpy(), expected)
+
+
 @pytest.mark.parametrize("src_dtype", [np.dtype(np.float16), BF16, np.dtype(np.float32)], ids=str)
 def test_out_writes_master_gradients_and_keeps_the_source(src_dtype):
     rng = np.random.default_rng(3)

@@ -1,6 +1,7 @@
 """Automatic mixed precision: autocast (autocast_mode) and loss scaling (grad_scaler)."""
 from ..ops.registry import CastPolicy  # noqa: F401
 from .autocast_mode import *  # noqa: F401,F403
-from .grad_scaler import *  # noqa: F401,F403
-from .opt_levels import StaticGradScaler, initialize, master_params  # noqa: F401  (apex-style O0-O3)
+from .grad_scaler import *  # noqa: F401,F403  (GradScaler, StaticGradScaler)
+from .master_weights import MasterWeights, master_params  # noqa: F401  (float32 masters of a float16 model)
+from .opt_levels import initialize  # noqa: F401  (apex-style O0-O3)
 from . import functional  # noqa: F401  (mp.amp.functional: unscale/update on raw arrays)

@@ -1,10 +1,15 @@
-"""The CUDA side of loss scaling: kernel sources, compiled modules, chunk tables, launches.
+"""The CUDA side of loss scaling: kernel sources, compiled modules, device tables, launches.
 
 Kernels live in kernels/*.cu (installed as mixprec/kernels/, so a non-editable install has
 them too) and are compiled by CuPy's RawModule through NVRTC, once per device
 (CuPy also keeps the binaries in its on-disk kernel cache). The functions here
-trust their callers (mixprec.amp.functional validates): CuPy arrays, one device,
-one dtype pair per unscale call, C-contiguous, non-empty.
+trust their callers (mixprec.amp.functional and the GradScaler validate): arrays of
+one device, one dtype pair per unscale call, none empty.
+
+Every launch goes through a *runner*: ``CudaRunner`` (CuPy, the only one mixprec uses)
+or the host emulation of tools/host_kernels.py, which builds these same sources with
+g++ and runs them on NumPy arrays so that CI checks the kernels' code against the
+NumPy reference without a GPU.
 
 The compile settings below are what tools/compile_kernels.py checks in CI, so
 what CI compiles is exactly what runs.
@@ -15,9 +20,9 @@ import re
 from collections import OrderedDict
 from pathlib import Path
 
-import numpy as np
 
 from ..backend import cupy_module
+from . import _layout
 
 _PKG = Path(__file__).resolve().parent.parent
 # A source checkout keeps them in the top-level kernels/; an install puts them in mixprec/kernels/.
@@ -51,13 +56,15 @@ MODULES = {
     "multi_tensor_unscale.cu": tuple(unscale_kernel_name(s, d) for s, d in UNSCALE_PAIRS),
     "update_scale.cu": ("update_scale",),
 }
+# Headers that are not files: generated from Python so that both sides share one definition.
+GENERATED_HEADERS = {"amp_layout.h": _layout.layout_header}
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$", re.M)
 
 
 def load_source(filename: str) -> str:
-    """A kernel source with its local #include "x.cuh" lines spliced in.
+    """A kernel source with its local #include "x" lines spliced in (generated headers too).
 
     Splicing (rather than passing -I) keeps the whole program in the text CuPy
     hashes for its disk cache, so editing a header can never serve a stale binary.
@@ -74,15 +81,147 @@ def load_source(filename: str) -> str:
             if name in seen:  # like #pragma once: each header is spliced once
                 return ""
             seen.add(name)
-            return splice(_PRAGMA_ONCE.sub("", (SOURCE_DIR / name).read_text()))
+            generated = GENERATED_HEADERS.get(name)
+            header = generated() if generated else (SOURCE_DIR / name).read_text()
+            return splice(_PRAGMA_ONCE.sub("", header))
         return _INCLUDE.sub(one, text)
     return splice(path.read_text())
 
 
-# ---- compiled kernels, per device ----
-_kernels: dict = {}  # (device id, kernel name) -> cupy.RawKernel
-_modules: dict = {}  # source file -> cupy.RawModule (which itself compiles once per device)
+# ---- device tables: chunk tables and update arguments, reused while the arrays stay put ----
+class DeviceTables:
+    """Small int64 device arrays (chunk tables, UpdateArgs blocks) built on the host, keyed by what they hold.
+
+    A table is rebuilt (copied host-to-device) only when its key is new: a gradient
+    moved, or the rule changed. ``uploads`` counts those copies; a steady loop makes none.
+
+    CUDA graphs: a table a captured launch used is *pinned*: the graph keeps its
+    address, so the table is never evicted (eviction would hand its memory to the
+    next allocation and the replay would read garbage). Building a table inside a
+    capture is refused: the copy would not be part of the graph.
+    """
+
+    def __init__(self, capacity: int = 64):
+        self.capacity = capacity
+        self.uploads = 0
+        self._tables: OrderedDict = OrderedDict()
+        self._pinned: dict = {}
+
+    def get(self, runner, device_id: int, key, build):
+        """The table for key on the device; build() gives its host copy when there is none yet."""
+        key = (device_id, key)
+        capturing = runner.capturing(device_id)
+        table = self._pinned.get(key)
+        if table is None:
+            table = self._tables.get(key)
+            if table is None:
+                if capturing:
+                    raise RuntimeError("a mixprec kernel is being captured in a CUDA graph with tensors (or a scaler "
+                                       "rule) it has not seen before, so its table would have to be copied to the "
+                                       "device inside the capture. Run the captured step once before capturing "
+                                       "(a warm-up, as torch's CUDA graphs also need).")
+                table = self._tables[key] = runner.upload(build(), device_id)
+                self.uploads += 1
+                if len(self._tables) > self.capacity:
+                    self._tables.popitem(last=False)
+            else:
+                self._tables.move_to_end(key)
+            if capturing:
+                self._pinned[key] = self._tables.pop(key)
+        return table
+
+    @property
+    def pinned(self) -> tuple:
+        """The tables captured CUDA graphs may use (kept for the life of the process)."""
+        return tuple(self._pinned.values())
+
+    def clear(self):
+        """Drop the unpinned tables (a pinned one may be in use by a CUDA graph)."""
+        self._tables.clear()
+
+
+TABLES = DeviceTables()
+
+
+class KernelCompileError(RuntimeError):
+    """CuPy could not compile a mixprec kernel; the message says what to install or where the log is."""
+
+
+class CudaRunner:
+    """Compiles and launches the kernels with CuPy; the only code here that calls CuPy."""
+    tables = TABLES
+
+    def __init__(self):
+        self._kernels: dict = {}  # (device id, kernel name) -> cupy.RawKernel
+        self._modules: dict = {}  # source file -> cupy.RawModule (which itself compiles once per device)
+
+    @property
+    def xp(self):
+        return cupy_module()
+
+    def device_id(self, array) -> int:
+        return array.device.id
+
+    def pointer(self, array) -> int:
+        return array.data.ptr
+
+    def upload(self, host, device_id):
+        cp = cupy_module()
+        with cp.cuda.Device(device_id):
+            return cp.asarray(host)
+
+    def capturing(self, device_id) -> bool:
+        """Whether the current stream is capturing a CUDA graph (if CUDA cannot say, assume it is)."""
+        cp = cupy_module()
+        try:
+            with cp.cuda.Device(device_id):
+                return bool(cp.cuda.get_current_stream().is_capturing())
+        except Exception:  # e.g. asked on the legacy stream while another one captures
+            return True
+
+    def launch(self, filename, name, device_id, grid, block, args):
+        cp = cupy_module()
+        kernel = self._kernel(filename, name, device_id)
+        with cp.cuda.Device(device_id):
+            kernel((grid,), (block,), args)
+
+    def _kernel(self, filename, name, device_id):
+        key = (device_id, name)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            cp = cupy_module()
+            try:
+                module = self._modules.get(filename)
+                if module is None:
+                    module = self._modules[filename] = cp.RawModule(code=load_source(filename), options=OPTIONS,
+                                                                    name_expressions=MODULES[filename])
+                with cp.cuda.Device(device_id):
+                    kernel = self._kernels[key] = module.get_function(name)
+            except Exception as exc:
+                raise KernelCompileError(_compile_failure(filename, exc)) from exc
+        return kernel
+
+
+def _compile_failure(filename, exc) -> str:
+    log = str(exc)
+    message = f"CuPy could not compile mixprec's kernel {filename}: {log.strip()[:2000]}"
+    if re.search(r"cannot open source file|vector_types\.h|cuda_fp16|cuda_runtime|header", log, re.I):
+        message += ("\nCuPy needs the CUDA headers to compile any kernel (CuPy 14, and CuPy 13 with CUDA >= 12.2, "
+                    "look for them even though mixprec's kernels include none). Install them with "
+                    "pip install \"cupy-cuda12x[ctk]\" (\"cupy-cuda13x[ctk]\" for CUDA 13), or set CUDA_PATH to a "
+                    "CUDA toolkit.")
+    return message
+
+
+_cuda_runner = None
 _launches = 0
+
+
+def cuda_runner() -> CudaRunner:
+    global _cuda_runner
+    if _cuda_runner is None:
+        _cuda_runner = CudaRunner()
+    return _cuda_runner
 
 
 def launch_count() -> int:
@@ -90,97 +229,90 @@ def launch_count() -> int:
     return _launches
 
 
-def _kernel(filename: str, name: str, device_id: int):
-    key = (device_id, name)
-    k = _kernels.get(key)
-    if k is None:
-        cp = cupy_module()
-        mod = _modules.get(filename)
-        if mod is None:
-            mod = _modules[filename] = cp.RawModule(code=load_source(filename), options=OPTIONS,
-                                                    name_expressions=MODULES[filename])
-        with cp.cuda.Device(device_id):
-            k = _kernels[key] = mod.get_function(name)
-    return k
+def _launch(runner, filename, name, device_id, grid_and_block, args):
+    global _launches
+    runner.launch(filename, name, device_id, *grid_and_block, args)
+    _launches += 1
 
 
-# ---- chunk tables ----
-class ChunkTables:
-    """Device-resident chunk tables, reused while gradients keep their addresses.
+# ---- unscale ----
+def unscale(pairs, found_inf, inv_scale, runner=None):
+    """dst = src * inv_scale for every (src, dst) pair of one dtype pair; found_inf[0] = 1 on any inf/NaN.
 
-    The key is the exact list of (source pointer, destination pointer, size), so
-    a table is rebuilt (and copied host-to-device) only when a gradient moved or
-    changed size. ``uploads`` counts those copies: a steady loop makes none.
+    Empty arrays are skipped (no launch when nothing is left). One launch, unless arrays
+    share memory: the pairs are then applied in list order, each seeing what the earlier
+    ones wrote (torch's semantics: an element that two listed views share is unscaled
+    twice), as one launch per run of pairs whose memory does not overlap.
     """
-
-    def __init__(self, capacity: int = 64):
-        self.capacity = capacity
-        self.uploads = 0
-        self._tables: OrderedDict = OrderedDict()
-
-    def get(self, device_id: int, pairs, dtypes):
-        key = (device_id, dtypes, tuple([v for s, d in pairs for v in (s.data.ptr, d.data.ptr, s.size)]))
-        hit = self._tables.get(key)
-        if hit is not None:
-            self._tables.move_to_end(key)
-            return hit
-        table = self._build(device_id, pairs)
-        self._tables[key] = table
-        if len(self._tables) > self.capacity:
-            self._tables.popitem(last=False)
-        return table
-
-    def _build(self, device_id, pairs):
-        cp = cupy_module()
-        sizes = np.array([s.size for s, _ in pairs], dtype=np.int64)
-        chunks = -(-sizes // CHUNK_SIZE)
-        n_blocks = int(chunks.sum())
-        first = np.repeat(np.cumsum(chunks) - chunks, chunks)
-        host = np.concatenate([
-            np.array([s.data.ptr for s, _ in pairs], dtype=np.int64),
-            np.array([d.data.ptr for _, d in pairs], dtype=np.int64),
-            sizes,
-            np.repeat(np.arange(len(pairs), dtype=np.int64), chunks),  # tensor of each block
-            np.arange(n_blocks, dtype=np.int64) - first,               # chunk of each block
-        ])
-        with cp.cuda.Device(device_id):
-            table = cp.asarray(host)
-        self.uploads += 1
-        return table, len(pairs), n_blocks
-
-    def clear(self):
-        self._tables.clear()
+    runner = runner or cuda_runner()
+    pairs = [(src, dst) for src, dst in pairs if src.size]
+    if pairs:
+        for run in _runs_without_overlap(pairs, runner):
+            _unscale_contiguous(run, found_inf, inv_scale, runner)
 
 
-TABLES = ChunkTables()
+def _unscale_contiguous(pairs, found_inf, inv_scale, runner):
+    """One launch. The kernel walks contiguous memory: a strided array goes through a contiguous
+    copy (new addresses each call, so its chunk table is rebuilt: keep gradients contiguous)."""
+    xp = runner.xp
+    launch, write_back = [], []
+    for src, dst in pairs:
+        if src.flags.c_contiguous and dst.flags.c_contiguous:
+            launch.append((src, dst))
+            continue
+        s = src if src.flags.c_contiguous else xp.ascontiguousarray(src)
+        d = s if dst is src else (dst if dst.flags.c_contiguous else xp.empty(dst.shape, dtype=dst.dtype))
+        launch.append((s, d))
+        if d is not dst:
+            write_back.append((dst, d))
+    src, dst = launch[0]
+    device_id = runner.device_id(src)
+    dtypes = (src.dtype.name, dst.dtype.name)
+    ptr = runner.pointer
+    key = (dtypes, tuple([v for s, d in launch for v in (ptr(s), ptr(d), s.size)]))
+    table = runner.tables.get(runner, device_id, key, lambda: _layout.chunk_table(
+        ([ptr(s) for s, _ in launch], [ptr(d) for _, d in launch]), [s.size for s, _ in launch], CHUNK_SIZE))
+    n_blocks = sum(-(-s.size // CHUNK_SIZE) for s, _ in launch)
+    _launch(runner, "multi_tensor_unscale.cu", unscale_kernel_name(*dtypes), device_id, (n_blocks, THREADS),
+            (table, found_inf, inv_scale))
+    for dst, d in write_back:
+        dst[...] = d
 
 
-def unscale(pairs, found_inf, inv_scale):
-    """dst = src * inv_scale for every (src, dst) pair; found_inf[0] = 1 on any inf/NaN. One launch."""
-    global _launches
-    src, dst = pairs[0]
-    device_id = src.device.id
-    table, n_tensors, n_blocks = TABLES.get(device_id, pairs, (src.dtype.name, dst.dtype.name))
-    kernel = _kernel("multi_tensor_unscale.cu", unscale_kernel_name(src.dtype.name, dst.dtype.name), device_id)
-    with cupy_module().cuda.Device(device_id):
-        kernel((n_blocks,), (THREADS,), (table, np.int32(n_tensors), np.int64(CHUNK_SIZE), found_inf, inv_scale))
-    _launches += 1
+def _extent(array, pointer):
+    """[first byte, past the last byte) of the memory an array can touch."""
+    lo = hi = pointer(array)
+    if array.flags.c_contiguous:
+        return lo, lo + array.nbytes
+    for n, stride in zip(array.shape, array.strides):
+        if stride < 0:
+            lo += stride * (n - 1)
+        else:
+            hi += stride * (n - 1)
+    return lo, hi + array.itemsize
 
 
-def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, *,
-                 hysteresis, overflow_tracker, min_scale, max_scale, floor_hit, inv_scale, stats,
-                 clear_found_inf):
-    """Launch the one-thread update kernel (see update_scale.cu); None pointers are skipped."""
-    global _launches
-    null = np.uint64(0)
+def _runs_without_overlap(pairs, runner):
+    """Split pairs, in order, into runs in which no two arrays' memory extents overlap."""
+    extents = sorted(_extent(a, runner.pointer) for src, dst in pairs for a in ((src,) if dst is src else (src, dst)))
+    if all(a[1] <= b[0] for a, b in zip(extents, extents[1:])):
+        return [pairs]  # the usual case: one launch
+    runs, current, taken = [], [], []
+    for src, dst in pairs:
+        mine = [_extent(a, runner.pointer) for a in ((src,) if dst is src else (src, dst))]
+        if any(lo < t_hi and t_lo < hi for lo, hi in mine for t_lo, t_hi in taken):
+            runs.append(current)
+            current, taken = [], []
+        current.append((src, dst))
+        taken.extend(mine)
+    return runs + [current]
 
-    def ptr(a):
-        return null if a is None else a
-    history = 0 if stats is None else (stats.size - 5) // 2
-    kernel = _kernel("update_scale.cu", "update_scale", scale.device.id)
-    with cupy_module().cuda.Device(scale.device.id):
-        kernel((1,), (1,), (scale, growth_tracker, ptr(overflow_tracker), found_inf, np.int32(found_inf.size),
-                            np.int32(bool(clear_found_inf)), np.float64(growth_factor), np.float64(backoff_factor),
-                            np.int32(growth_interval), np.int32(hysteresis), np.float32(min_scale),
-                            np.float32(max_scale), ptr(floor_hit), ptr(inv_scale), ptr(stats), np.int32(history)))
-    _launches += 1
+
+# ---- update ----
+def update_scale(args: _layout.UpdateScaleArgs, runner=None):
+    """Launch the one-thread update kernel on args (see kernels/update_scale.cu)."""
+    runner = runner or cuda_runner()
+    device_id = runner.device_id(args.scale)
+    packed = _layout.pack_update_args(args, runner.pointer)
+    table = runner.tables.get(runner, device_id, ("update", packed.tobytes()), lambda: packed)
+    _launch(runner, "update_scale.cu", "update_scale", device_id, (1, 1), (table,))

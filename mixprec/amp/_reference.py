@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from ._layout import Stat, UpdateScaleArgs, history_of
 
 # The NaN a kernel stores in each format: NumPy's np.nan converted to it.
 DEFAULT_NAN_BITS = {_dt.float16: (np.uint16, 0x7E00), _dt.bfloat16: (np.uint16, 0x7FC0),
@@ -44,56 +45,68 @@ def unscale(pairs, found_inf, inv_scale):
             dst[...] = out
 
 
-def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, *,
-                 hysteresis, overflow_tracker, min_scale, max_scale, floor_hit, inv_scale, stats,
-                 clear_found_inf):
-    """One scale update on NumPy arrays, line for line the update_scale kernel."""
-    found = bool((found_inf != 0).any())  # any non-zero entry (NaN included)
-    if clear_found_inf:
-        found_inf[...] = 0.0
-    old_scale = np.float32(scale.reshape(-1)[0])
+def update_scale(args: UpdateScaleArgs):
+    """One scale update on NumPy arrays, line for line kernels/update_scale.cu (same three parts)."""
+    rule = args.rule
+    found = bool((args.found_inf != 0).any())  # any non-zero entry (NaN included)
+    old_scale = np.float32(args.scale[0])
     new_scale = old_scale
-    min_scale, max_scale = np.float32(min_scale), np.float32(max_scale)
-    tracker = growth_tracker.reshape(-1)
+    tracker = args.growth_tracker
+
+    # 1. torch's rule: back off after an overflow, grow after growth_interval clean steps.
+    backed_off = grew = False
     if found:
+        new_scale, backed_off = _times(old_scale, rule.backoff_factor), True
         tracker[0] = 0
-        overflows = 1
-        if overflow_tracker is not None:
-            overflows = int(overflow_tracker.reshape(-1)[0]) + 1
-            overflow_tracker.reshape(-1)[0] = overflows if overflows < hysteresis else 0
-        if overflows >= hysteresis:
-            new_scale = np.float32(float(old_scale) * backoff_factor)
-            if new_scale < min_scale:
-                new_scale = min_scale
-                if floor_hit is not None:
-                    floor_hit.reshape(-1)[0] = 1.0
-                if stats is not None:
-                    stats[3] += 1.0
     else:
-        if overflow_tracker is not None:
-            overflow_tracker.reshape(-1)[0] = 0
         successful = int(tracker[0]) + 1
-        if successful == growth_interval:
-            with np.errstate(over="ignore"):
-                grown = np.float32(float(old_scale) * growth_factor)
-            if np.isfinite(grown):
-                new_scale = grown if grown < max_scale else max_scale
+        if successful == rule.growth_interval:
+            grown = _times(old_scale, rule.growth_factor)
+            if np.isfinite(grown):  # never grow past float32 to inf
+                new_scale, grew = grown, True
             tracker[0] = 0
         else:
             tracker[0] = successful
-    scale.reshape(-1)[0] = new_scale
-    if inv_scale is not None:
-        with np.errstate(divide="ignore"):
-            inv_scale.reshape(-1)[0] = np.float32(1.0 / np.float64(new_scale))
+
+    # 2. mixprec's extras.
+    if args.overflow_tracker is not None:  # hysteresis: back off only on the hysteresis-th overflow in a row
+        overflows = int(args.overflow_tracker[0]) + 1 if found else 0
+        tolerated = found and overflows < rule.hysteresis
+        args.overflow_tracker[0] = overflows if tolerated else 0
+        if tolerated:
+            new_scale, backed_off = old_scale, False
+    lowest, highest = np.float32(rule.lowest), np.float32(rule.highest)
+    if backed_off and new_scale < lowest:  # the floor: the run overflows at every scale
+        new_scale = lowest
+        if args.floor_hit is not None:
+            args.floor_hit[0] = 1.0
+        if args.stats is not None:
+            args.stats[Stat.FLOOR_HITS] += 1.0
+    if grew and new_scale > highest:
+        new_scale = highest
+    args.scale[0] = new_scale
+
+    # 3. Bookkeeping.
+    if args.inv_scale is not None:
+        with np.errstate(divide="ignore", over="ignore"):  # a scale of 0 or a subnormal one: inf, as on the GPU
+            args.inv_scale[0] = np.float32(1.0 / np.float64(new_scale))  # as torch computes it
+    if args.clear_found_inf:
+        args.found_inf[...] = 0.0
+    stats = args.stats
     if stats is not None:
-        step = stats[0]
-        stats[0] = step + 1.0
+        step = stats[Stat.STEPS]
+        stats[Stat.STEPS] = step + 1.0
         if found:
-            stats[1] += 1.0
-            stats[2] = step + 1.0
-        history = (stats.size - 5) // 2
+            stats[Stat.SKIPPED_STEPS] += 1.0
+            stats[Stat.LAST_OVERFLOW_PLUS_ONE] = step + 1.0
+        history = history_of(stats)
         if history > 0 and new_scale.view(np.uint32) != old_scale.view(np.uint32):
-            slot = int(stats[4]) % history
-            stats[5 + 2 * slot] = step
-            stats[6 + 2 * slot] = float(new_scale)
-            stats[4] += 1.0
+            slot = Stat.RING + 2 * (int(stats[Stat.SCALE_CHANGES]) % history)
+            stats[slot], stats[slot + 1] = step, float(new_scale)
+            stats[Stat.SCALE_CHANGES] += 1.0
+
+
+def _times(scale: np.float32, factor: float) -> np.float32:
+    """float32(float64(scale) * factor): the product in float64, rounded once, as float * double is on the GPU."""
+    with np.errstate(over="ignore"):
+        return np.float32(float(scale) * factor)

@@ -11,14 +11,12 @@ check, unscale and update without waiting for the GPU.
 """
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
 from . import _reference
+from ._layout import ScaleRule, Stat, UpdateScaleArgs
 
 __all__ = ["non_finite_check_and_unscale_", "update_scale_"]
 
@@ -80,23 +78,8 @@ def _unscale_on(device, pairs, found_inf, inv_scale):
         _reference.unscale(pairs, found_inf, inv_scale)
         return
     from . import _kernels
-    cp = _be.cupy_module()
-    with cp.cuda.Device(device.index):
-        # The kernel walks contiguous memory: a strided array goes through a contiguous
-        # copy (new addresses each call, so its chunk table is rebuilt: keep grads contiguous).
-        launch, write_back = [], []
-        for src, dst in pairs:
-            if src.flags.c_contiguous and dst.flags.c_contiguous:
-                launch.append((src, dst))
-                continue
-            s = src if src.flags.c_contiguous else cp.ascontiguousarray(src)
-            d = s if dst is src else (dst if dst.flags.c_contiguous else cp.empty(dst.shape, dtype=dst.dtype))
-            launch.append((s, d))
-            if d is not dst:
-                write_back.append((dst, d))
-        _kernels.unscale(launch, found_inf, inv_scale)
-        for dst, d in write_back:
-            dst[...] = d
+    with _be.on_device(device):  # the contiguous copies of strided arrays are made on their device
+        _kernels.unscale(pairs, found_inf, inv_scale)
 
 
 def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval, *,
@@ -118,50 +101,46 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
         sets floor_hit[0] = 1.0 (floor_hit: optional float32, one element).
       inv_scale: optional float32 one-element array that receives
         float32(1 / float64(new scale)) for the next unscale.
-      stats: optional zero-initialised float64 array of size 5 + 2*k: [0] updates,
-        [1] updates that saw an overflow, [2] 1 + index of the last one (0: none),
-        [3] floor hits, [4] scale changes, then a ring of k (update index, new scale) pairs.
+      stats: optional zero-initialised float64 array laid out as mixprec.amp._layout.Stat
+        (counters, then a ring of (update index, new scale) pairs).
       clear_found_inf: zero found_inf after reading it, ready for the next iteration.
     """
+    rule = ScaleRule(growth_factor, backoff_factor, growth_interval, hysteresis, min_scale, max_scale)
     _check_array(scale, "scale", _dt.float32, size=1)
     device = _be.device_of_array(scale)
     _check_array(growth_tracker, "growth_tracker", _dt.int32, size=1, device=device)
     _check_array(found_inf, "found_inf", _dt.float32, device=device)
     if found_inf.ndim != 1 or found_inf.size == 0:
         raise ValueError(f"found_inf must have shape (n,) with n >= 1, got shape {found_inf.shape}")
-    growth_factor = _positive_number(growth_factor, "growth_factor")
-    backoff_factor = _positive_number(backoff_factor, "backoff_factor")
-    growth_interval = _positive_int(growth_interval, "growth_interval")
-    hysteresis = _positive_int(hysteresis, "hysteresis")
     if overflow_tracker is not None:
         _check_array(overflow_tracker, "overflow_tracker", _dt.int32, size=1, device=device)
-    elif hysteresis > 1:
+    elif rule.hysteresis > 1:
         raise ValueError("hysteresis > 1 needs overflow_tracker (an int32 one-element array) to count "
                          "consecutive overflows across calls")
-    lo = 0.0 if min_scale is None else _positive_number(min_scale, "min_scale")
-    hi = math.inf if max_scale is None else _positive_number(max_scale, "max_scale")
-    if lo > hi:
-        raise ValueError(f"min_scale ({lo}) must not exceed max_scale ({hi})")
     for name, arr in (("floor_hit", floor_hit), ("inv_scale", inv_scale)):
         if arr is not None:
             _check_array(arr, name, _dt.float32, size=1, device=device)
     if stats is not None:
         _check_array(stats, "stats", _dt.float64, device=device)
-        if stats.ndim != 1 or stats.size < 5 or (stats.size - 5) % 2:
-            raise ValueError(f"stats must be a float64 array of shape (5 + 2*k,), got shape {stats.shape}")
-    for name, arr in (("scale", scale), ("growth_tracker", growth_tracker), ("found_inf", found_inf),
-                      ("overflow_tracker", overflow_tracker), ("floor_hit", floor_hit),
-                      ("inv_scale", inv_scale), ("stats", stats)):
+        if stats.ndim != 1 or stats.size < Stat.RING or (stats.size - Stat.RING) % 2:
+            raise ValueError(f"stats must be a float64 array of shape ({int(Stat.RING)} + 2*k,), got shape "
+                             f"{stats.shape}")
+    arrays = dict(scale=scale, growth_tracker=growth_tracker, found_inf=found_inf, overflow_tracker=overflow_tracker,
+                  floor_hit=floor_hit, inv_scale=inv_scale, stats=stats)
+    for name, arr in arrays.items():
         if arr is not None and not arr.flags.c_contiguous:
             raise ValueError(f"{name} must be contiguous")
-    if device.type == "cpu":
-        run = _reference.update_scale
+    flat = {name: None if arr is None else arr.reshape(-1) for name, arr in arrays.items()}
+    apply_update(UpdateScaleArgs(rule=rule, clear_found_inf=bool(clear_found_inf), **flat))
+
+
+def apply_update(args: UpdateScaleArgs):
+    """Run one update on checked arguments: the NumPy reference on the CPU, the kernel on CUDA."""
+    if isinstance(args.scale, np.ndarray):
+        _reference.update_scale(args)
     else:
         from . import _kernels
-        run = _kernels.update_scale
-    run(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval,
-        hysteresis=hysteresis, overflow_tracker=overflow_tracker, min_scale=lo, max_scale=hi,
-        floor_hit=floor_hit, inv_scale=inv_scale, stats=stats, clear_found_inf=clear_found_inf)
+        _kernels.update_scale(args)
 
 
 # ---- argument checks: each names what was wrong and what was expected ----
@@ -205,15 +184,3 @@ def _check_destination(i, src, dst):
 
 def _writeable(a):
     return a.flags.writeable if isinstance(a, np.ndarray) else True
-
-
-def _positive_number(x, name):
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return float(x)
-
-
-def _positive_int(x, name):
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
-    return int(x)

@@ -1,21 +1,21 @@
-"""GradScaler: dynamic loss scaling with torch.amp.GradScaler's behaviour, on fused kernels."""
+"""GradScaler: dynamic loss scaling with torch.amp.GradScaler's behaviour, on fused kernels; StaticGradScaler."""
 from __future__ import annotations
 
 import enum
-import math
 import numbers
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
 from . import functional as _F
+from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, history_of
 
-__all__ = ["GradScaler", "OptState"]
+__all__ = ["GradScaler", "StaticGradScaler", "OptState"]
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _STATE_KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
 
 
@@ -29,11 +29,12 @@ class OptState(enum.Enum):
 class _DeviceState:
     """The scaler's arrays, all on the device of the first scaled output.
 
-    flags[0] is set by the update kernel when the scale hits min_scale, and
-    flags[1 + k] is the found_inf of the k-th optimizer unscaled in this iteration;
-    keeping them in one array lets step() fetch the floor flag with its one read.
-    stats: see mixprec.amp.functional.update_scale_.
+    flags = [floor_hit, found_inf of the first optimizer unscaled this iteration, of the
+    second, ...]: step() fetches its optimizer's found_inf and the floor flag in one
+    read. The update reads every found_inf slot (the unused ones are zero) and clears
+    them, so its arguments stay the same from one iteration to the next.
     """
+    FLOOR = 0
 
     def __init__(self, device, scale, growth_tracker, overflow_tracker, history, slots=4):
         xp = _be.xp_of(device)
@@ -44,7 +45,17 @@ class _DeviceState:
             self.growth_tracker = xp.full((1,), growth_tracker, dtype=np.int32)
             self.overflow_tracker = xp.full((1,), overflow_tracker, dtype=np.int32)
             self.flags = xp.zeros((1 + slots,), dtype=np.float32)
-            self.stats = xp.zeros((5 + 2 * history,), dtype=np.float64)
+            self.stats = xp.zeros((Stat.RING + 2 * history,), dtype=np.float64)
+
+    def update_args(self, rule: ScaleRule) -> UpdateScaleArgs:
+        return UpdateScaleArgs(self.scale, self.growth_tracker, self.flags[1:], rule, self.overflow_tracker,
+                               floor_hit=self.flags[self.FLOOR:self.FLOOR + 1], inv_scale=self.inv_scale,
+                               stats=self.stats, clear_found_inf=True)
+
+    def set_scale(self, value):
+        """scale := value (a Python float or a float32 array on the device) and its inverse, torch's way."""
+        self.scale[...] = value
+        self.inv_scale[...] = (1.0 / self.scale.astype(np.float64)).astype(np.float32)
 
     def grow_flags(self):
         with _be.on_device(self.device):
@@ -74,6 +85,8 @@ class GradScaler:
       min_scale / max_scale: bounds for the scale. Hitting the floor (an overflow
         while at min_scale) warns once: the run is then overflowing at every scale.
       hysteresis: back off only on the hysteresis-th consecutive overflow.
+    They are checked here, once, as a mixprec.amp._layout.ScaleRule; so are the
+    setters and load_state_dict. Nothing downstream checks them again.
 
     Devices: the scale lives on the device of the first tensor given to scale().
     On CUDA, unscale_ is one fused kernel per gradient dtype and update one
@@ -82,20 +95,22 @@ class GradScaler:
     torch, warns and disables itself when CUDA is not available; GradScaler("cpu")
     works anywhere.
 
-    Host synchronisation: none in scale(), unscale_() or update(). step() reads the
-    optimizer's found_inf once (it must know whether to call optimizer.step()); that
-    read also brings back the floor flag. get_scale(), state_dict() and
-    statistics() read the device too.
+    Host synchronisation: none in scale(), unscale_() or update(); their arguments
+    stay on the device and are reused, so those calls can be captured in a CUDA graph
+    (after one eager iteration). step() reads the optimizer's found_inf once (it must
+    know whether to call optimizer.step()); that read also brings back the floor flag.
+    get_scale(), state_dict() and statistics() read the device too.
 
-    Hooks for other components:
-      found_inf_reducer (default None): called as reducer(found_inf) at the end of
-        every unscale_, with that optimizer's found_inf (a one-element float32 array
-        on the scale's device). It must reduce it in place with MAX across ranks so
-        that every rank skips the same steps (mixprec.distributed sets it).
-      Master gradients: mixprec.amp.functional.non_finite_check_and_unscale_ takes
-        out=[...] to unscale float16/bfloat16 gradients into float32 arrays in the
-        same launch; unscale_ does so for an optimizer set up by mp.amp.initialize at O2
-        (_unscale_pairs asks it for (model grad, master grad) pairs).
+    The optimizer: unscale_ writes the (gradient, destination) pairs that
+    optimizer.unscale_pairs() names (mp.optim.Optimizer's documented extension point):
+    each gradient in place, or, for an optimizer with master weights
+    (mixprec.amp.master_weights), the float16 model gradients into the float32 master
+    gradients in the same launch.
+
+    found_inf_reducer (default None): called as reducer(found_inf) at the end of
+    every unscale_, with that optimizer's found_inf (a one-element float32 array on
+    the scale's device). It must reduce it in place with MAX across ranks so that
+    every rank skips the same steps (mixprec.distributed sets it).
 
     Statistics kept on the device and read in one copy by statistics(): updates,
     skipped (overflow) updates, the last overflow, floor hits and the scale history.
@@ -112,20 +127,10 @@ class GradScaler:
                           f"({_be.cuda_unavailable_reason()}); disabling it. Use GradScaler('cpu') to scale "
                           "losses on the CPU.", UserWarning, stacklevel=2)
             self._enabled = False
-        self._init_scale = _check_scale(init_scale, "init_scale")
-        self._growth_factor = _check_growth_factor(growth_factor)
-        self._backoff_factor = _check_backoff_factor(backoff_factor)
-        self._growth_interval = _check_positive_int(growth_interval, "growth_interval")
-        self._hysteresis = _check_positive_int(hysteresis, "hysteresis")
-        self._min_scale = None if min_scale is None else _check_scale(min_scale, "min_scale")
-        self._max_scale = None if max_scale is None else _check_scale(max_scale, "max_scale")
-        lo, hi = self._min_scale or 0.0, self._max_scale or math.inf
-        if lo > hi:
-            raise ValueError(f"min_scale ({lo}) must not exceed max_scale ({hi})")
-        if not lo <= self._init_scale <= hi:
-            raise ValueError(f"init_scale ({self._init_scale}) must lie within [min_scale, max_scale] = [{lo}, {hi}]")
-        self._init_growth_tracker = 0
-        self._init_overflow_tracker = 0
+        self._rule = self._checked(ScaleRule(growth_factor, backoff_factor, growth_interval, hysteresis, min_scale,
+                                             max_scale))
+        self._init_scale = _scale_within(init_scale, "init_scale", self._rule)
+        self._init_growth_tracker = self._init_overflow_tracker = 0
         self._state: _DeviceState | None = None
         self._per_optimizer_states: dict = {}
         self._slots_used = 0
@@ -133,6 +138,18 @@ class GradScaler:
         self._last_step_skipped = None
         self._floor_warned = False
         self.found_inf_reducer = None
+
+    def _checked(self, rule: ScaleRule) -> ScaleRule:
+        """torch's policy on top of ScaleRule's own checks: a dynamic scale really grows and backs off."""
+        if not rule.growth_factor > 1.0:
+            raise ValueError(f"The growth factor must be > 1.0, got growth_factor={rule.growth_factor}")
+        if not rule.backoff_factor < 1.0:
+            raise ValueError(f"The backoff factor must be < 1.0, got backoff_factor={rule.backoff_factor}")
+        return rule
+
+    def _unscales_float16(self) -> bool:
+        """Whether float16 gradients may be unscaled in place (torch refuses: small ones underflow again)."""
+        return False
 
     # ---- the iteration ----
     def scale(self, outputs):
@@ -167,10 +184,13 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if opt_state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        pairs = self._unscale_pairs(optimizer)
+        pairs = optimizer.unscale_pairs()
+        if not self._unscales_float16() and any(dst.dtype == _dt.float16 for _, dst in pairs):
+            raise ValueError("Attempting to unscale FP16 gradients. Keep the parameters in float32 (autocast "
+                             "runs the float16 math) or use bfloat16 parameters.")
         if pairs:
             slot = self._claim_slot()
-            found_inf = self._found_inf(slot)
+            found_inf = self._state.flags[1 + slot:2 + slot]
             in_place = all(src is dst for src, dst in pairs)
             _F.non_finite_check_and_unscale_([src.data for src, _ in pairs], found_inf, self._state.inv_scale,
                                              out=None if in_place else [dst.data for _, dst in pairs])
@@ -180,15 +200,6 @@ class GradScaler:
                 self.found_inf_reducer(found_inf)
             opt_state["slot"] = slot
         opt_state["stage"] = OptState.UNSCALED
-
-    def _unscale_pairs(self, optimizer):
-        """(gradient, destination) Tensor pairs that unscale_ writes: each gradient in place, except for an
-        optimizer that steps float32 master weights (mp.amp.initialize at O2), whose float16 model
-        gradients are unscaled into the masters' float32 gradients in the same launch."""
-        masters = getattr(optimizer, "_amp_master_weights", None)
-        if masters is not None:
-            return masters.unscale_pairs()
-        return [(g, g) for g in _gradients(optimizer)]
 
     def step(self, optimizer, *args, **kwargs):
         """unscale_ if not done, then optimizer.step(*args, **kwargs) unless its gradients had inf/NaN.
@@ -220,19 +231,14 @@ class GradScaler:
         if not self._enabled:
             return
         self._require_state("update")
-        st = self._state
         if new_scale is not None:
-            self._set_scale(new_scale)
-            st.flags[1:1 + self._slots_used] = 0
+            self._state.set_scale(self._checked_new_scale(new_scale))
+            self._state.flags[1:] = 0
         else:
             if self._slots_used == 0:
                 raise RuntimeError("No inf checks were recorded prior to update(): call step() or unscale_() "
                                    "on an optimizer with gradients first.")
-            _F.update_scale_(st.scale, st.growth_tracker, st.flags[1:1 + self._slots_used], self._growth_factor,
-                             self._backoff_factor, self._growth_interval, hysteresis=self._hysteresis,
-                             overflow_tracker=st.overflow_tracker, min_scale=self._min_scale,
-                             max_scale=self._max_scale, floor_hit=st.flags[0:1], inv_scale=st.inv_scale,
-                             stats=st.stats, clear_found_inf=True)
+            _F.apply_update(self._state.update_args(self._rule))
         self._scale_version[0] += 1
         self._per_optimizer_states = {}
         self._slots_used = 0
@@ -255,22 +261,22 @@ class GradScaler:
         return float(_be.to_device(self._state.scale, _be.CPU)[0])
 
     def get_growth_factor(self):
-        return self._growth_factor
+        return self._rule.growth_factor
 
     def set_growth_factor(self, new_factor):
-        self._growth_factor = _check_growth_factor(new_factor)
+        self._rule = self._checked(replace(self._rule, growth_factor=new_factor))
 
     def get_backoff_factor(self):
-        return self._backoff_factor
+        return self._rule.backoff_factor
 
     def set_backoff_factor(self, new_factor):
-        self._backoff_factor = _check_backoff_factor(new_factor)
+        self._rule = self._checked(replace(self._rule, backoff_factor=new_factor))
 
     def get_growth_interval(self):
-        return self._growth_interval
+        return self._rule.growth_interval
 
     def set_growth_interval(self, new_interval):
-        self._growth_interval = _check_positive_int(new_interval, "growth_interval")
+        self._rule = self._checked(replace(self._rule, growth_interval=new_interval))
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -299,12 +305,12 @@ class GradScaler:
             return {"steps": 0, "skipped_steps": 0, "last_overflow_step": None, "floor_hits": 0,
                     "scale_history": []}
         s = _be.to_device(self._state.stats, _be.CPU)
-        changes, ring = int(s[4]), (s.size - 5) // 2
-        history = [(int(s[5 + 2 * (i % ring)]), float(s[6 + 2 * (i % ring)]))
-                   for i in range(max(0, changes - ring), changes)]
-        return {"steps": int(s[0]), "skipped_steps": int(s[1]),
-                "last_overflow_step": int(s[2]) - 1 if s[2] else None, "floor_hits": int(s[3]),
-                "scale_history": history}
+        changes, ring = int(s[Stat.SCALE_CHANGES]), history_of(s)
+        slots = [Stat.RING + 2 * (i % ring) for i in range(max(0, changes - ring), changes)]
+        last = int(s[Stat.LAST_OVERFLOW_PLUS_ONE])
+        return {"steps": int(s[Stat.STEPS]), "skipped_steps": int(s[Stat.SKIPPED_STEPS]),
+                "last_overflow_step": last - 1 if last else None, "floor_hits": int(s[Stat.FLOOR_HITS]),
+                "scale_history": [(int(s[k]), float(s[k + 1])) for k in slots]}
 
     # ---- checkpoints ----
     def state_dict(self) -> dict:
@@ -314,16 +320,16 @@ class GradScaler:
         """
         if not self._enabled:
             return {}
-        out = {"scale": self.get_scale(), "growth_factor": self._growth_factor,
-               "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-               "_growth_tracker": self._get_growth_tracker()}
-        if self._hysteresis != 1 or self._min_scale is not None or self._max_scale is not None:
-            out.update(hysteresis=self._hysteresis, min_scale=self._min_scale, max_scale=self._max_scale,
+        rule = self._rule
+        out = {"scale": self.get_scale(), "growth_factor": rule.growth_factor, "backoff_factor": rule.backoff_factor,
+               "growth_interval": rule.growth_interval, "_growth_tracker": self._get_growth_tracker()}
+        if rule.hysteresis != 1 or rule.min_scale is not None or rule.max_scale is not None:
+            out.update(hysteresis=rule.hysteresis, min_scale=rule.min_scale, max_scale=rule.max_scale,
                        _overflow_tracker=self._get_overflow_tracker())
         return out
 
     def load_state_dict(self, state_dict):
-        """Restore what state_dict() saved; the scale trajectory continues exactly."""
+        """Restore what state_dict() saved; the scale trajectory continues exactly. Nothing changes on an error."""
         if not self._enabled:
             return
         if not isinstance(state_dict, Mapping):
@@ -335,25 +341,21 @@ class GradScaler:
         missing = [k for k in _STATE_KEYS if k not in state_dict]
         if missing:
             raise ValueError(f"GradScaler state dict is missing {missing}; it needs the keys {list(_STATE_KEYS)}")
-        scale = _check_scale(state_dict["scale"], "state_dict['scale']")
-        growth_factor = _check_growth_factor(state_dict["growth_factor"])
-        backoff_factor = _check_backoff_factor(state_dict["backoff_factor"])
-        growth_interval = _check_positive_int(state_dict["growth_interval"], "state_dict['growth_interval']")
-        tracker = _check_tracker(state_dict["_growth_tracker"], "state_dict['_growth_tracker']")
-        hysteresis = _check_positive_int(state_dict.get("hysteresis", self._hysteresis), "state_dict['hysteresis']")
-        min_scale = state_dict.get("min_scale", self._min_scale)
-        max_scale = state_dict.get("max_scale", self._max_scale)
-        min_scale = None if min_scale is None else _check_scale(min_scale, "state_dict['min_scale']")
-        max_scale = None if max_scale is None else _check_scale(max_scale, "state_dict['max_scale']")
-        overflows = _check_tracker(state_dict.get("_overflow_tracker", 0), "state_dict['_overflow_tracker']")
+        try:
+            rule = self._checked(ScaleRule(
+                state_dict["growth_factor"], state_dict["backoff_factor"], state_dict["growth_interval"],
+                state_dict.get("hysteresis", self._rule.hysteresis), state_dict.get("min_scale", self._rule.min_scale),
+                state_dict.get("max_scale", self._rule.max_scale)))
+            scale = check_scale(state_dict["scale"], "scale")
+            tracker = check_tracker(state_dict["_growth_tracker"], "_growth_tracker")
+            overflows = check_tracker(state_dict.get("_overflow_tracker", 0), "_overflow_tracker")
+        except ValueError as exc:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {exc}") from None
         # everything is valid: apply it all
+        self._rule = rule
         self._init_scale, self._init_growth_tracker, self._init_overflow_tracker = scale, tracker, overflows
-        self._growth_factor, self._backoff_factor = growth_factor, backoff_factor
-        self._growth_interval, self._hysteresis = growth_interval, hysteresis
-        self._min_scale, self._max_scale = min_scale, max_scale
         if self._state is not None:
-            self._state.scale.fill(np.float32(scale))
-            self._state.inv_scale.fill(_inverse(scale))
+            self._state.set_scale(scale)
             self._state.growth_tracker.fill(tracker)
             self._state.overflow_tracker.fill(overflows)
             self._scale_version[0] += 1
@@ -376,9 +378,10 @@ class GradScaler:
         return Tensor._wrap(_be.to_device(self._state.scale, device).reshape(()))
 
     def _optimizer_state(self, optimizer):
-        if not hasattr(optimizer, "param_groups"):
-            raise TypeError(f"expected an optimizer with param_groups (a mixprec.optim.Optimizer), got "
-                            f"{type(optimizer).__name__}")
+        from ..optim import Optimizer
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"expected an mp.optim.Optimizer (its unscale_pairs() names the gradients of its "
+                            f"param_groups), got {type(optimizer).__name__}")
         return self._per_optimizer_states.setdefault(id(optimizer), {"stage": OptState.READY, "slot": None})
 
     def _claim_slot(self) -> int:
@@ -387,28 +390,23 @@ class GradScaler:
         self._slots_used += 1
         return self._slots_used - 1
 
-    def _found_inf(self, slot):
-        return self._state.flags[1 + slot:2 + slot]
-
     def _read_found_inf(self, slot) -> bool:
         host = _be.to_device(self._state.flags[:2 + slot], _be.CPU)  # the one device-to-host read
-        if host[0] and not self._floor_warned:
+        if host[_DeviceState.FLOOR] and not self._floor_warned:
             self._floor_warned = True
-            warnings.warn(f"GradScaler: THE LOSS SCALE HIT ITS FLOOR (min_scale={self._min_scale}). Gradients "
+            warnings.warn(f"GradScaler: THE LOSS SCALE HIT ITS FLOOR (min_scale={self._rule.min_scale}). Gradients "
                           "overflow even at the smallest allowed scale, so steps keep being skipped: the model "
                           "or its loss is producing inf/NaN (diverging), not just overflowing float16.",
                           RuntimeWarning, stacklevel=3)
         return bool(host[1 + slot] != 0)
 
-    def _set_scale(self, new_scale):
+    def _checked_new_scale(self, new_scale):
+        """update(new_scale)'s argument: a number, or a one-element floating Tensor (as a float32 device array)."""
         from ..tensor import Tensor
         reason = ("new_scale should be a float or a 1-element Tensor with requires_grad=False on the scaler's "
                   "device")
         if isinstance(new_scale, numbers.Real) and not isinstance(new_scale, bool):
-            value = _check_scale(new_scale, "new_scale")
-            self._state.scale.fill(np.float32(value))
-            self._state.inv_scale.fill(_inverse(value))
-            return
+            return check_scale(new_scale, "new_scale")
         if not isinstance(new_scale, Tensor):
             raise TypeError(f"{reason}, got {type(new_scale).__name__}")
         if new_scale.numel() != 1 or new_scale.requires_grad or new_scale.device.type != self._state.device.type:
@@ -416,35 +414,46 @@ class GradScaler:
                              f"device {new_scale.device}")
         if not _dt.is_floating(new_scale.dtype):
             raise TypeError(f"{reason}; got dtype {new_scale.dtype.name}")
-        value = _be.to_device(new_scale.data, self._state.device).reshape(1).astype(np.float32)
-        self._state.scale[...] = value
-        self._state.inv_scale[...] = (1.0 / value.astype(np.float64)).astype(np.float32)
+        return _be.to_device(new_scale.data, self._state.device).reshape(1).astype(np.float32)
 
 
-def _gradients(optimizer, allow_float16=False):
-    """The gradient Tensors to unscale; float16 ones are refused as torch refuses them
-    (allow_float16: mp.amp.StaticGradScaler at scale 1.0, where unscaling is only the check).
+class StaticGradScaler(GradScaler):
+    """A GradScaler whose scale never changes; steps with inf/NaN gradients are still skipped.
 
-    A gradient that is a broadcast view (read-only, or with a zero stride, as the
-    gradient of a sum can be) is first given memory of its own, so it can be
-    unscaled in place.
+    StaticGradScaler(device="cuda", scale=1.0, enabled=True): the default scale of 1
+    only checks and skips (what O0 and O3 use); pick a larger one for float16
+    gradients that would underflow, small enough never to overflow. Its rule has
+    growth and back-off factors of exactly 1: the update's scale * 1.0 rounds to the
+    same float32, so the state machine, the statistics (steps, skipped steps) and
+    state_dict are GradScaler's. At scale 1.0, unscaling is only the inf/NaN check,
+    so float16 gradients (O3) are accepted.
     """
-    from ..tensor import Tensor
-    grads = []
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            if g.dtype == _dt.float16 and not allow_float16:
-                raise ValueError("Attempting to unscale FP16 gradients. Keep the parameters in float32 (autocast "
-                                 "runs the float16 math) or use bfloat16 parameters.")
-            data = g.data
-            if 0 in data.strides[:data.ndim] and data.size > 1 or not getattr(data.flags, "writeable", True):
-                with _be.on_device(g.device):
-                    p.grad = g = Tensor._wrap(data.copy())
-            grads.append(g)
-    return grads
+
+    def __init__(self, device="cuda", scale=1.0, enabled=True):
+        super().__init__(device, init_scale=scale, growth_factor=1.0, backoff_factor=1.0, enabled=enabled)
+
+    def _checked(self, rule: ScaleRule) -> ScaleRule:
+        if (rule.growth_factor, rule.backoff_factor) != (1.0, 1.0):
+            raise ValueError(f"StaticGradScaler: the scale is fixed, so its growth and backoff factors are 1.0; got "
+                             f"growth_factor={rule.growth_factor} and backoff_factor={rule.backoff_factor}, a dynamic "
+                             "scaler's; load it into mp.amp.GradScaler, or use one, for a scale that changes")
+        return rule
+
+    def _unscales_float16(self) -> bool:
+        return self._init_scale == 1.0
+
+    def update(self, new_scale=None):
+        if new_scale is not None:
+            raise ValueError("StaticGradScaler: the scale is fixed, update() takes no new_scale (use "
+                             "mp.amp.GradScaler for a scale that changes)")
+        super().update()
+
+
+def _scale_within(x, name, rule: ScaleRule) -> float:
+    value = check_scale(x, name)
+    if not rule.lowest <= value <= rule.highest:
+        raise ValueError(f"{name} ({value}) must lie within [min_scale, max_scale] = [{rule.lowest}, {rule.highest}]")
+    return value
 
 
 def _device_type(device) -> str:
@@ -455,34 +464,3 @@ def _device_type(device) -> str:
         if name in ("cpu", "cuda") and (not index or (name == "cuda" and index.isdigit())):
             return name
     raise ValueError(f"GradScaler device must be 'cuda', 'cuda:N' or 'cpu', got {device!r}")
-
-
-def _check_scale(x, name) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or not \
-            0 < x <= _FLOAT32_MAX:
-        raise ValueError(f"{name} must be a finite positive number that fits float32, got {x!r}")
-    return float(x)
-
-
-def _check_growth_factor(x) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 1.0:
-        raise ValueError(f"The growth factor must be a finite number > 1.0, got {x!r}")
-    return float(x)
-
-
-def _check_backoff_factor(x) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 < x < 1.0:
-        raise ValueError(f"The backoff factor must be a number in (0, 1), got {x!r}")
-    return float(x)
-
-
-def _check_positive_int(x, name) -> int:
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {x!r}")
-    return int(x)
-
-
-def _check_tracker(x, name) -> int:
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not 0 <= x < 2 ** 31:
-        raise ValueError(f"{name} must be an integer >= 0, got {x!r}")
-    return int(x)

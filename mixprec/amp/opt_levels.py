@@ -20,42 +20,34 @@ same at every level::
         optimizer steps; the model's weights are refreshed from them after each step.
     O3  everything float16, no masters: the speed baseline.
 
-How O2 works (one mechanism, MasterWeights): the user's optimizer object keeps
-its class and hyper-parameters, but its param_groups now hold float32 master
-Parameters in place of the float16 model parameters (a float32 norm parameter
-is its own master). The GradScaler, asked to unscale that optimizer, gets
-(float16 model grad -> float32 master grad) pairs from MasterWeights and
-unscales each pair in the same fused launch
-(mp.amp.functional.non_finite_check_and_unscale_ with out=). The optimizer's
-step() and zero_grad(), and the model's state_dict() and load_state_dict(),
-are wrapped on those two objects (instance attributes; the classes are
-untouched): step() steps the masters then rounds them into the model's weights,
-zero_grad() clears both sets of gradients, and the model's state_dict holds
-the float32 masters, so a checkpoint keeps full precision and loads into a
-float32 model as well. See docs/opt-levels.md.
+How the levels are put together, without replacing any method of the user's objects:
+the input and output casts (and O1's autocast region) are forward hooks on the model
+(nn.Module.register_forward_pre_hook / register_forward_hook); normalisation layers
+kept in float32 get the same hooks; O2's float32 master weights are
+mixprec.amp.master_weights.MasterWeights, which plugs into the optimizer's one
+extension point (mp.optim.Optimizer.set_step_extension) and the model's state-dict
+hooks. See docs/opt-levels.md.
 """
 from __future__ import annotations
 
-import functools
 import math
-import numbers
 import warnings
-from dataclasses import dataclass
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
-from ..autograd.grad_mode import enable_grad, no_grad
-from ..tensor import Tensor, zero_grads
-from . import functional as _F
+from ..tensor import Tensor
+from ._layout import check_scale
 from .autocast_mode import autocast
-from .grad_scaler import GradScaler, _gradients
+from .grad_scaler import GradScaler, StaticGradScaler
+from .master_weights import MasterWeights, master_params
 
 __all__ = ["initialize", "StaticGradScaler", "master_params"]
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _DEFAULT_MAX_LOSS_SCALE = 2.0 ** 24
 _DYNAMIC_INIT_SCALE = 2.0 ** 16  # torch's and apex's starting scale
 
@@ -123,35 +115,31 @@ def initialize(model, optimizer, opt_level="O1", *, dtype=_dt.float16, keep_norm
     props = _properties(opt_level, dtype, keep_norm_fp32, master_weights, loss_scale, min_loss_scale,
                         max_loss_scale)
     for obj, what in ((model, "model"), (optimizer, "optimizer")):
-        done = obj.__dict__.get("_amp_properties")
+        done = _INITIALIZED.get(obj)
         if done is not None:
-            raise RuntimeError(f"initialize: this {what} was already initialized at {done.opt_level}; build a "
+            raise RuntimeError(f"initialize: this {what} was already initialized at {done}; build a "
                                "fresh float32 model and optimizer to choose another level")
     device = _check_float32(model, optimizer)
     if props.cast_model and optimizer.state:
         raise ValueError("initialize: the optimizer already has state (it has stepped); call initialize before "
                          "the first step, so its state is created in the right precision")
+    if props.master_weights and optimizer.step_extension is not None:
+        raise ValueError(f"initialize: master weights need the optimizer's step extension, but it already has one "
+                         f"({type(optimizer.step_extension).__name__})")
 
+    scaler = _make_scaler(props, device.type)
     if props.cast_model:
         pairs = _cast_model(model, optimizer, props)
         if props.master_weights:
-            _attach_master_weights(model, optimizer, pairs)
-        _wrap_forward(model, _cast_floating(props.dtype), None)
+            MasterWeights(model, optimizer, pairs)
+        _Casting(inputs=props.dtype).attach(model)
     elif props.autocast:
-        _wrap_forward(model, None, autocast(device.type, dtype=props.dtype))
-    object.__setattr__(model, "_amp_properties", props)
-    optimizer._amp_properties = props
-    return model, optimizer, _make_scaler(props, device.type)
+        _Casting(region=lambda: autocast(device.type, dtype=props.dtype)).attach(model)
+    _INITIALIZED[model] = _INITIALIZED[optimizer] = props.opt_level
+    return model, optimizer, scaler
 
 
-def master_params(optimizer):
-    """The tensors the optimizer steps: float32 masters after initialize at O2, its parameters otherwise.
-
-    Clip these (after scaler.unscale_(optimizer)), not model.parameters(): at O2
-    the model's float16 gradients are still scaled, the masters' are the true ones.
-    """
-    for group in optimizer.param_groups:
-        yield from group["params"]
+_INITIALIZED = weakref.WeakKeyDictionary()  # model or optimizer -> the level initialize gave it
 
 
 # ---------------------------------------------------------------- options
@@ -193,8 +181,8 @@ def _properties(opt_level, dtype, keep_norm_fp32, master_weights, loss_scale, mi
                       "gradients do not underflow and loss scaling is not needed (the default for bfloat16 is "
                       "1.0); scaling anyway as asked", UserWarning, stacklevel=3)
     level["loss_scale"] = scale
-    lo = None if min_loss_scale is None else _check_scale(min_loss_scale, "min_loss_scale")
-    hi = None if max_loss_scale is None else _check_scale(max_loss_scale, "max_loss_scale")
+    lo = None if min_loss_scale is None else check_scale(min_loss_scale, "initialize: min_loss_scale")
+    hi = None if max_loss_scale is None else check_scale(max_loss_scale, "initialize: max_loss_scale")
     if scale == "dynamic":
         if lo is not None and hi is not None and lo > hi:
             raise ValueError(f"initialize: min_loss_scale ({lo}) must not exceed max_loss_scale ({hi})")
@@ -213,16 +201,11 @@ def _properties(opt_level, dtype, keep_norm_fp32, master_weights, loss_scale, mi
 def _check_loss_scale(x):
     if x is None or isinstance(x, str) and x == "dynamic":
         return x
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or not 0 < x <= _FLOAT32_MAX:
+    try:
+        return check_scale(x, "loss_scale")
+    except ValueError:
         raise ValueError(f"initialize: loss_scale must be 'dynamic' or a finite number > 0 that fits float32, "
-                         f"got {x!r}")
-    return float(x)
-
-
-def _check_scale(x, name):
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or not 0 < x <= _FLOAT32_MAX:
-        raise ValueError(f"initialize: {name} must be a finite number > 0 that fits float32, got {x!r}")
-    return float(x)
+                         f"got {x!r}") from None
 
 
 def _check_float32(model, optimizer):
@@ -271,7 +254,7 @@ def _cast_model(model, optimizer, props):
     pairs, seen = [], set()
     for module in model.modules():
         if isinstance(module, keep):
-            _wrap_forward(module, _cast_floating(_dt.float32), None, output=_match_input)
+            _Casting(inputs=_dt.float32, outputs=None).attach(module)
             continue
         for p in module._parameters.values():
             if p is None or id(p) in seen:
@@ -291,42 +274,41 @@ def _cast_model(model, optimizer, props):
     return pairs
 
 
-def _cast_floating(dtype):
-    def cast(t):
-        return t.to(dtype) if _dt.is_floating(t.dtype) else t
-    return cast
+class _Casting:
+    """A module's forward hooks: cast its floating inputs to `inputs` (None: as they come), run forward
+    inside a fresh `region()` (O1's autocast; None: no region), and hand floating outputs back in
+    `outputs` (None: in the dtype the floating inputs came in, when they share one)."""
 
+    def __init__(self, inputs=None, outputs=_dt.float32, region=None):
+        self.inputs, self.outputs, self.region = inputs, outputs, region
+        self._calls = []  # (input dtype, entered region) per forward in progress
 
-def _to_float32(t):
-    return t.to(_dt.float32) if _dt.is_floating(t.dtype) else t
+    def attach(self, module):
+        module.register_forward_pre_hook(self.before, with_kwargs=True)
+        module.register_forward_hook(self.after, with_kwargs=True, always_call=True)
 
+    def before(self, module, args, kwargs):
+        dtypes = set() if self.outputs else {t.dtype for t in _tensors((args, kwargs)) if _dt.is_floating(t.dtype)}
+        region = None if self.region is None else self.region()
+        self._calls.append((dtypes.pop() if len(dtypes) == 1 else None, region))
+        if region is not None:
+            region.__enter__()
+        if self.inputs is None:
+            return None
+        return _map_tensors(args, self._cast_to(self.inputs)), _map_tensors(kwargs, self._cast_to(self.inputs))
 
-def _match_input(output, inputs):
-    """A float32 norm layer hands its output back in the dtype its input came in."""
-    dtypes = {t.dtype for t in _tensors(inputs) if _dt.is_floating(t.dtype)}
-    if len(dtypes) != 1:
-        return output
-    dtype = dtypes.pop()
-    return _map_tensors(output, lambda t: t.to(dtype) if _dt.is_floating(t.dtype) else t)
+    def after(self, module, args, kwargs, output):
+        if not self._calls:  # an earlier pre-hook raised before ours ran
+            return None
+        input_dtype, region = self._calls.pop()
+        if region is not None:
+            region.__exit__(None, None, None)
+        target = self.outputs or input_dtype
+        return None if target is None else _map_tensors(output, self._cast_to(target))
 
-
-def _wrap_forward(module, cast_inputs, region, output=None):
-    """module.forward = cast the floating inputs, run (inside region, if any), then fix the outputs:
-    output(outputs, original inputs) when given, else floating outputs to float32."""
-    inner = module.forward
-
-    @functools.wraps(inner)
-    def forward(*args, **kwargs):
-        new_args, new_kwargs = args, kwargs
-        if cast_inputs is not None:
-            new_args, new_kwargs = _map_tensors(args, cast_inputs), _map_tensors(kwargs, cast_inputs)
-        if region is None:
-            out = inner(*new_args, **new_kwargs)
-        else:
-            with region:
-                out = inner(*new_args, **new_kwargs)
-        return _map_tensors(out, _to_float32) if output is None else output(out, (args, kwargs))
-    object.__setattr__(module, "forward", forward)
+    @staticmethod
+    def _cast_to(dtype):
+        return lambda t: t.to(dtype) if _dt.is_floating(t.dtype) else t
 
 
 def _map_tensors(value, fn):
@@ -350,191 +332,3 @@ def _tensors(value):
     elif isinstance(value, Mapping):
         for v in value.values():
             yield from _tensors(v)
-
-
-# ---------------------------------------------------------------- master weights (O2)
-class MasterWeights:
-    """float32 master copies of a model's low-precision parameters, stepped by the model's optimizer.
-
-    The invariant: every model parameter equals its master rounded to the model's
-    dtype. Master gradients live in float32 buffers allocated once, so their
-    addresses never change (the CUDA unscale kernel keeps its pointer table).
-    """
-
-    def __init__(self, optimizer, pairs):
-        self.optimizer = optimizer
-        self.pairs = list(pairs)                                   # (model param, master)
-        self._master_of = {id(p): m for p, m in self.pairs}
-        self._model_of = {id(m): p for p, m in self.pairs}
-        self._grad_buffers = {}                                    # id(master) -> float32 array
-        self._filled = None  # {id(model param): (its grad, version)} as unscale_pairs read them; None: not yet
-
-    def master_of(self, param):
-        """The float32 master of a model parameter (None when it has none)."""
-        return self._master_of.get(id(param))
-
-    def unscale_pairs(self):
-        """(gradient, destination) pairs for GradScaler.unscale_: every float16 model gradient into its
-        master's float32 gradient, and in place for what the optimizer steps directly (a float32 norm
-        parameter). A master whose model parameter got no gradient gets none (it is not stepped)."""
-        pairs, filled = [], {}
-        for group in self.optimizer.param_groups:
-            for q in group["params"]:
-                p = self._model_of.get(id(q))
-                if p is None:
-                    if q.grad is not None:
-                        pairs.append((q.grad, q.grad))
-                    continue
-                if p.grad is None:
-                    q.grad = None
-                    continue
-                q.grad = self._master_grad(q)
-                pairs.append((p.grad, q.grad))
-                filled[id(p)] = (p.grad, p.grad._version)
-        self._filled = filled
-        return pairs
-
-    def _master_grad(self, master):
-        buf = self._grad_buffers.get(id(master))
-        if buf is None:
-            with _be.on_device(master.device):
-                buf = self._grad_buffers[id(master)] = _be.xp_of(master.device).empty(master.shape, np.float32)
-        return master.grad if master.grad is not None and master.grad.data is buf else Tensor._wrap(buf)
-
-    def prepare_step(self):
-        """Before the optimizer steps the masters: their gradients must be the model's current ones.
-
-        A scaler's unscale_ filled them (then nothing may have changed the model's
-        gradients since), or no scaler was used and they are copied now.
-        """
-        if self._filled is None:
-            self.copy_grads()
-            return
-        for p, _ in self.pairs:
-            seen = self._filled.get(id(p))
-            if (seen is None) != (p.grad is None) or seen is not None and (seen[0] is not p.grad or
-                                                                           seen[1] != p.grad._version):
-                raise RuntimeError("optimizer.step(): the model's gradients changed after scaler.unscale_(optimizer) "
-                                   "read them. With master weights the optimizer steps float32 masters: clip or edit "
-                                   "the gradients of mp.amp.master_params(optimizer), not model.parameters()")
-
-    def copy_grads(self):
-        """Copy (widen) the model's gradients into the masters' unchanged: optimizer.step() without a scaler."""
-        pairs = [(s.data, d.data) for s, d in self.unscale_pairs() if s is not d]
-        if pairs:
-            device = _be.device_of_array(pairs[0][0])
-            xp = _be.xp_of(device)
-            with _be.on_device(device):
-                flag, one = xp.zeros((1,), np.float32), xp.ones((1,), np.float32)
-            _F.non_finite_check_and_unscale_([s for s, _ in pairs], flag, one, out=[d for _, d in pairs])
-
-    @no_grad()
-    def refresh_model(self, pairs=None):
-        """model weight = master rounded to the model's dtype (round to nearest even)."""
-        for p, m in self.pairs if pairs is None else pairs:
-            p._assign("refreshing a weight from its master", m)  # also bumps its version: stale casts go
-
-    def zero_grad(self, set_to_none=True):
-        zero_grads((p for p, _ in self.pairs), set_to_none)
-        self._filled = None
-
-
-def _attach_master_weights(model, optimizer, pairs):
-    """Re-point the optimizer at the masters and wrap step/zero_grad and the model's state_dict/load."""
-    masters = MasterWeights(optimizer, pairs)
-    for group in optimizer.param_groups:
-        group["params"] = [p if masters.master_of(p) is None else masters.master_of(p) for p in group["params"]]
-    optimizer._amp_master_weights = masters
-    inner_step, inner_zero_grad = optimizer.step, optimizer.zero_grad
-
-    @functools.wraps(inner_step)
-    def step(closure=None):
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
-        masters.prepare_step()
-        inner_step()
-        masters._filled = None
-        masters.refresh_model()
-        return loss
-
-    @functools.wraps(inner_zero_grad)
-    def zero_grad(set_to_none=True):
-        inner_zero_grad(set_to_none)
-        masters.zero_grad(set_to_none)
-
-    optimizer.step, optimizer.zero_grad = step, zero_grad
-    inner_state_dict, inner_load = model.state_dict, model.load_state_dict
-
-    @functools.wraps(inner_state_dict)
-    def state_dict(destination=None, prefix="", keep_vars=False):
-        out = inner_state_dict(destination, prefix, keep_vars=True)
-        for key, t in out.items():
-            m = masters.master_of(t)
-            t = t if m is None else m
-            out[key] = t if keep_vars else t.detach()
-        return out
-
-    @functools.wraps(inner_load)
-    def load_state_dict(state_dict, strict=True):
-        result = inner_load(state_dict, strict)  # checks everything first; loads rounded values into the model
-        loaded = []
-        with no_grad():
-            for key, p in inner_state_dict(keep_vars=True).items():
-                m = masters.master_of(p)
-                if m is not None and key in state_dict:
-                    m._assign("load_state_dict", state_dict[key])
-                    loaded.append((p, m))
-        masters.refresh_model(loaded)  # exactly master rounded, whatever precision the file held
-        return result
-
-    object.__setattr__(model, "state_dict", state_dict)
-    object.__setattr__(model, "load_state_dict", load_state_dict)
-
-
-# ---------------------------------------------------------------- static loss scale
-class StaticGradScaler(GradScaler):
-    """A GradScaler whose scale never changes; steps with inf/NaN gradients are still skipped.
-
-    StaticGradScaler(device="cuda", scale=1.0, enabled=True): the default scale of 1
-    only checks and skips (what O0 and O3 use); pick a larger one for float16
-    gradients that would underflow, small enough never to overflow. It is the dynamic
-    scaler with growth and back-off factors of exactly 1: the update kernel's
-    scale * 1.0 rounds to the same float32, so the state machine, the statistics
-    (steps, skipped steps) and state_dict are GradScaler's. At scale 1.0,
-    unscaling is only the inf/NaN check, so float16 gradients (O3) are accepted.
-    """
-
-    def __init__(self, device="cuda", scale=1.0, enabled=True):
-        super().__init__(device, init_scale=scale, enabled=enabled)
-        self._growth_factor = self._backoff_factor = 1.0
-
-    def _unscale_pairs(self, optimizer):
-        if self._init_scale == 1.0 and getattr(optimizer, "_amp_master_weights", None) is None:
-            return [(g, g) for g in _gradients(optimizer, allow_float16=True)]
-        return super()._unscale_pairs(optimizer)
-
-    def update(self, new_scale=None):
-        if new_scale is not None:
-            raise ValueError("StaticGradScaler: the scale is fixed, update() takes no new_scale (use "
-                             "mp.amp.GradScaler for a scale that changes)")
-        super().update()
-
-    def set_growth_factor(self, new_factor):
-        raise ValueError("StaticGradScaler: the scale is fixed, its growth factor is 1 (use mp.amp.GradScaler)")
-
-    def set_backoff_factor(self, new_factor):
-        raise ValueError("StaticGradScaler: the scale is fixed, its backoff factor is 1 (use mp.amp.GradScaler)")
-
-    def load_state_dict(self, state_dict):
-        """Load what a StaticGradScaler saved (factors 1.0); a dynamic scaler's state is refused."""
-        if self._enabled and isinstance(state_dict, Mapping) and state_dict:
-            factors = (state_dict.get("growth_factor"), state_dict.get("backoff_factor"))
-            if factors != (1.0, 1.0):
-                raise ValueError(f"StaticGradScaler.load_state_dict: this state has growth_factor, backoff_factor "
-                                 f"= {factors}, a dynamic scaler's; load it into mp.amp.GradScaler")
-            # the base class checks the factors as a dynamic scaler's (> 1, < 1): give it valid ones
-            state_dict = {**state_dict, "growth_factor": 2.0, "backoff_factor": 0.5}
-        super().load_state_dict(state_dict)
-        self._growth_factor = self._backoff_factor = 1.0

@@ -8,6 +8,7 @@ reads ``"0.weight"`` or ``"encoder.layers.1.bias"``.
 """
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -16,10 +17,13 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
+from ..hooks import RemovableHandle
 from ..tensor import Tensor, zero_grads
 from .parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+_HOOK_KINDS = ("forward_pre", "forward", "state_dict_pre", "state_dict_post", "load_state_dict_pre",
+               "load_state_dict_post")
 
 
 class Module:
@@ -31,12 +35,113 @@ class Module:
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_hooks", {kind: OrderedDict() for kind in _HOOK_KINDS})
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None or not (hooks["forward_pre"] or hooks["forward"]):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(hooks, args, kwargs)
+
+    # ---------------------------------------------------------------- hooks (torch's contracts)
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
+        """Run hook(module, args) before every forward; it returns None or new args (a value that
+        is not a tuple becomes a 1-tuple). with_kwargs=True: hook(module, args, kwargs) returns None
+        or (new_args, new_kwargs). Hooks run in registration order; prepend=True puts this one first.
+        Returns a RemovableHandle."""
+        return self._add_hook("forward_pre", (hook, bool(with_kwargs)), prepend)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False):
+        """Run hook(module, args, output) after every forward (args as the pre-hooks left them); it
+        returns None or a replacement output. with_kwargs=True: hook(module, args, kwargs, output).
+        always_call=True: also run it when forward (or a hook) raised, with output None, before the
+        error propagates. Returns a RemovableHandle."""
+        return self._add_hook("forward", (hook, bool(with_kwargs), bool(always_call)), prepend)
+
+    def register_state_dict_pre_hook(self, hook):
+        """Run hook(module, prefix, keep_vars) before state_dict() collects anything."""
+        return self._add_hook("state_dict_pre", hook)
+
+    def register_state_dict_post_hook(self, hook):
+        """Run hook(module, state_dict, prefix, local_metadata) -> None after state_dict() collected
+        everything; it may change state_dict in place (local_metadata is an empty dict here)."""
+        return self._add_hook("state_dict_post", hook)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """Run hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs) -> None before load_state_dict() checks anything; keys or messages it appends to
+        the three lists count as load errors."""
+        return self._add_hook("load_state_dict_pre", hook)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """Run hook(module, incompatible_keys) -> None after load_state_dict() loaded. mixprec checks
+        the whole load before copying anything, so these run only after a successful load."""
+        return self._add_hook("load_state_dict_post", hook)
+
+    def _add_hook(self, kind, entry, prepend=False):
+        hooks = self._hooks[kind]
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = entry
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def _call_with_hooks(self, hooks, args, kwargs):
+        """forward between its hooks, with torch.nn.Module.__call__'s semantics."""
+        result, always_called = None, set()
+        try:
+            for hook, with_kwargs in list(hooks["forward_pre"].values()):
+                if with_kwargs:
+                    changed = hook(self, args, kwargs)
+                    if changed is not None:
+                        if not (isinstance(changed, tuple) and len(changed) == 2):
+                            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, "
+                                               f"new_kwargs), but got {changed}.")
+                        args, kwargs = changed
+                else:
+                    changed = hook(self, args)
+                    if changed is not None:
+                        args = changed if isinstance(changed, tuple) else (changed,)
+            result = self.forward(*args, **kwargs)
+            for hook_id, (hook, with_kwargs, always_call) in list(hooks["forward"].items()):
+                if always_call:
+                    always_called.add(hook_id)
+                changed = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+                if changed is not None:
+                    result = changed
+            return result
+        except Exception:
+            for hook_id, (hook, with_kwargs, always_call) in list(hooks["forward"].items()):
+                if not always_call or hook_id in always_called:
+                    continue
+                try:
+                    changed = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+                    if changed is not None:
+                        result = changed
+                except Exception as exc:
+                    warnings.warn("module forward hook with ``always_call=True`` raised an exception that was "
+                                  f"silenced as another error was raised in forward: {exc}", stacklevel=2)
+            raise
+
+    def _walk(self, head=""):
+        """("enter", module, key prefix) then, after its children, ("leave", module, key prefix) for every
+        module of the tree, shared ones once per path: the order torch's recursive state_dict and
+        load_state_dict visit modules and call their hooks in."""
+        yield "enter", self, head
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._walk(head + name + ".")
+        yield "leave", self, head
+
+    def _run_hooks(self, kind, *args):
+        for hook in list(self.__dict__.get("_hooks", {}).get(kind, {}).values()):
+            if hook(self, *args) is not None and kind.endswith("post"):
+                raise RuntimeError(f"{kind.replace('_', ' ')} hooks must return None (they may change their "
+                                   "arguments in place)")
 
     # ---------------------------------------------------------------- registration
     def __setattr__(self, name, value):
@@ -295,14 +400,17 @@ class Module:
     # ---------------------------------------------------------------- state
     def _state_entries(self, prefix=""):
         """Every (key, tensor) a state_dict holds: parameters, then persistent buffers, module by module."""
-        for mod_prefix, module in self.named_modules(prefix=prefix, remove_duplicate=False):
-            head = mod_prefix + ("." if mod_prefix else "")
-            for name, p in module._parameters.items():
-                if p is not None:
-                    yield head + name, p
-            for name, b in module._buffers.items():
-                if b is not None and name not in module._non_persistent_buffers:
-                    yield head + name, b
+        for event, module, head in self._walk(prefix + "." if prefix else ""):
+            if event == "enter":
+                yield from module._own_state(head)
+
+    def _own_state(self, head):
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield head + name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers:
+                yield head + name, b
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
         """An ordered dict key -> tensor of everything needed to restore this module.
@@ -311,8 +419,13 @@ class Module:
         in PyTorch: save or copy them if the module will keep changing.
         """
         out = OrderedDict() if destination is None else destination
-        for key, t in self._state_entries(prefix):
-            out[key] = t if keep_vars else t.detach()
+        for event, module, head in self._walk(prefix + "." if prefix else ""):
+            if event == "enter":
+                module._run_hooks("state_dict_pre", head, keep_vars)
+                for key, t in module._own_state(head):
+                    out[key] = t if keep_vars else t.detach()
+            else:
+                module._run_hooks("state_dict_post", out, head, {})
         return out
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
@@ -326,9 +439,15 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict expects a dict of key -> tensor, got {type(state_dict).__name__}")
+        state_dict, hook_missing, hook_unexpected, hook_errors = OrderedDict(state_dict), [], [], []
+        for event, module, head in self._walk():  # torch's arguments: the keys under head; strict=True
+            if event == "enter" and module.__dict__.get("_hooks", {}).get("load_state_dict_pre"):
+                local = state_dict if not head else {k: v for k, v in state_dict.items() if k.startswith(head)}
+                module._run_hooks("load_state_dict_pre", local, head, {}, True, hook_missing, hook_unexpected,
+                                  hook_errors)
         expected = OrderedDict(self._state_entries())
-        missing = [k for k in expected if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in expected]
+        missing = [k for k in expected if k not in state_dict] + hook_missing
+        unexpected = [k for k in state_dict if k not in expected] + hook_unexpected
         problems, ready = [], []
         for key, target in expected.items():
             if key not in state_dict:
@@ -353,13 +472,17 @@ class Module:
             errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
         if strict and unexpected:
             errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
-        errors.extend(problems)
+        errors.extend(problems + hook_errors)
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         with no_grad():
             for target, value in ready:
                 target._assign("load_state_dict", _be.to_device(value, target.device))
-        return IncompatibleKeys(missing, unexpected)
+        result = IncompatibleKeys(missing, unexpected)
+        for event, module, _ in self._walk():
+            if event == "leave":
+                module._run_hooks("load_state_dict_post", result)
+        return result
 
     # ---------------------------------------------------------------- printing
     def extra_repr(self) -> str:

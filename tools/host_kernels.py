@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Build mixprec's CUDA kernels for the host and run them on NumPy arrays: the kernels' code, no GPU.
+
+    python tools/host_kernels.py        # build, then check each kernel against the NumPy reference once
+
+The sources are exactly the text CuPy compiles (mixprec.amp._kernels.load_source,
+generated layout header included), compiled by a C++ compiler ($CXX, g++, clang++
+or c++) with -DMIXPREC_HOST_EMULATION and kernels/host_emulation.cuh into one shared
+library, loaded with ctypes. ``HostRunner`` has the interface of
+mixprec.amp._kernels.CudaRunner, so the launcher's own Python (chunk tables, runs of
+non-overlapping arrays, UpdateArgs blocks, the table cache) runs unchanged on the
+emulated kernels. tests/test_kernels_host.py checks them bit for bit against the
+NumPy reference; docs/grad-scaler.md says what that proves and what only a GPU can.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout: use its mixprec
+    sys.path.insert(0, str(ROOT))
+
+from mixprec.amp import _kernels  # noqa: E402
+
+# IEEE arithmetic as the device does it: no contraction into fused multiply-adds, no
+# fast-math (which would also flush subnormals), no aliasing assumptions about the
+# kernels' reinterpret_casts.
+FLAGS = ("-std=c++14", "-O2", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
+         "-Wall", "-Wno-unknown-pragmas", "-Werror", "-DMIXPREC_HOST_EMULATION")
+
+
+class HostBuildUnavailable(RuntimeError):
+    """No C++ compiler here, or one without _Float16 (GCC >= 12, Clang >= 15 have it)."""
+
+
+def find_compiler() -> str:
+    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    raise HostBuildUnavailable("no C++ compiler found (set CXX, or install g++)")
+
+
+def _symbol(expression: str) -> str:
+    return "mixprec_launch_" + hashlib.sha1(expression.encode()).hexdigest()[:12]
+
+
+def _translation_unit(filename: str) -> str:
+    """The kernel source as CuPy gets it, plus one extern "C" launcher per kernel it provides."""
+    launchers = [f'extern "C" void {_symbol(expr)}(unsigned int grid, unsigned int block, void** args) '
+                 f'{{ host_launch(grid, block, &{expr}, args); }}' for expr in _kernels.MODULES[filename]]
+    return "\n".join([_kernels.load_source(filename), "// host launchers (tools/host_kernels.py)", *launchers, ""])
+
+
+def build(out_dir) -> Path:
+    """Compile every kernel source into out_dir/mixprec_host_kernels.so; returns its path."""
+    cxx = find_compiler()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    probe = out_dir / "float16_probe.cpp"
+    probe.write_text("int main() { _Float16 h = (_Float16)1.5f; return (float)h == 1.5f ? 0 : 1; }\n")
+    if subprocess.run([cxx, "-std=c++14", "-fsyntax-only", str(probe)], capture_output=True).returncode != 0:
+        raise HostBuildUnavailable(f"{cxx} has no _Float16 (needed for the float16 conversions; GCC >= 12 or "
+                                   "Clang >= 15 have it)")
+    sources = []
+    for filename in _kernels.MODULES:
+        path = out_dir / (Path(filename).stem + ".cpp")
+        path.write_text(_translation_unit(filename))
+        sources.append(str(path))
+    library = out_dir / "mixprec_host_kernels.so"
+    command = [cxx, *FLAGS, "-include", str(_kernels.SOURCE_DIR / "host_emulation.cuh"), "-shared", "-o",
+               str(library), *sources]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the host kernels failed:\n{' '.join(command)}\n{done.stderr}")
+    return library
+
+
+class HostRunner:
+    """mixprec.amp._kernels' runner interface on the host-built kernels and NumPy arrays.
+
+    ``capturing_now`` acts out a CUDA graph capture for the table cache, and
+    ``launches`` records every launch (kernel and argument addresses) the way a
+    captured graph keeps them, so ``replay`` can run one again later.
+    """
+    xp = np
+
+    def __init__(self, library, capacity: int = 64):
+        self.lib = ctypes.CDLL(str(library))
+        self.tables = _kernels.DeviceTables(capacity)
+        self.capturing_now = False
+        self.launches = []
+
+    def device_id(self, array) -> int:
+        return 0
+
+    def pointer(self, array) -> int:
+        return array.__array_interface__["data"][0]
+
+    def upload(self, host, device_id):
+        return np.array(host, dtype=np.int64, copy=True)  # "device" memory of its own, owned by the cache
+
+    def capturing(self, device_id) -> bool:
+        return self.capturing_now
+
+    def launch(self, filename, name, device_id, grid, block, args):
+        record = (name, grid, block, tuple(self.pointer(a) for a in args))
+        self.launches.append(record)
+        self.replay(record)
+
+    def replay(self, record):
+        name, grid, block, pointers = record
+        fn = getattr(self.lib, _symbol(name))
+        fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
+        fn.restype = None
+        fn(grid, block, (ctypes.c_void_p * len(pointers))(*pointers))
+
+
+def main() -> int:
+    from mixprec import dtypes
+    from mixprec.amp import _reference
+    from mixprec.amp._layout import ScaleRule, UpdateScaleArgs
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runner = HostRunner(build(tmp))
+            rng = np.random.default_rng(0)
+            failures = 0
+            for src, dst in _kernels.UNSCALE_PAIRS:
+                dtype_in, dtype_out = getattr(dtypes, src), getattr(dtypes, dst)
+                x = (rng.standard_normal(70_001) * 1e3).astype(np.float32).astype(dtype_in)
+                x[-1] = np.inf
+                got = np.empty(x.shape, dtype_out)
+                want = np.empty(x.shape, dtype_out)
+                flags = np.zeros(1, np.float32), np.zeros(1, np.float32)
+                inv = np.array([1 / 1024], np.float32)
+                _kernels.unscale([(x, got)], flags[0], inv, runner)
+                _reference.unscale([(x, want)], flags[1], inv)
+                ok = got.tobytes() == want.tobytes() and flags[0].tobytes() == flags[1].tobytes()
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} unscale {src} -> {dst}")
+            states = [dict(scale=np.array([2.0 ** 16], np.float32), growth_tracker=np.zeros(1, np.int32),
+                           found_inf=np.zeros(1, np.float32)) for _ in range(2)]
+            rule = ScaleRule(growth_interval=2)
+            for step in range(50):
+                for state in states:
+                    state["found_inf"][0] = float(step % 7 == 3)
+                _kernels.update_scale(UpdateScaleArgs(rule=rule, **states[0]), runner)
+                _reference.update_scale(UpdateScaleArgs(rule=rule, **states[1]))
+            ok = all(states[0][k].tobytes() == states[1][k].tobytes() for k in states[0])
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} update_scale over 50 steps")
+            return 1 if failures else 0
+    except HostBuildUnavailable as exc:
+        print(f"host_kernels: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
