@@ -153,6 +153,22 @@ def cos_sim_ref(a, b, axis=1, eps=1e-8):
     return ((a / na) * (b / nb)).sum(axis)
 
 
+def cdist_ref(a, b, p=2.0):
+    diff = a[..., :, None, :] - b[..., None, :, :]
+    return (diff != 0).sum(-1).astype(float) if p == 0 else lp_norm_ref(diff, p, -1)
+
+
+def pdist_ref(x, p=2.0):
+    n = len(x)
+    return np.array([lp_norm_ref(x[i] - x[j], p) for i in range(n) for j in range(i + 1, n)])
+
+
+def renorm_ref(x, p, dim, maxnorm):
+    others = tuple(i for i in range(x.ndim) if i != dim)
+    n = lp_norm_ref(x, p, others, True)
+    return np.where(n > maxnorm, x * (maxnorm / (n + 1e-7)), x)
+
+
 def ref_pool(x, k, s, p, d, ceil_mode, kind, count_include_pad=True, divisor_override=None):
     n, c, h, w = x.shape
     k, s, p, d = [(v, v) if isinstance(v, int) else v for v in (k, s, p, d)]
