@@ -236,12 +236,12 @@ def test_chain_matmul_picks_the_cheapest_order():
 
 
 def test_varargs_data_are_cast_by_autocast():
-    """chain_matmul(*matrices): every matrix is a data argument, so CUDA autocast casts them all."""
-    mats = [mp.randn(2, 2) for _ in range(4)]
-    got = mp.amp.resolve_dtypes("chain_matmul", "cuda", mp.float16, [m.dtype for m in mats])
-    assert got == (mp.float16,) * 4
-    with mp.autocast("cpu"):  # no CPU policy: the inner mm casts, as torch's does
-        assert mp.chain_matmul(*mats).dtype == mp.bfloat16
+    """chain_matmul(*matrices): every matrix is a data argument, so a policy casts them all."""
+    mats = [mp.randn(2, 2, dtype=mp.bfloat16) for _ in range(3)] + [mp.randn(2, 2)]
+    with mp.autocast("cpu"):
+        assert mp.chain_matmul(*mats[3:] * 3).dtype == mp.bfloat16  # no CPU policy: the inner mm casts, as torch's
+        with mp.amp.override({"chain_matmul": "fp32"}, device_type="cpu"):  # a policy casts matrices 0..3
+            assert mp.chain_matmul(*mats).dtype == mp.float32
 
 
 def test_index_ops_on_half_inputs_round_once():

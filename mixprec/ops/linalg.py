@@ -219,11 +219,15 @@ addmm.grad(_fused_grad(_matmul_adjoints))
 addmm.jvp(_fused_tangent(operator.matmul))
 
 
+def _check_batches(name, batch1, batch2):
+    _check(name, batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
+           and batch1.shape[2] == batch2.shape[1], batch1, batch2, f"{name} needs matching 3-D batches")
+
+
 @register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
-    _check("baddbmm", batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
-           and batch1.shape[2] == batch2.shape[1], batch1, batch2, "baddbmm needs matching 3-D batches")
+    _check_batches("baddbmm", batch1, batch2)
     ctx.beta, ctx.alpha = beta, alpha
     return _mm_plus("baddbmm", batch1, batch2, input, alpha, beta)
 
@@ -235,8 +239,7 @@ baddbmm.jvp(_fused_tangent(operator.matmul))
 @register("addbmm", methods=("addbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
 def addbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * sum_b batch1[b] @ batch2[b], the batch sum inside one GEMM's accumulation."""
-    _check("addbmm", batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
-           and batch1.shape[2] == batch2.shape[1], batch1, batch2, "addbmm needs matching 3-D batches")
+    _check_batches("addbmm", batch1, batch2)
     ctx.beta, ctx.alpha = beta, alpha
     b, n, k = batch1.shape
     wide = batch1.transpose(1, 0, 2).reshape(n, b * k)  # [batch1[0] | batch1[1] | ...] @ [batch2[0]; ...]

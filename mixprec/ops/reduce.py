@@ -163,27 +163,33 @@ def _var_partial(ctx):
 _reduction_rules(var, _var_partial)
 
 
+def _scan(name, ctx, input, dim, dtype):
+    """cumsum / cumprod along dim, accumulating in float32 for half inputs (in int64 for integers)."""
+    ctx.dim = _axes(dim, input.ndim, name)[0] if input.ndim else 0
+    out_dtype = _out_dtype(input, dtype)
+    scan = getattr(array_module(input), name)
+    return scan(input, axis=ctx.dim if input.ndim else None, dtype=compute_dtype(out_dtype, ints="keep")) \
+        .astype(out_dtype, copy=False).reshape(input.shape)
+
+
+def _reverse_cumsum(t, d):
+    """The sums from each position to the end along d: cumsum's gradient."""
+    return t.flip(d).cumsum(d).flip(d)
+
+
 @register("cumsum", methods=("cumsum",), cuda="fp32", linear=True)
 def cumsum(ctx, input, dim, dtype=None):
     """Running sum along dim; float32 under CUDA autocast."""
-    ctx.dim = _axes(dim, input.ndim, "cumsum")[0] if input.ndim else 0
-    out_dtype = _out_dtype(input, dtype)
-    return array_module(input).cumsum(input, axis=ctx.dim if input.ndim else None,
-                                      dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype, copy=False) \
-        .reshape(input.shape)
+    return _scan("cumsum", ctx, input, dim, dtype)
 
 
-cumsum.grad(lambda ctx, g: (g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim) if g.ndim else g,))
+cumsum.grad(lambda ctx, g: (_reverse_cumsum(g, ctx.dim) if g.ndim else g,))
 
 
 @register("cumprod", methods=("cumprod",), cuda="fp32")
 def cumprod(ctx, input, dim, dtype=None):
     """Running product along dim; float32 under CUDA autocast."""
-    ctx.dim = _axes(dim, input.ndim, "cumprod")[0] if input.ndim else 0
-    out_dtype = _out_dtype(input, dtype)
-    return array_module(input).cumprod(input, axis=ctx.dim if input.ndim else None,
-                                       dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype, copy=False) \
-        .reshape(input.shape)
+    return _scan("cumprod", ctx, input, dim, dtype)
 
 
 def _cumprod_parts(ctx):
@@ -200,10 +206,6 @@ def _cumprod_parts(ctx):
     before = zeros_so_far == 0
     first = (zeros_so_far == 1).logical_and(x == 0)
     return before, first, where(first, 1.0, x).cumprod(d)
-
-
-def _reverse_cumsum(t, d):
-    return t.flip(d).cumsum(d).flip(d)
 
 
 def _cumprod_jacobian_grad(ctx, g):
