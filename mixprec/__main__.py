@@ -35,16 +35,21 @@ def policy_table(device_type, show_all=False, width=100) -> str:
     for key in _ORDER:
         ops = groups.get(key, [])
         lines.append(f"{key} — {_MEANING[key].format(dtype=dtype)}: {len(ops)} op" + "s" * (len(ops) != 1))
-        lines.extend(textwrap.wrap(", ".join(ops), width=width, initial_indent="    ", subsequent_indent="    ")
-                     or ["    (none)"])
+        lines.extend(_wrap(ops, width) or ["    (none)"])
         lines.append("")
     if show_all:
         lines.append(f"no policy — run in their input dtypes: {len(untouched)} ops")
-        lines.extend(textwrap.wrap(", ".join(untouched), width=width, initial_indent="    ",
-                                   subsequent_indent="    "))
+        lines.extend(_wrap(untouched, width))
     else:
         lines.append(f"{len(untouched)} other ops have no policy and run in their input dtypes (--all lists them).")
     return "\n".join(lines)
+
+
+def _wrap(labels, width):
+    """The labels, comma-separated and wrapped, never breaking inside one ("matmul (__matmul__)")."""
+    text = ", ".join(label.replace(" ", "\0") for label in labels)
+    return [line.replace("\0", " ") for line in textwrap.wrap(text, width=width, initial_indent="    ",
+                                                                 subsequent_indent="    ")]
 
 
 def main(argv=None) -> int:

@@ -1,17 +1,22 @@
 """The cast policy of every op against the reference tables, and the resolver against the rules.
 
-The tables below restate the reference (torch.amp's autocast op lists) as data,
-independently of the op definitions. Every registered op named there must carry
-exactly that policy on that device type, every other op none; and
-``mp.amp.resolve_dtypes`` — the function the dispatch hook itself uses — is
-checked exhaustively against the eligibility and policy rules for both device
-types, so the CUDA table is fully tested without a GPU.
+The tables are parsed from the reference itself (../shared/reference/autocast-op-reference.md,
+torch.amp's autocast op lists; tools/op_coverage.py reads it, $MIXPREC_AUTOCAST_REFERENCE
+overrides where). Every mixprec op that an entry names — by its own name, an alias, or
+tools/op_coverage.NAME_MAP — must carry exactly that policy on that device type, and every
+other op none; the coverage figure recorded in docs/autocast.md may only grow. Without the
+file those tests skip. ``mp.amp.resolve_dtypes`` — the function the dispatch hook itself
+uses — is checked exhaustively against the eligibility and policy rules for every op's
+policy on both device types, so the CUDA table is fully tested without a GPU.
 """
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,43 +25,14 @@ from mixprec.__main__ import main as cli_main, policy_table
 from mixprec.amp import CastPolicy
 from mixprec.ops import registry
 
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("op_coverage", ROOT / "tools" / "op_coverage.py")
+op_coverage = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(op_coverage)
+
 LP, FP32, PROMOTE, BANNED = (CastPolicy.LOWER_PRECISION_FP, CastPolicy.FP32, CastPolicy.PROMOTE,
                              CastPolicy.BANNED)
-
-CUDA_TABLE = {
-    LP: """__matmul__ addbmm addmm addmv addr baddbmm bmm chain_matmul multi_dot conv1d conv2d conv3d
-           conv_transpose1d conv_transpose2d conv_transpose3d GRUCell linear LSTMCell matmul mm mv prelu RNNCell""",
-    FP32: """__pow__ __rdiv__ __rpow__ __rtruediv__ acos asin binary_cross_entropy_with_logits cosh
-             cosine_embedding_loss cdist cosine_similarity cross_entropy cumprod cumsum dist erfinv exp expm1
-             group_norm hinge_embedding_loss kl_div l1_loss layer_norm log log_softmax log10 log1p log2
-             margin_ranking_loss mse_loss multilabel_margin_loss multi_margin_loss nll_loss norm normalize pdist
-             poisson_nll_loss pow prod reciprocal rsqrt sinh smooth_l1_loss soft_margin_loss softmax softmin
-             softplus sum renorm tan triplet_margin_loss""",
-    PROMOTE: "addcdiv addcmul atan2 bilinear cross dot grid_sample index_put scatter_add tensordot",
-    BANNED: "binary_cross_entropy",
-}
-CPU_TABLE = {
-    LP: """conv1d conv2d conv3d bmm mm linalg_vecdot baddbmm addmm addbmm linear matmul _convolution conv_tbc
-           mkldnn_rnn_layer conv_transpose1d conv_transpose2d conv_transpose3d prelu scaled_dot_product_attention
-           _native_multi_head_attention""",
-    FP32: """avg_pool3d binary_cross_entropy grid_sampler grid_sampler_2d grid_sampler_3d polar prod quantile
-             nanquantile stft cdist trace view_as_complex cholesky cholesky_inverse cholesky_solve inverse lu_solve
-             orgqr ormqr pinverse max_pool3d max_unpool2d max_unpool3d adaptive_avg_pool3d reflection_pad1d
-             reflection_pad2d replication_pad1d replication_pad2d replication_pad3d mse_loss cosine_embedding_loss
-             nll_loss nll_loss2d hinge_embedding_loss poisson_nll_loss cross_entropy_loss l1_loss huber_loss
-             margin_ranking_loss soft_margin_loss triplet_margin_loss multi_margin_loss ctc_loss kl_div
-             multilabel_margin_loss binary_cross_entropy_with_logits fft_fft fft_ifft fft_fft2 fft_ifft2 fft_fftn
-             fft_ifftn fft_rfft fft_irfft fft_rfft2 fft_irfft2 fft_rfftn fft_irfftn fft_hfft fft_ihfft linalg_cond
-             linalg_matrix_rank linalg_solve linalg_cholesky linalg_svdvals linalg_eigvals linalg_eigvalsh
-             linalg_inv linalg_householder_product linalg_tensorinv linalg_tensorsolve geqrf qr svd
-             triangular_solve fractional_max_pool2d fractional_max_pool3d adaptive_max_pool3d linalg_qr
-             linalg_cholesky_ex linalg_svd linalg_eig linalg_eigh linalg_lstsq linalg_inv_ex""",
-    PROMOTE: "cat stack index_copy",
-}
-TABLES = {dev: {name: pol for pol, names in table.items() for name in names.split()}
-          for dev, table in (("cuda", CUDA_TABLE), ("cpu", CPU_TABLE))}
-# "a @ b is matmul on every device": the operator follows matmul where the table names only matmul.
-TABLES["cpu"]["__matmul__"] = LP
+REFERENCE = op_coverage.load_reference()
 
 # mixprec's own ops (tests elsewhere may register ops of their own while this module is collected)
 OPS = sorted({op for op in registry._REGISTRY.values() if op.forward.__module__.startswith("mixprec.")},
@@ -67,25 +43,105 @@ def _names(op):
     return [n for n, o in registry._REGISTRY.items() if o is op]
 
 
-def _table_policy(op, device_type):
-    """The policy the reference gives op (through any of its names), or None; conflicting names fail."""
-    listed = {TABLES[device_type][n] for n in _names(op) if n in TABLES[device_type]}
-    assert len(listed) <= 1, f"{op.name}: its names have different reference policies {listed}"
-    return listed.pop() if listed else None
+def _reference():
+    if REFERENCE is None:
+        pytest.skip(f"the autocast reference is not at {op_coverage.reference_path()} (check out shared/ beside "
+                    f"the repository, or set ${op_coverage.REFERENCE_ENV} to the file)")
+    return REFERENCE
 
 
-# ----------------------------------------------------------------- the tables
+# ----------------------------------------------------------------- the tables, from the reference
 @pytest.mark.parametrize("device_type", ["cuda", "cpu"])
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
 def test_registered_policy_equals_reference(op, device_type):
-    assert op.policy[device_type] == _table_policy(op, device_type)
-    assert mp.amp.op_policy(op.name, device_type) == _table_policy(op, device_type)
+    expected = op_coverage.expected_policies(_reference())[device_type].get(op)
+    expected = CastPolicy(expected) if expected is not None else None
+    assert op.policy[device_type] == expected, (
+        f"{op.name} has policy {op.policy[device_type]} on {device_type}, the reference gives {expected}"
+        + (" (no entry names it: if torch lists it under another name, add that name to NAME_MAP in "
+           "tools/op_coverage.py)" if expected is None else ""))
+    assert mp.amp.op_policy(op.name, device_type) == expected
 
 
-def test_at_least_40_reference_ops_are_registered():
-    listed = set(TABLES["cuda"]) | set(TABLES["cpu"])
-    registered = {n for n in registry._REGISTRY if n in listed}
-    assert len(registered) >= 40, sorted(registered)
+def test_name_map_entries_are_reference_names_of_registered_ops():
+    reference = _reference()
+    for name, target in op_coverage.NAME_MAP.items():
+        assert any(name in table for table in reference.values()), f"NAME_MAP: {name!r} is not a reference entry"
+        assert name not in registry._REGISTRY, f"NAME_MAP: {name!r} is an op name already; drop the entry"
+        assert target in registry._REGISTRY, f"NAME_MAP: {name!r} -> {target!r}, which is not a registered op"
+
+
+def test_ops_beyond_the_reference_text_are_not_in_it():
+    reference = _reference()
+    for device, name in op_coverage.TORCH_BEYOND_REFERENCE:
+        assert name not in reference[device], f"{name} is on the {device} list now: drop it from TORCH_BEYOND_REFERENCE"
+
+
+def test_ops_beyond_the_reference_text_follow_torch():
+    """The entries of TORCH_BEYOND_REFERENCE are what torch's CPU autocast really does."""
+    torch = pytest.importorskip("torch")
+    args = (torch.randn(4, 3, dtype=torch.bfloat16), torch.randn(4, 3, dtype=torch.bfloat16))
+    calls = {"smooth_l1_loss": lambda: torch.nn.functional.smooth_l1_loss(*args)}
+    for (device, name), policy in op_coverage.TORCH_BEYOND_REFERENCE.items():
+        assert device == "cpu" and policy == "fp32", "only CPU float32 entries can be checked without a GPU"
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert calls[name]().dtype == torch.float32, name
+        with mp.autocast("cpu", dtype=mp.bfloat16):
+            assert getattr(mp.nn.functional, name)(*(mp.tensor(a.float().numpy()) for a in args)).dtype == mp.float32
+
+
+def test_reference_is_parsed_completely():
+    """Spot checks of the parse against the reference's text: first/last names of lists, the fft group, notes."""
+    cuda, cpu = _reference()["cuda"], _reference()["cpu"]
+    assert cuda["__matmul__"] == cuda["RNNCell"] == "lower_precision_fp"
+    assert cuda["__pow__"] == cuda["triplet_margin_loss"] == "fp32"
+    assert cuda["addcdiv"] == cuda["tensordot"] == "promote" and cuda["binary_cross_entropy"] == "banned"
+    assert cpu["conv1d"] == cpu["_native_multi_head_attention"] == "lower_precision_fp"
+    assert cpu["avg_pool3d"] == cpu["linalg_inv_ex"] == cpu["fft_fft"] == cpu["fft_ihfft"] == "fp32"
+    assert {n for n, p in cpu.items() if p == "promote"} == {"cat", "stack", "index_copy"}
+    assert "cross_entropy" not in cpu and "binary_cross_entropy" in cpu  # the closing note is not a list
+
+
+def test_reference_parser_rules():
+    text = ("# title\n\n## Policies\n- lower precision: ignored prose\n\n## CUDA\nlower precision (x):\n`a`, b\n\n"
+            "float32: fft_* (fft, ifft), c\n(a note: d, e)\n\n## CPU (one list)\npromote to widest input type:\n"
+            "cat\n\n## Other facts\n- not: lists\n")
+    assert op_coverage.parse_reference(text) == {
+        "cuda": {"a": "lower_precision_fp", "b": "lower_precision_fp", "fft_fft": "fp32", "fft_ifft": "fp32",
+                 "c": "fp32"},
+        "cpu": {"cat": "promote"}}
+    with pytest.raises(ValueError, match="unknown list heading 'float64'"):
+        op_coverage.parse_reference(text.replace("float32:", "float64:"))
+    with pytest.raises(ValueError, match="not an op name"):
+        op_coverage.parse_reference(text.replace("`a`, b", "a b"))
+    with pytest.raises(ValueError, match="no op lists found for device type 'cpu'"):
+        op_coverage.parse_reference(text.split("## CPU")[0])
+
+
+# ----------------------------------------------------------------- coverage: the figure only grows
+def _recorded_coverage():
+    text = (ROOT / "docs" / "autocast.md").read_text()
+    found = dict((d, (int(a), int(b))) for d, a, b in re.findall(r"^(cuda|cpu): (\d+) of (\d+) entries$", text, re.M))
+    assert set(found) == {"cuda", "cpu"}, "docs/autocast.md must record 'cuda: N of M entries' and 'cpu: ...'"
+    return found
+
+
+def test_coverage_of_the_reference_only_grows():
+    reference = _reference()
+    for device, (done, missing) in op_coverage.coverage(reference).items():
+        recorded, total = _recorded_coverage()[device]
+        assert len(done) + len(missing) == total, f"the {device} reference lists changed: update docs/autocast.md"
+        assert len(done) >= recorded, (f"{device}: {len(done)} of {total} reference entries implemented, fewer "
+                                       f"than the {recorded} docs/autocast.md records; missing now: {missing}")
+
+
+def test_coverage_tool_prints_the_figures(capsys, tmp_path):
+    assert op_coverage.main(["--reference", str(tmp_path / "absent.md")]) == 2
+    _reference()
+    assert op_coverage.main(["--missing"]) == 0
+    out = capsys.readouterr().out
+    total = _recorded_coverage()["cuda"][1]
+    assert re.search(rf"^cuda: \d+ of {total} entries$", out, re.M) and "not implemented on cpu" in out
 
 
 def test_ops_a_small_model_uses_are_all_registered():
@@ -101,9 +157,17 @@ def test_cpu_name_of_cross_entropy_is_visible():
     assert mp.nn.functional.cross_entropy is not None and mp.cross_entropy_loss is not None
 
 
+def test_smooth_l1_loss_is_float32_under_both_autocasts():
+    """The gap issue 12 found: torch runs smooth_l1_loss in float32 under CPU autocast too."""
+    a, b = mp.randn(4, 3, dtype=mp.bfloat16), mp.randn(4, 3, dtype=mp.bfloat16)
+    with mp.autocast("cpu"):
+        assert mp.nn.functional.smooth_l1_loss(a, b).dtype == mp.float32
+    assert mp.amp.op_policy("smooth_l1_loss", "cuda") is FP32
+
+
 def test_op_policy_errors():
-    with pytest.raises(KeyError, match="no op named 'conv3d'"):
-        mp.amp.op_policy("conv3d", "cuda")
+    with pytest.raises(KeyError, match="no op named 'not_an_op'"):
+        mp.amp.op_policy("not_an_op", "cuda")
     with pytest.raises(ValueError, match="'cuda' or 'cpu'"):
         mp.amp.op_policy("linear", "mps")
     assert mp.amp.op_policy("add", "cuda") is None
@@ -137,7 +201,7 @@ COMBOS = [c for n in (1, 2, 3) for c in itertools.product(ALL_INPUTS, repeat=n)]
 def test_resolver_matches_rules_for_every_op_and_dtype_mix(device_type, lower):
     checked = 0
     for op in OPS:
-        policy = _table_policy(op, device_type)
+        policy = op.policy[device_type]  # (equal to the reference's: test_registered_policy_equals_reference)
         for combo in COMBOS:
             if policy is BANNED:
                 with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):

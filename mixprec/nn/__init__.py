@@ -4,5 +4,8 @@ from . import init, utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .module import Module, ModuleDict, ModuleList, Sequential  # noqa: F401
 from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELU,  # noqa: F401
-                     Identity, Linear, LayerNorm, LogSoftmax, MaxPool2d, ReLU, Sigmoid, Softmax, Tanh,
-                     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+                     Identity, Linear, LayerNorm, LogSoftmax, MaxPool2d, ReLU, Sigmoid, Softmax, Tanh)
+from .losses import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa: F401
+                     HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+                     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+                     SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)

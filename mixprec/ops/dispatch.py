@@ -227,9 +227,10 @@ def linear_tangent(ctx, *tangents):
             return t if a.dtype in _FLOATING else a
         if isinstance(a, (list, tuple)) and isinstance(t, (list, tuple)):
             return type(a)(swap(i, x, y) for x, y in zip(a, t))
-        if i in op.promote and isinstance(a, SCALARS):
+        if i in data and isinstance(a, SCALARS):
             return 0
         return a
+    data = data_positions(op, len(ctx.inputs))
     return op(*(swap(i, a, t) for i, (a, t) in enumerate(zip(ctx.inputs, tangents))), **ctx.kwargs)
 
 
@@ -253,10 +254,18 @@ def tensors_in(args):
             yield from (x for x in a if isinstance(x, Tensor))
 
 
+def data_positions(op, n):
+    """The data positions of a call with ``n`` positional args: ``op.promote``, and every variadic
+    argument of an op whose forward takes its data as ``*args`` (``chain_matmul(*matrices)``)."""
+    if op.variadic_data:
+        return op.promote + tuple(range(op.promote[-1] + 1, n))
+    return op.promote
+
+
 def data_tensors(op, args):
     """(arg index, list index or None, tensor) for each Tensor in a data position (``op.promote``)."""
     found = []
-    for i in op.promote:
+    for i in data_positions(op, len(args)):
         if i >= len(args):
             break
         a = args[i]
@@ -281,7 +290,7 @@ def _find_tensors(op, args):
             tensors.append(a)
         elif isinstance(a, (list, tuple)):
             tensors.extend(x for x in a if isinstance(x, Tensor))
-        elif i in op.promote and is_array(a):
+        elif is_array(a) and i in data_positions(op, len(args)):
             _dt.as_dtype(a.dtype)  # names an unsupported dtype
             if wrapped is None:
                 wrapped = list(args)
@@ -292,8 +301,8 @@ def _find_tensors(op, args):
 
 def _scalars_to_tensors(op, args):
     """No tensor at all (``mp.exp(1.0)``): data-position scalars become tensors on the default device."""
-    args = tuple(_make_tensor(a) if i in op.promote and isinstance(a, SCALARS) else a
-                 for i, a in enumerate(args))
+    data = data_positions(op, len(args))
+    args = tuple(_make_tensor(a) if i in data and isinstance(a, SCALARS) else a for i, a in enumerate(args))
     tensors = _find_tensors(op, args)[0]
     if not tensors:
         raise TypeError(f"{op.name}: expected a Tensor argument")
@@ -358,7 +367,7 @@ def _promote(op, args):
     """
     target = None
     n = len(args)
-    for i in op.promote:
+    for i in (op.promote if not op.variadic_data else data_positions(op, n)):
         if i >= n:
             break
         a = args[i]
@@ -376,7 +385,8 @@ def _promote(op, args):
 def _promote_mixed(op, args):
     """_promote for mixed dtypes, scalars and lists: one target dtype by dtypes.result_type."""
     operands = []
-    for i in op.promote:
+    data = data_positions(op, len(args))
+    for i in data:
         if i >= len(args):
             continue
         a = args[i]
@@ -395,7 +405,7 @@ def _promote_mixed(op, args):
                             "or run under mp.autocast)")
     target = _dt.result_type(*operands)
     args = list(args)
-    for i in op.promote:
+    for i in data:
         if i >= len(args):
             continue
         a = args[i]

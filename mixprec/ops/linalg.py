@@ -4,9 +4,10 @@ Float16/bfloat16 products follow the tensor-core contract: low-precision inputs,
 float32 accumulation, one rounding of the result. NumPy has no fast half GEMM,
 so on the CPU the inputs are widened to float32, multiplied with float32 BLAS and
 the result rounded to the input dtype: the arithmetic of a GPU GEMM with a
-float32 compute type. The fused ops (addmm, baddbmm, linear with a bias) add
-their extra term in float32 too, before that single rounding, as torch's CPU
-GEMM does.
+float32 compute type. The fused ops (addmm, baddbmm, addbmm, addmv, addr,
+linear with a bias) add their extra term in float32 too, before that single
+rounding, as torch's CPU GEMM does. multi_dot and chain_matmul are built from
+mm, in the cheapest order.
 
 On CuPy, float16 matmul goes to cuBLAS (cublasGemmEx) with compute type
 CUBLAS_COMPUTE_32F (float32 accumulation, tensor-core algorithm on sm_70+), so it
@@ -44,7 +45,7 @@ def _mm(a, b):
 
 def _mm_plus(name, a, b, c, alpha=1, beta=1):
     """alpha * (a @ b) + beta * c, rounded once for half inputs (torch ignores c, even NaN, when beta is 0)."""
-    prod_shape = a.shape[:-1] + b.shape[-1:]  # (addmm, baddbmm and linear multiply matching batches)
+    prod_shape = a.shape[:-1] + (b.shape[-1:] if b.ndim > 1 else ())  # (matching batches; b may be a vector)
     try:
         fits = np.broadcast_shapes(prod_shape, c.shape) == tuple(prod_shape)
     except ValueError:
@@ -162,13 +163,25 @@ def dot(ctx, input, other):
     return _mm(input, other)
 
 
+def _dot_grad(ctx, g):
+    a, b = ctx.inputs
+    return g * b, g * a
+
+
+dot.grad(_dot_grad)
 dot.jvp(_bilinear_tangent)
 
 
-@dot.grad
-def _(ctx, g):
-    a, b = ctx.inputs
-    return g * b, g * a
+@register("vdot", methods=("vdot",), promote=(0, 1), same_dtype=True)
+def vdot(ctx, input, other):
+    """Inner product of two 1-D tensors, conjugating the first: for real tensors, dot (no autocast policy)."""
+    _check("vdot", input.ndim == 1 and other.ndim == 1 and input.shape == other.shape, input, other,
+           "vdot needs two 1-D tensors of the same size")
+    return _mm(input, other)
+
+
+vdot.grad(_dot_grad)
+vdot.jvp(_bilinear_tangent)
 
 
 @register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
@@ -180,37 +193,88 @@ def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     return _mm_plus("addmm", mat1, mat2, input, alpha, beta)
 
 
-def _addmm_grad(ctx, g):
-    _, m1, m2 = ctx.inputs[:3]
-    gi = g * ctx.beta if ctx.beta != 1 else g
-    gp = g * ctx.alpha if ctx.alpha != 1 else g
-    return gi, gp @ m2.mT, m1.mT @ gp
+def _fused_grad(adjoints):
+    """Backward of beta * c + alpha * product(m1, m2): adjoints(ga, m1, m2) gives the product's gradients
+    for the output gradient ga = alpha * g."""
+    def backward(ctx, g):
+        _, m1, m2 = ctx.inputs[:3]
+        return (g * ctx.beta if ctx.beta != 1 else g, *adjoints(g * ctx.alpha if ctx.alpha != 1 else g, m1, m2))
+    return backward
 
 
-addmm.grad(_addmm_grad)
+def _fused_tangent(product):
+    """Tangent of beta * c + alpha * product(m1, m2), product bilinear: beta dc + alpha (p(dm1, m2) + p(m1, dm2))."""
+    def tangent(ctx, tc, t1, t2, *_):
+        _, m1, m2 = ctx.inputs[:3]
+        out = (product(t1, m2) + product(m1, t2)) * ctx.alpha
+        return out if ctx.beta == 0 else out + tc * ctx.beta
+    return tangent
 
 
-def _addmm_tangent(ctx, tc, t1, t2, *_):
-    """d(beta c + alpha m1 @ m2) = beta dc + alpha (dm1 @ m2 + m1 @ dm2)."""
-    _, m1, m2 = ctx.inputs[:3]
-    product = (t1 @ m2 + m1 @ t2) * ctx.alpha
-    return product if ctx.beta == 0 else product + tc * ctx.beta
+def _matmul_adjoints(ga, m1, m2):
+    return ga @ m2.mT, m1.mT @ ga
 
 
-addmm.jvp(_addmm_tangent)
+addmm.grad(_fused_grad(_matmul_adjoints))
+addmm.jvp(_fused_tangent(operator.matmul))
+
+
+def _check_batches(name, batch1, batch2):
+    _check(name, batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
+           and batch1.shape[2] == batch2.shape[1], batch1, batch2, f"{name} needs matching 3-D batches")
 
 
 @register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
-    _check("baddbmm", batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
-           and batch1.shape[2] == batch2.shape[1], batch1, batch2, "baddbmm needs matching 3-D batches")
+    _check_batches("baddbmm", batch1, batch2)
     ctx.beta, ctx.alpha = beta, alpha
     return _mm_plus("baddbmm", batch1, batch2, input, alpha, beta)
 
 
-baddbmm.grad(_addmm_grad)
-baddbmm.jvp(_addmm_tangent)
+baddbmm.grad(_fused_grad(_matmul_adjoints))
+baddbmm.jvp(_fused_tangent(operator.matmul))
+
+
+@register("addbmm", methods=("addbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
+def addbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
+    """beta * input + alpha * sum_b batch1[b] @ batch2[b], the batch sum inside one GEMM's accumulation."""
+    _check_batches("addbmm", batch1, batch2)
+    ctx.beta, ctx.alpha = beta, alpha
+    b, n, k = batch1.shape
+    wide = batch1.transpose(1, 0, 2).reshape(n, b * k)  # [batch1[0] | batch1[1] | ...] @ [batch2[0]; ...]
+    return _mm_plus("addbmm", wide, batch2.reshape(b * k, batch2.shape[2]), input, alpha, beta)
+
+
+addbmm.grad(_fused_grad(lambda ga, b1, b2: (ga @ b2.mT, b1.mT @ ga)))
+addbmm.jvp(_fused_tangent(lambda b1, b2: (b1 @ b2).sum(0)))
+
+
+@register("addmv", methods=("addmv",), promote=(0, 1, 2), cuda=LP)
+def addmv(ctx, input, mat, vec, beta=1, alpha=1):
+    """beta * input + alpha * (mat @ vec)."""
+    _check("addmv", mat.ndim == 2 and vec.ndim == 1 and mat.shape[1] == vec.shape[0], mat, vec,
+           "addmv needs a 2-D matrix and a 1-D vector of matching size")
+    ctx.beta, ctx.alpha = beta, alpha
+    return _mm_plus("addmv", mat, vec, input, alpha, beta)
+
+
+addmv.grad(_fused_grad(lambda ga, m, v: (ga.unsqueeze(-1) * v, m.mT @ ga)))
+addmv.jvp(_fused_tangent(operator.matmul))
+
+
+@register("addr", methods=("addr",), promote=(0, 1, 2), cuda=LP)
+def addr(ctx, input, vec1, vec2, beta=1, alpha=1):
+    """beta * input + alpha * outer(vec1, vec2)."""
+    for name, v in (("vec1", vec1), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"addr: expected a 1-D {name}, got shape {tuple(v.shape)}")
+    ctx.beta, ctx.alpha = beta, alpha
+    return _mm_plus("addr", vec1[:, None], vec2[None, :], input, alpha, beta)  # a product with k = 1: exact
+
+
+addr.grad(_fused_grad(lambda ga, v1, v2: (ga @ v2, ga.mT @ v1)))
+addr.jvp(_fused_tangent(lambda v1, v2: v1.unsqueeze(-1) * v2))
 
 
 @register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP)
@@ -242,3 +306,69 @@ def _(ctx, g):
     gw = g2.mT @ x2
     gb = None if b is None else g2.sum(0)
     return gx, gw, gb
+
+
+# ---------------------------------------------------------------- chains of products
+def _cheapest_splits(dims):
+    """The matrix-chain order: split[i][j] is where the cheapest product of matrices i..j divides.
+
+    Matrix i is dims[i] x dims[i + 1]; a product (a x b) @ (b x c) costs a*b*c
+    multiplications (the textbook dynamic programme over sub-chains).
+    """
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min((cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
+                                          for k in range(i, j))
+    return split
+
+
+def _chain_product(mats, split, i, j):
+    if i == j:
+        return mats[i]
+    k = split[i][j]
+    return mm(_chain_product(mats, split, i, k), _chain_product(mats, split, k + 1, j))
+
+
+@register("multi_dot", promote=(0,), cuda=LP, composite=True)
+def multi_dot(ctx, tensors):
+    """tensors[0] @ tensors[1] @ ... in the order that needs the fewest multiplications.
+
+    The first tensor may be 1-D (a row vector) and the last 1-D (a column
+    vector); the others must be matrices. torch.linalg.multi_dot's rules.
+    """
+    if not isinstance(tensors, (list, tuple)) or len(tensors) < 2:
+        got = len(tensors) if isinstance(tensors, (list, tuple)) else type(tensors).__name__
+        raise RuntimeError(f"multi_dot: expected a list of at least 2 tensors, got {got}")
+    for i, t in enumerate(tensors):
+        allowed = (1, 2) if i in (0, len(tensors) - 1) else (2,)
+        if t.ndim not in allowed:
+            raise RuntimeError(f"multi_dot: tensor {i} must be {' or '.join(f'{d}-D' for d in allowed)}, "
+                               f"got shape {tuple(t.shape)}")
+        if t.dtype != tensors[0].dtype:
+            raise TypeError(f"multi_dot: expected all tensors to have the same dtype, got {tensors[0].dtype.name} "
+                            f"(tensor 0) and {t.dtype.name} (tensor {i})")
+    first, last = tensors[0], tensors[-1]
+    mats = [first.unsqueeze(0) if first.ndim == 1 else first, *tensors[1:-1],
+            last.unsqueeze(1) if last.ndim == 1 else last]
+    for i in range(len(mats) - 1):
+        if mats[i].shape[1] != mats[i + 1].shape[0]:
+            raise RuntimeError(f"multi_dot: tensors {i} and {i + 1} with shapes {tuple(tensors[i].shape)} and "
+                               f"{tuple(tensors[i + 1].shape)} cannot be multiplied")
+    dims = [m.shape[0] for m in mats] + [mats[-1].shape[1]]
+    out = _chain_product(mats, _cheapest_splits(dims), 0, len(mats) - 1)
+    if last.ndim == 1:
+        out = out.squeeze(1)
+    return out.squeeze(0) if first.ndim == 1 else out
+
+
+@register("chain_matmul", promote=(0,), cuda=LP, composite=True)
+def chain_matmul(ctx, *matrices):
+    """matrices[0] @ matrices[1] @ ... (all 2-D) in the cheapest order: torch's older spelling of multi_dot."""
+    for i, m in enumerate(matrices):  # (no matrix at all: dispatch finds no tensor and says so)
+        if m.ndim != 2:
+            raise RuntimeError(f"chain_matmul: matrix {i} must be 2-D, got shape {tuple(m.shape)}")
+    return matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)

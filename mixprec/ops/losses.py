@@ -8,13 +8,15 @@ including the deprecated ``size_average``/``reduce`` arguments.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
-from .elementwise import softplus, where
+from .elementwise import clamp, softplus, where
+from .math_ops import pairwise_distance
 from .registry import register
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -99,7 +101,7 @@ def _huber(d, delta):
     return where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)
 
 
-@register("smooth_l1_loss", functional=True, promote=(0, 1), cuda="fp32", composite=True)
+@register("smooth_l1_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
 def smooth_l1_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Quadratic below beta, linear above: 0.5 d**2 / beta if |d| < beta else |d| - 0.5 beta (beta=0 is L1)."""
     reduction = _reduction("smooth_l1_loss", size_average, reduce, reduction)
@@ -291,4 +293,196 @@ def kl_div(ctx, input, target, size_average=None, reduce=None, reduction="mean",
         loss = where(positive, target * (log_t - input), 0.0)
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction)
+
+
+# ---------------------------------------------------------------- margin and embedding losses
+def _classes(input, target_of):
+    """A (C,) or (N, C) input as (N, C), and the check that C > 0 (the margin losses' layout)."""
+    if input.ndim not in (1, 2) or input.shape[-1] == 0:
+        raise RuntimeError(f"{target_of}: expected a non-empty input of shape (C,) or (N, C), "
+                           f"got {tuple(input.shape)}")
+    return input if input.ndim == 2 else input.unsqueeze(0)
+
+
+def _class_range(name, target, n_classes, lowest=0):
+    """IndexError unless every class-index target is in [lowest, n_classes)."""
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"{name}: class-index targets must be an integer tensor, got {target.dtype.name}")
+    bad = (target < lowest).logical_or(target >= n_classes)
+    _be.check(bad.data, IndexError, f"{name}: a target is out of range for {n_classes} classes (expected "
+              f"{lowest} <= target < {n_classes})", culprit=lambda: f"target {int(target[bad][0])}")
+
+
+def _class_ids(x):
+    """0, 1, ..., C - 1 on x's device, shaped (1, C) to compare with (N, 1) targets."""
+    from ..tensor import arange
+    return arange(x.shape[-1], device=x.device).unsqueeze(0)
+
+
+@register("cosine_embedding_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+def cosine_embedding_loss(ctx, input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1 (0 for other targets).
+
+    Rows of (N, D) inputs with an (N,) target, or two (D,) vectors with a 0-d target.
+    """
+    reduction = _reduction("cosine_embedding_loss", size_average, reduce, reduction)
+    for x in (input1, input2):
+        _check_floating("cosine_embedding_loss", x)
+    if target.ndim > 1 or input1.ndim != target.ndim + 1 or tuple(input1.shape) != tuple(input2.shape) \
+            or tuple(target.shape) != tuple(input1.shape[:target.ndim]):
+        raise RuntimeError(f"cosine_embedding_loss: expected inputs of one shape (N, D) with a target (N,), or "
+                           f"(D,) with a 0-d target; got {tuple(input1.shape)}, {tuple(input2.shape)} and target "
+                           f"{tuple(target.shape)}")
+    dim, eps = target.ndim, 1e-12  # torch's guard against zero vectors
+    prod = (input1 * input2).sum(dim)
+    cos = prod / (((input1 * input1).sum(dim) + eps) * ((input2 * input2).sum(dim) + eps)).sqrt()
+    loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, clamp(cos - margin, min=0), 0.0)
+    return _reduce(loss, reduction)
+
+
+@register("hinge_embedding_loss", functional=True, promote=(0,), cuda="fp32", cpu="fp32", composite=True)
+def hinge_embedding_loss(ctx, input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """input where target is 1, max(0, margin - input) where it is -1 (both terms for other targets)."""
+    reduction = _reduction("hinge_embedding_loss", size_average, reduce, reduction)
+    _check_floating("hinge_embedding_loss", input)
+    loss = where(target != 1, clamp(margin - input, min=0), 0.0) + where(target != -1, input, 0.0)
+    return _reduce(loss, reduction)
+
+
+@register("margin_ranking_loss", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True)
+def margin_ranking_loss(ctx, input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin): target 1 asks for input1 > input2, -1 for the reverse."""
+    reduction = _reduction("margin_ranking_loss", size_average, reduce, reduction)
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss: all input tensors should have the same number of dimensions, "
+                           f"got shapes {tuple(input1.shape)}, {tuple(input2.shape)} and target "
+                           f"{tuple(target.shape)}")
+    return _reduce(clamp(-target * (input1 - input2) + margin, min=0), reduction)
+
+
+@register("triplet_margin_loss", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True)
+def triplet_margin_loss(ctx, anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """max(0, d(a, p) - d(a, n) + margin) with d the p-norm pairwise_distance along the last dim.
+
+    swap=True uses min(d(a, n), d(p, n)) as the negative distance (Balntas et al., 2016).
+    """
+    reduction = _reduction("triplet_margin_loss", size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_loss: margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"triplet_margin_loss: anchor, positive and negative must have the same number of "
+                           f"dimensions, got shapes {tuple(anchor.shape)}, {tuple(positive.shape)} and "
+                           f"{tuple(negative.shape)}")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce(clamp(margin + d_pos - d_neg, min=0), reduction)
+
+
+@register("soft_margin_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+def soft_margin_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)), the logistic loss for targets of 1 and -1.
+
+    Computed stably: where torch's log1p(exp(z)) overflows to inf (z > 88 in
+    float32) this is the finite value.
+    """
+    reduction = _reduction("soft_margin_loss", size_average, reduce, reduction)
+    _check_floating("soft_margin_loss", input)
+    return _reduce(softplus(-input * target, 1.0, math.inf), reduction)
+
+
+@register("multi_margin_loss", functional=True, promote=(0, 4), cuda="fp32", cpu="fp32", composite=True)
+def multi_margin_loss(ctx, input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    """Multi-class hinge loss: sum over classes j != y of max(0, margin - x[y] + x[j])**p, divided by C.
+
+    input (C,) or (N, C), target the class indices (N,); weight (C,) scales
+    each sample's terms by the weight of its target class. An empty batch
+    gives NaN for 'mean' and 0 for 'sum' (torch returns uninitialised memory).
+    """
+    reduction = _reduction("multi_margin_loss", size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p!r}")
+    _check_floating("multi_margin_loss", input)
+    x = _classes(input, "multi_margin_loss")
+    n, c = x.shape
+    if target.numel() != n or target.ndim > 1:
+        raise RuntimeError(f"multi_margin_loss: expected a target of {n} class indices, one per sample of the "
+                           f"input of shape {tuple(input.shape)}, got shape {tuple(target.shape)}")
+    _class_range("multi_margin_loss", target, c)
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise RuntimeError(f"multi_margin_loss: weight must hold one value per class, shape ({c},), got "
+                           f"{tuple(weight.shape)}")
+    t = target.reshape(n, 1)
+    z = clamp(margin - x.gather(1, t) + x, min=0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight[t]
+    loss = where(t == _class_ids(x), 0.0, z).sum(1) / c
+    return _reduce(loss if input.ndim == 2 else loss.squeeze(0), reduction)
+
+
+@register("multilabel_margin_loss", functional=True, promote=(0,), cuda="fp32", cpu="fp32", composite=True)
+def multilabel_margin_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-label hinge loss: for each target class y and non-target class k, max(0, 1 - (x[y] - x[k])), / C.
+
+    target has the input's shape and lists each sample's target classes first,
+    ended by -1 (what follows a -1 is ignored). A class listed twice counts
+    twice, as torch's does. An empty batch gives NaN for 'mean'.
+    """
+    reduction = _reduction("multilabel_margin_loss", size_average, reduce, reduction)
+    _check_floating("multilabel_margin_loss", input)
+    x = _classes(input, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"multilabel_margin_loss: target must have the input's shape {tuple(input.shape)}, got "
+                           f"{tuple(target.shape)}")
+    c = x.shape[1]
+    _class_range("multilabel_margin_loss", target, c, lowest=-1)
+    t = target.reshape(x.shape)
+    listed = (t < 0).cumsum(1) == 0                   # the entries before the first -1
+    is_target = (t.unsqueeze(2) == _class_ids(x).unsqueeze(0)).logical_and(listed.unsqueeze(2)).any(1)
+    x_y = x.gather(1, where(listed, t, 0))            # x[y_j] for each listed target j
+    z = clamp(1 - x_y.unsqueeze(2) + x.unsqueeze(1), min=0)  # [n, j, k] = 1 - (x[y_j] - x[k])
+    counted = listed.unsqueeze(2).logical_and(is_target.logical_not().unsqueeze(1))
+    loss = where(counted, z, 0.0).sum((1, 2)) / c
+    return _reduce(loss if input.ndim == 2 else loss.squeeze(0), reduction)
+
+
+@register("multilabel_soft_margin_loss", functional=True, promote=(0, 1, 2), composite=True)
+def multilabel_soft_margin_loss(ctx, input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Binary logistic loss per class for 0/1 targets, averaged over the classes (the last dim).
+
+    -(t log sigmoid(x) + (1 - t) log sigmoid(-x)) = t softplus(-x) + (1 - t) softplus(x),
+    computed stably; weight scales each class. No autocast policy: not on the lists.
+    """
+    reduction = _reduction("multilabel_soft_margin_loss", size_average, reduce, reduction)
+    _check_floating("multilabel_soft_margin_loss", input)
+    if input.ndim == 0:
+        raise RuntimeError("multilabel_soft_margin_loss: expected an input with a class dim, got a 0-d tensor")
+    loss = target * softplus(-input, 1.0, math.inf) + (1 - target) * softplus(input, 1.0, math.inf)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.sum(-1) / input.shape[-1], reduction)
+
+
+@register("poisson_nll_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+def poisson_nll_loss(ctx, input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """Negative log-likelihood of counts ``target`` under a Poisson of rate exp(input) (or input).
+
+    log_input: exp(input) - target * input; otherwise input - target * log(input + eps).
+    full adds Stirling's approximation of log(target!), where target > 1.
+    """
+    reduction = _reduction("poisson_nll_loss", size_average, reduce, reduction)
+    _check_floating("poisson_nll_loss", input)
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        t = where(target > 1, target, 1.0)  # Stirling's term only counts above 1 (and log(0) never runs)
+        loss = loss + where(target > 1, t * t.log() - t + 0.5 * (2 * math.pi * t).log(), 0.0)
     return _reduce(loss, reduction)

@@ -1,11 +1,13 @@
 """More math: the log/exp/trig family, erfinv, atan2, addcmul/addcdiv, norm, tensordot,
-cosine_similarity, normalize, dist and softmin, each with its reference autocast policy.
+cosine_similarity, normalize, softmin, cross, renorm and the distances (dist, cdist, pdist,
+pairwise_distance), each with its reference autocast policy.
 
 Like the rest of mixprec, float16/bfloat16 math runs in float32 and rounds once.
 """
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -15,6 +17,7 @@ from .elementwise import ufunc, unary, where
 from .opmath import compute_dtype, opmath
 from .reduce import _axes, _expand_back, _reduction_rules
 from .registry import register
+from .shape import dim_index
 
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -158,23 +161,31 @@ def norm(ctx, input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def _norm_partial(ctx):
-    """d norm / d x_i (in float32 for half inputs); 0 where the norm is 0, ties share an inf-norm's."""
+    """d norm / d x_i, in float32 for half inputs."""
     x = ctx.inputs[0]
     x = x.to(compute_dtype(x.dtype))
-    out = _expand_back(ctx, ctx.output.to(x.dtype))
-    p = ctx.p
+    return _p_norm_partial(x, _expand_back(ctx, ctx.output.to(x.dtype)), ctx.p, ctx.axes)
+
+
+def _p_norm_partial(x, norm, p, dims):
+    """d ||x||_p / d x_i for the p-norm over dims, given that norm broadcast against x.
+
+    0 where the norm is 0, and at x_i = 0 for p < 1 (where |x|^(p-1) is infinite),
+    as torch; ties share an inf-norm's gradient evenly.
+    """
     if p == 0:
         return x * 0
     if p == 1:
         return x.sign()
     if p in (math.inf, -math.inf):
-        hit = (x.abs() == out).to(x.dtype)
-        return x.sign() * hit / hit.sum(dim=ctx.axes, keepdim=True)
-    zero = out == 0
-    safe = where(zero, 1.0, out)
+        hit = (x.abs() == norm).to(x.dtype)
+        return x.sign() * hit / hit.sum(dim=dims, keepdim=True)
+    zero = norm == 0
+    safe = where(zero, 1.0, norm)
     if p == 2:
         return where(zero, 0.0, x / safe)
-    return where(zero, 0.0, x.sign() * x.abs() ** (p - 1) / safe ** (p - 1))
+    magnitude = where(x == 0, 1.0, x.abs())  # sign(0) = 0 then zeroes it without an inf
+    return where(zero, 0.0, x.sign() * magnitude ** (p - 1) / safe ** (p - 1))
 
 
 _reduction_rules(norm, _norm_partial)
@@ -244,3 +255,187 @@ def softmin(ctx, input, dim=None, dtype=None):
     """softmax(-input) along dim."""
     from .activation import softmax
     return softmax(-input, dim, dtype)
+
+
+@register("renorm", methods=("renorm",), cuda="fp32", composite=True)
+def renorm(ctx, input, p, dim, maxnorm):
+    """Each slice along dim (input.select(dim, i)) whose p-norm exceeds maxnorm, scaled to norm maxnorm.
+
+    The scale is maxnorm / (norm + 1e-7), as torch's, and its gradient flows
+    through the norm too.
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not p > 0:
+        raise ValueError(f"renorm: p must be a positive number, got {p!r}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: maxnorm must be >= 0, got {maxnorm!r}")
+    if input.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got shape {tuple(input.shape)}")
+    if not _dt.is_floating(input.dtype):
+        raise TypeError(f"renorm: expected a floating input, got {input.dtype.name}")
+    d = dim_index(dim, input.ndim, "renorm")
+    n = norm(input, p, tuple(i for i in range(input.ndim) if i != d), True)
+    return input * where(n > maxnorm, maxnorm / (n + 1e-7), 1.0)
+
+
+# ---------------------------------------------------------------- cross product
+def _cross_array(a, b, d):
+    """a x b along axis d of size 3 (the other axes broadcast), on either backend."""
+    def at(x, k):
+        return x[(slice(None),) * d + (k,)]
+    a0, a1, a2 = (at(a, k) for k in range(3))
+    b0, b1, b2 = (at(b, k) for k in range(3))
+    return array_module(a).stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=d)
+
+
+@register("cross", methods=("cross",), promote=(0, 1), same_dtype=True, cuda="promote")
+def cross(ctx, input, other, dim=None):
+    """Cross product of 3-vectors along dim; the other dims broadcast (same number of dims on both).
+
+    dim=None picks the first dim of size 3 and warns, as torch does (its default
+    will become -1, torch.linalg.cross's).
+    """
+    if input.ndim != other.ndim:
+        raise RuntimeError(f"cross: inputs must have the same number of dimensions, got shapes "
+                           f"{tuple(input.shape)} and {tuple(other.shape)}")
+    if dim is None:
+        dim = next((i for i, n in enumerate(input.shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError(f"cross: no dimension of size 3 in input of shape {tuple(input.shape)}; pass dim=")
+        warnings.warn("cross: calling without dim is deprecated; pass dim= (dim=-1 is torch.linalg.cross's "
+                      "default)", UserWarning, stacklevel=3)
+    d = dim_index(dim, input.ndim, "cross")
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(f"cross: dimension {d} must have length 3 in both inputs, got shapes "
+                           f"{tuple(input.shape)} and {tuple(other.shape)}")
+    try:
+        np.broadcast_shapes(input.shape, other.shape)
+    except ValueError:
+        raise RuntimeError(f"cross: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be broadcast "
+                           "together") from None
+    ctx.dim = d
+    return opmath(lambda a, b: _cross_array(a, b, d), input, other, ints="keep")
+
+
+@cross.grad
+def _(ctx, g):
+    a, b = ctx.inputs[:2]
+    return cross(b, g, ctx.dim), cross(g, a, ctx.dim)  # g . (a x b) = a . (b x g) = b . (g x a)
+
+
+@cross.jvp
+def _(ctx, ta, tb, *_):
+    a, b = ctx.inputs[:2]
+    return cross(ta, b, ctx.dim) + cross(a, tb, ctx.dim)
+
+
+# ---------------------------------------------------------------- distances
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def _check_distance_p(name, p):
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not p >= 0:
+        raise ValueError(f"{name}: p must be a non-negative number (inf allowed), got {p!r}")
+    return float(p)
+
+
+def _cdist_array(a, b, p, use_mm):
+    """Distances between the rows of a (..., P, M) and b (..., R, M)."""
+    xp = array_module(a)
+    if use_mm:  # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b: one GEMM instead of P*R*M differences
+        sq = (a * a).sum(-1)[..., :, None] + (b * b).sum(-1)[..., None, :]
+        return xp.sqrt(xp.maximum(sq - 2 * (a @ xp.swapaxes(b, -1, -2)), 0))
+    diff = xp.abs(a[..., :, None, :] - b[..., None, :, :])
+    if p == 0:
+        return (diff != 0).sum(-1).astype(a.dtype)
+    if diff.shape[-1] == 0 or p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return xp.sqrt((diff * diff).sum(-1))
+    if p == math.inf:
+        return diff.max(-1)
+    return (diff ** p).sum(-1) ** (1 / p)
+
+
+@register("cdist", promote=(0, 1), same_dtype=True, cuda="fp32", cpu="fp32")
+def cdist(ctx, x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): shape (..., P, R).
+
+    For p = 2 with more than 25 rows on a side (or compute_mode=
+    "use_mm_for_euclid_dist") the squared distances come from one matrix product,
+    as torch's do: faster, less exact for nearly equal rows. Batch dims broadcast.
+    """
+    pv = _check_distance_p("cdist", p)
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode; expected one of "
+                         + ", ".join(repr(m) for m in _CDIST_MODES))
+    for name, x in (("x1", x1), ("x2", x2)):
+        if x.ndim < 2:
+            raise RuntimeError(f"cdist: {name} must have at least 2 dimensions (..., rows, features), "
+                               f"got shape {tuple(x.shape)}")
+        if not _dt.is_floating(x.dtype):
+            raise TypeError(f"cdist: expected floating-point inputs, {name} is {x.dtype.name}")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"cdist: x1 and x2 must have the same number of features (last dim), got shapes "
+                           f"{tuple(x1.shape)} and {tuple(x2.shape)}")
+    try:
+        np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except ValueError:
+        raise RuntimeError(f"cdist: batch dims of shapes {tuple(x1.shape)} and {tuple(x2.shape)} cannot be "
+                           "broadcast together") from None
+    ctx.p = pv
+    use_mm = pv == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
+        compute_mode == "use_mm_for_euclid_dist_if_necessary" and (x1.shape[-2] > 25 or x2.shape[-2] > 25)))
+    return opmath(lambda a, b: _cdist_array(a, b, pv, use_mm), x1, x2)
+
+
+def _euclid_ratio(ctx, g):
+    """g / dist, 0 where the distance is 0 (the Euclidean distance's gradient there, as torch)."""
+    d = ctx.output
+    zero = d == 0
+    return where(zero, 0.0, g / where(zero, 1.0, d))
+
+
+def _cdist_partial(ctx):
+    """d dist_ij / d (x1_i - x2_j), shape (..., P, R, M), in float32 for half inputs."""
+    x1, x2 = ctx.inputs[:2]
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    diff = diff.to(compute_dtype(diff.dtype))
+    return _p_norm_partial(diff, ctx.output.to(diff.dtype).unsqueeze(-1), ctx.p, -1)
+
+
+@cdist.grad
+def _(ctx, g):
+    x1, x2 = ctx.inputs[:2]
+    if ctx.p == 2:  # (x1_i - x2_j) / d_ij summed with matrix products: no (P, R, M) tensor
+        r = _euclid_ratio(ctx, g)
+        return x1 * r.sum(-1, keepdim=True) - r @ x2, x2 * r.sum(-2).unsqueeze(-1) - r.mT @ x1
+    gp = g.unsqueeze(-1) * _cdist_partial(ctx)
+    return gp.sum(-2), -gp.sum(-3)
+
+
+@cdist.jvp
+def _(ctx, t1, t2, *_):
+    x1, x2 = ctx.inputs[:2]
+    if ctx.p == 2:  # (x1_i - x2_j) . (t1_i - t2_j) / d_ij
+        along = (x1 * t1).sum(-1).unsqueeze(-1) + (x2 * t2).sum(-1).unsqueeze(-2) - x1 @ t2.mT - t1 @ x2.mT
+        return _euclid_ratio(ctx, along)
+    return (_cdist_partial(ctx) * (t1.unsqueeze(-2) - t2.unsqueeze(-3))).sum(-1)
+
+
+@register("pdist", functional=True, cuda="fp32", composite=True)
+def pdist(ctx, input, p=2.0):
+    """p-norm distance between rows i < j of a 2-D input (N, M): N (N - 1) / 2 values, pairs in row-major order."""
+    from ..tensor import tensor
+    pv = _check_distance_p("pdist", p)
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist: expected a 2-D input (rows, features), got shape {tuple(input.shape)}")
+    if not _dt.is_floating(input.dtype):
+        raise TypeError(f"pdist: expected a floating-point input, got {input.dtype.name}")
+    i, j = (tensor(k, device=input.device) for k in np.triu_indices(input.shape[0], 1))
+    return norm(input.index_select(0, i) - input.index_select(0, j), pv, 1)
+
+
+@register("pairwise_distance", functional=True, promote=(0, 1), composite=True)
+def pairwise_distance(ctx, x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """p-norm of x1 - x2 + eps along the last dim (broadcasting): torch's distance of matching rows."""
+    return norm(x1 - x2 + eps, _check_distance_p("pairwise_distance", p), -1, keepdim)

@@ -163,17 +163,90 @@ def _var_partial(ctx):
 _reduction_rules(var, _var_partial)
 
 
+def _scan(name, ctx, input, dim, dtype):
+    """cumsum / cumprod along dim, accumulating in float32 for half inputs (in int64 for integers)."""
+    ctx.dim = _axes(dim, input.ndim, name)[0] if input.ndim else 0
+    out_dtype = _out_dtype(input, dtype)
+    scan = getattr(array_module(input), name)
+    return scan(input, axis=ctx.dim if input.ndim else None, dtype=compute_dtype(out_dtype, ints="keep")) \
+        .astype(out_dtype, copy=False).reshape(input.shape)
+
+
+def _reverse_cumsum(t, d):
+    """The sums from each position to the end along d: cumsum's gradient."""
+    return t.flip(d).cumsum(d).flip(d)
+
+
 @register("cumsum", methods=("cumsum",), cuda="fp32", linear=True)
 def cumsum(ctx, input, dim, dtype=None):
     """Running sum along dim; float32 under CUDA autocast."""
-    ctx.dim = _axes(dim, input.ndim, "cumsum")[0] if input.ndim else 0
-    out_dtype = _out_dtype(input, dtype)
-    return array_module(input).cumsum(input, axis=ctx.dim if input.ndim else None,
-                                      dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype, copy=False) \
-        .reshape(input.shape)
+    return _scan("cumsum", ctx, input, dim, dtype)
 
 
-cumsum.grad(lambda ctx, g: (g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim) if g.ndim else g,))
+cumsum.grad(lambda ctx, g: (_reverse_cumsum(g, ctx.dim) if g.ndim else g,))
+
+
+@register("cumprod", methods=("cumprod",), cuda="fp32")
+def cumprod(ctx, input, dim, dtype=None):
+    """Running product along dim; float32 under CUDA autocast."""
+    return _scan("cumprod", ctx, input, dim, dtype)
+
+
+def _cumprod_parts(ctx):
+    """What both rules of cumprod need, exact also where the input has zeros.
+
+    dy_j / dx_k (k <= j) is the product of x_0..x_j without x_k. Before the first
+    zero of a slice that is y_j / x_k. At the first zero z it is y'_j, the running
+    product with x_z replaced by 1; after z it is 0. Returns (before, first, y'):
+    masks of the positions before / at the first zero, and y'.
+    """
+    from .elementwise import where
+    x, d = ctx.inputs[0], ctx.dim
+    zeros_so_far = (x == 0).cumsum(d)
+    before = zeros_so_far == 0
+    first = (zeros_so_far == 1).logical_and(x == 0)
+    return before, first, where(first, 1.0, x).cumprod(d)
+
+
+def _cumprod_jacobian_grad(ctx, g):
+    """The gradient from the whole Jacobian J[k, j] = prod_{i <= j, i != k} x_i (j >= k), built by one cumprod.
+
+    n x n per slice, but free of divisions and of masks that depend on x, so its
+    own derivatives are right at zeros too: the backward create_graph records.
+    """
+    from ..tensor import tensor
+    from .elementwise import where
+    d = ctx.dim
+    x = ctx.inputs[0].transpose(d, -1)  # the scanned dim last: (..., n)
+    n = x.shape[-1]
+    diagonal, upper = (tensor(m, device=x.device) for m in (np.eye(n, dtype=bool), np.triu(np.ones((n, n), bool))))
+    jac = where(diagonal, 1.0, x.unsqueeze(-2)).cumprod(-1)  # row k: the running product without x_k
+    return (where(upper, jac, 0.0) * g.transpose(d, -1).unsqueeze(-2)).sum(-1).transpose(d, -1)
+
+
+@cumprod.grad
+def _(ctx, g):
+    from ..autograd import grad_mode
+    from .elementwise import where
+    if g.ndim == 0:
+        return g,
+    if grad_mode.is_grad_enabled():  # create_graph=True: a gradient that differentiates again, zeros included
+        return _cumprod_jacobian_grad(ctx, g),
+    x, y, d = ctx.inputs[0], ctx.output, ctx.dim
+    before, first, y_skip = _cumprod_parts(ctx)
+    at_first = _reverse_cumsum(g * y_skip, d)  # sum over j >= z of g_j y'_j
+    return where(before, _reverse_cumsum(g * y, d) / where(before, x, 1.0), where(first, at_first, 0.0)),
+
+
+@cumprod.jvp
+def _(ctx, t, *_):
+    from .elementwise import where
+    if t.ndim == 0:
+        return t
+    x, y, d = ctx.inputs[0], ctx.output, ctx.dim
+    before, first, y_skip = _cumprod_parts(ctx)
+    t_first = where(first, t, 0.0).sum(d, keepdim=True)  # the tangent at the first zero
+    return where(before, y * where(before, t / where(before, x, 1.0), 0.0).cumsum(d), t_first * y_skip)
 
 
 @register("argmax", methods=("argmax",), differentiable=False)

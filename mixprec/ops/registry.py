@@ -46,8 +46,9 @@ class Op:
     anything else.
 
     Options: ``promote`` the data positions (promoted to one dtype; what autocast
-    casts); ``same_dtype`` refuse mixed dtypes there instead; ``differentiable``;
-    ``composite`` (forward receives Tensors and builds its result from other ops, so
+    casts; for a ``forward(ctx, *matrices)`` the position of ``*matrices`` means
+    every variadic argument); ``same_dtype`` refuse mixed dtypes there instead;
+    ``differentiable``; ``composite`` (forward receives Tensors and builds its result from other ops, so
     both modes of autograd come from them); ``linear`` (the op is linear in its
     floating inputs, so its tangent is the op applied to their tangents);
     ``inplace``; ``view`` (the output may share input 0's memory, then also its
@@ -74,6 +75,8 @@ class Op:
         code = forward.__code__
         self.arg_names = code.co_varnames[1:code.co_argcount]  # positional params after ctx
         self.max_args = None if code.co_flags & inspect.CO_VARARGS else len(self.arg_names)
+        # promote naming the *args position (the one after the named params) makes every variadic arg data
+        self.variadic_data = self.max_args is None and len(self.arg_names) in self.promote
         defaults = forward.__defaults__ or ()
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         # where a dtype= or out= argument lands among the positional args (autocast must respect them)

@@ -6,6 +6,7 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
+from .opmath import compute_dtype
 from .registry import register
 
 
@@ -324,12 +325,25 @@ def _(ctx, g):
     return gx, None, gv
 
 
+def _check_index_range(name, index, size, dim):
+    """IndexError unless every index is in [0, size): these ops reject negative indices (as torch), never wrap."""
+    bad = (index < 0) | (index >= size)
+    expected = f"for dimension {dim} with size {size} (expected 0 <= index < {size})"
+    if isinstance(bad, np.ndarray):  # on the CPU the error names the first bad index, now
+        if bad.any():
+            raise IndexError(f"{name}: index {int(index[bad][0])} is out of bounds {expected}")
+    else:  # on a GPU it is raised at the next point the host waits anyway (backend.check)
+        _be.check(bad, IndexError, f"{name}: an index is out of bounds {expected}")
+
+
 def _along(name, input, dim, index):
     if index.ndim != input.ndim:
         raise RuntimeError(f"{name}: index must have as many dims as the input ({input.ndim}), got {index.ndim}")
     if index.dtype.kind not in "iu":
         raise TypeError(f"{name}: index must be an integer tensor, got {index.dtype.name}")
-    return dim_index(dim, input.ndim, name)
+    d = dim_index(dim, input.ndim, name)
+    _check_index_range(name, index, input.shape[d], d)
+    return d
 
 
 @register("gather", methods=("gather",), promote=(0,), linear=True)
@@ -373,3 +387,75 @@ def _(ctx, g):
         pad = _zeros_of(g, src_shape)
         gsrc = index_put(pad, tuple(slice(0, n) for n in index.shape), gsrc)
     return g, None, None, gsrc
+
+
+# ---------------------------------------------------------------- whole slices picked by a list of indices
+def _index_along(name, input, dim, index):
+    """dim as an index, and index (0-d or 1-D integers, each in range) as a 1-D array."""
+    if input.ndim == 0:
+        raise RuntimeError(f"{name}: expected an input with at least 1 dimension, got a 0-d tensor")
+    d = dim_index(dim, input.ndim, name)
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{name}: index must be an integer tensor, got {index.dtype.name}")
+    if index.ndim > 1:
+        raise RuntimeError(f"{name}: index must be 0-d or 1-D, got shape {tuple(index.shape)}")
+    index = index.reshape(-1)
+    _check_index_range(name, index, input.shape[d], d)
+    return d, index
+
+
+def _check_source(name, input, d, index, source):
+    """source holds one slice of input per index: input's shape with dim d of size len(index)."""
+    expected = input.shape[:d] + (len(index),) + input.shape[d + 1:]
+    if tuple(source.shape) != expected:
+        raise RuntimeError(f"{name}: source of shape {tuple(source.shape)} does not fit: expected {expected} "
+                           f"(one slice of the input of shape {tuple(input.shape)} per index, along dim {d})")
+
+
+@register("index_select", methods=("index_select",), promote=(0,), linear=True)
+def index_select(ctx, input, dim, index):
+    """The slices input.select(dim, i) for i in index, joined along dim."""
+    ctx.dim, index = _index_along("index_select", input, dim, index)
+    ctx.in_shape = input.shape
+    return array_module(input).take(input, index, axis=ctx.dim)
+
+
+@index_select.grad
+def _(ctx, g):
+    return index_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
+
+
+@register("index_add", methods=("index_add",), promote=(0, 3), same_dtype=True, linear=True)
+def index_add(ctx, input, dim, index, source, alpha=1):
+    """A copy of input with alpha * source[k] added to slice index[k] along dim (repeated indices add up)."""
+    ctx.dim, index = _index_along("index_add", input, dim, index)
+    _check_source("index_add", input, ctx.dim, index, source)
+    ctx.alpha = alpha
+    if alpha != 1:  # scaled in float32 for half inputs; scatter_add then rounds once
+        source = source.astype(compute_dtype(source.dtype, ints="keep")) * alpha
+    out = input.copy()
+    _be.scatter_add(out, (slice(None),) * ctx.dim + (index,), source)
+    return out
+
+
+@index_add.grad
+def _(ctx, g):
+    g_source = g.index_select(ctx.dim, ctx.inputs[2])
+    return g, None, None, g_source if ctx.alpha == 1 else g_source * ctx.alpha
+
+
+@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, cpu="promote", linear=True)
+def index_copy(ctx, input, dim, index, source):
+    """A copy of input with slice index[k] along dim replaced by source[k] (with repeated indices, one wins)."""
+    ctx.dim, index = _index_along("index_copy", input, dim, index)
+    _check_source("index_copy", input, ctx.dim, index, source)
+    ctx.source_shape = source.shape
+    out = input.copy()
+    out[(slice(None),) * ctx.dim + (index,)] = source
+    return out
+
+
+@index_copy.grad
+def _(ctx, g):
+    index = ctx.inputs[2]
+    return index_copy(g, ctx.dim, index, _zeros_of(g, ctx.source_shape)), None, None, g.index_select(ctx.dim, index)

@@ -6,8 +6,10 @@ import numpy as np
 import mixprec as mp
 import mixprec.nn.functional as F
 
-from .case import Case, classes, const, probs, rnd, uni
-from .refs import bce_logits_ref, ce_prob_ref, ce_ref, huber_ref, log_softmax_ref
+from .case import Case, away, classes, const, probs, rnd, uni
+from .refs import (bce_logits_ref, ce_prob_ref, ce_ref, cos_embedding_ref, hinge_embedding_ref, huber_ref,
+                   log_softmax_ref, multi_margin_ref, multilabel_margin_ref, multilabel_soft_margin_ref,
+                   poisson_nll_ref, triplet_ref)
 
 CASES = [
     Case("cross_entropy", "cross_entropy", [rnd(5, 4), classes(4, 5)], lambda x, t: F.cross_entropy(x, t.long()),
@@ -60,4 +62,49 @@ CASES = [
          [rnd(3, 4), uni(3, 4, lo=0, hi=1), uni(4, lo=0.5, hi=3.0)],
          lambda x, t, pw: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw),
          lambda x, t, pw: bce_logits_ref(x, t, pw=pw), lowp_ulps=16, lowp_spread=16, second_order=True),
+    Case("nll_loss-2d-images", "nll_loss", [rnd(2, 3, 2, 2), classes(3, 2, 2, 2)],  # torch's nll_loss2d
+         lambda x, t: F.nll_loss(x, t, reduction="sum"),
+         lambda x, t: -np.take_along_axis(x, t[:, None], 1).sum(), lowp_ulps=2, lowp_spread=2),
+    Case("cosine_embedding_loss", "cosine_embedding_loss", [rnd(4, 3), rnd(4, 3), const(np.array([1, -1, -1, 1]))],
+         lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=-0.2),
+         lambda a, b, t: cos_embedding_ref(a, b, t, -0.2), lowp_ulps=16, lowp_spread=16),
+    Case("cosine_embedding_loss-vectors-sum", "cosine_embedding_loss", [rnd(5), rnd(5), const(np.array(-1))],
+         lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=-1.0, reduction="sum"),
+         lambda a, b, t: cos_embedding_ref(a, b, t, -1.0, "sum"), lowp_ulps=16, lowp_spread=16),
+    Case("hinge_embedding_loss", "hinge_embedding_loss", [away(3, 4), const(np.array([1, -1, -1, 1]))],
+         lambda x, t: F.hinge_embedding_loss(x, t, margin=0.5, reduction="none"),
+         lambda x, t: hinge_embedding_ref(x, t, 0.5, "none"), lowp_ulps=2, lowp_spread=2),
+    Case("margin_ranking_loss", "margin_ranking_loss", [rnd(6), rnd(6), const(np.array([1.0, -1, 1, -1, 1, -1]))],
+         lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.1),
+         lambda a, b, t: np.maximum(-t * (a - b) + 0.1, 0).mean(), lowp_ulps=8, lowp_spread=8),
+    Case("triplet_margin_loss", "triplet_margin_loss", [rnd(4, 3), rnd(4, 3), rnd(4, 3)],
+         lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=2.0), lambda a, p, n: triplet_ref(a, p, n, 2.0),
+         lowp_ulps=16, lowp_spread=16),
+    Case("triplet_margin_loss-p1-swap-none", "triplet_margin_loss", [rnd(3, 2), rnd(3, 2), rnd(3, 2)],
+         lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=3.0, p=1, swap=True, reduction="none"),
+         lambda a, p, n: triplet_ref(a, p, n, 3.0, 1, swap=True, reduction="none"), lowp_ulps=16, lowp_spread=16),
+    Case("soft_margin_loss", "soft_margin_loss", [rnd(3, 4), const(np.array([1, -1, -1, 1]))], F.soft_margin_loss,
+         lambda x, t: np.log1p(np.exp(-t * x)).mean(), lowp_ulps=16, lowp_spread=16),
+    Case("multi_margin_loss", "multi_margin_loss", [rnd(4, 5), classes(5, 4)], F.multi_margin_loss,
+         multi_margin_ref, lowp_ulps=16, lowp_spread=16),
+    Case("multi_margin_loss-p2-weight-sum", "multi_margin_loss", [rnd(4, 3), classes(3, 4), uni(3, lo=0.5, hi=2)],
+         lambda x, t, w: F.multi_margin_loss(x, t, p=2, margin=0.7, weight=w, reduction="sum"),
+         lambda x, t, w: multi_margin_ref(x, t, 2, 0.7, w, "sum"), lowp_ulps=16, lowp_spread=16),
+    Case("multi_margin_loss-one-sample", "multi_margin_loss", [rnd(4), const(np.array(2))],
+         lambda x, t: F.multi_margin_loss(x, t, reduction="none"),
+         lambda x, t: multi_margin_ref(x, t, reduction="none"), lowp_ulps=16, lowp_spread=16),
+    Case("multilabel_margin_loss", "multilabel_margin_loss",
+         [rnd(3, 4), const(np.array([[3, 0, -1, 1], [1, 1, 2, -1], [0, 1, 2, 3]]))], F.multilabel_margin_loss,
+         multilabel_margin_ref, lowp_ulps=16, lowp_spread=16),
+    Case("multilabel_margin_loss-one-sample-none", "multilabel_margin_loss", [rnd(4), const(np.array([2, -1, 0, 3]))],
+         lambda x, t: F.multilabel_margin_loss(x, t, reduction="none"),
+         lambda x, t: multilabel_margin_ref(x, t, "none"), lowp_ulps=16, lowp_spread=16),
+    Case("multilabel_soft_margin_loss", "multilabel_soft_margin_loss",
+         [rnd(3, 4), const(np.array([[1.0, 0, 0, 1], [0, 0, 1, 1], [1, 1, 1, 0]])), uni(4, lo=0.5, hi=2)],
+         F.multilabel_soft_margin_loss, multilabel_soft_margin_ref, lowp_ulps=16, lowp_spread=16),
+    Case("poisson_nll_loss", "poisson_nll_loss", [rnd(3, 4), uni(3, 4, lo=0, hi=4)], F.poisson_nll_loss,
+         poisson_nll_ref, lowp_ulps=16, lowp_spread=16),
+    Case("poisson_nll_loss-rates-full-none", "poisson_nll_loss", [uni(2, 5, lo=0.2, hi=3), uni(2, 5, lo=0, hi=4)],
+         lambda x, t: F.poisson_nll_loss(x, t, log_input=False, full=True, reduction="none"),
+         lambda x, t: poisson_nll_ref(x, t, False, True, reduction="none"), lowp_ulps=16, lowp_spread=16),
 ]

@@ -9,8 +9,8 @@ from scipy.special import erfinv as _erfinv_ref
 import mixprec as mp
 import mixprec.nn.functional as F
 
-from .case import Case, const, rnd, uni
-from .refs import cos_sim_ref, log_softmax_ref, lp_norm_ref
+from .case import Case, away, const, distinct, rnd, uni
+from .refs import cdist_ref, cos_sim_ref, log_softmax_ref, lp_norm_ref, pdist_ref, renorm_ref
 
 CASES = [
     Case("cosine_similarity", "cosine_similarity", [rnd(3, 5), rnd(1, 5)], F.cosine_similarity, cos_sim_ref,
@@ -53,6 +53,32 @@ CASES = [
          lowp_ulps=8, lowp_spread=8),
     Case("tensordot-outer", "tensordot", [rnd(2), rnd(3)], lambda a, b: mp.tensordot(a, b, 0),
          lambda a, b: np.tensordot(a, b, 0), lowp_ulps=2, lowp_spread=2),
+    Case("cdist", "cdist", [rnd(4, 3), rnd(5, 3)], mp.cdist, cdist_ref, lowp_ulps=2, lowp_spread=2,
+         second_order=True),
+    Case("cdist-matrix-product-path", "cdist", [rnd(30, 3), rnd(4, 3)], mp.cdist, cdist_ref, rtol64=1e-10,
+         lowp_ulps=2, lowp_spread=2),
+    Case("cdist-p1-batch-broadcast", "cdist", [away(2, 3, 2), rnd(1, 4, 2)], lambda a, b: mp.cdist(a, b, p=1),
+         lambda a, b: cdist_ref(a, b, 1), lowp_ulps=2, lowp_spread=2),
+    Case("cdist-p3-no-matrix-product", "cdist", [rnd(30, 2), rnd(2, 2)],
+         lambda a, b: mp.cdist(a, b, 3.0, compute_mode="donot_use_mm_for_euclid_dist"),
+         lambda a, b: cdist_ref(a, b, 3), lowp_ulps=4, lowp_spread=4),
+    Case("cdist-inf", "cdist", [distinct(3, 4), distinct(2, 4)], lambda a, b: mp.cdist(a, b, math.inf),
+         lambda a, b: cdist_ref(a, b, math.inf), lowp_ulps=2, lowp_spread=2),
+    Case("cdist-p0", "cdist", [rnd(3, 4), rnd(2, 4)], lambda a, b: mp.cdist(a, b, 0),
+         lambda a, b: cdist_ref(a, b, 0)),
+    Case("pdist", "pdist", [rnd(5, 3)], F.pdist, pdist_ref, lowp_ulps=4, lowp_spread=4),
+    Case("pdist-p1.5", "pdist", [rnd(4, 2)], lambda x: F.pdist(x, 1.5), lambda x: pdist_ref(x, 1.5), lowp_ulps=8,
+         lowp_spread=8),
+    Case("pairwise_distance", "pairwise_distance", [rnd(3, 4), rnd(4)], F.pairwise_distance,
+         lambda a, b: lp_norm_ref(a - b + 1e-6, 2, -1), lowp_ulps=8, lowp_spread=8),
+    Case("cross", "cross", [rnd(4, 3), rnd(4, 3)], lambda a, b: mp.cross(a, b, dim=1),
+         lambda a, b: np.cross(a, b, axis=1), lowp_ulps=4, lowp_spread=4, second_order=True),
+    Case("cross-broadcast-dim0", "cross", [rnd(3, 1, 2), rnd(3, 4, 2)], lambda a, b: a.cross(b, 0),
+         lambda a, b: np.cross(a, b, axis=0), lowp_ulps=4, lowp_spread=4),
+    Case("renorm", "renorm", [rnd(4, 3)], lambda x: x.renorm(2, 0, 1.5), lambda x: renorm_ref(x, 2, 0, 1.5),
+         lowp_ulps=8, lowp_spread=8, second_order=True),
+    Case("renorm-p1-dim1", "renorm", [rnd(2, 3, 2)], lambda x: mp.renorm(x, 1, 1, 2.0),
+         lambda x: renorm_ref(x, 1, 1, 2.0), lowp_ulps=8, lowp_spread=8),
     Case("softmin", "softmin", [rnd(3, 4)], lambda x: F.softmin(x, dim=1), lambda x: np.exp(log_softmax_ref(-x, 1)),
          lowp_ulps=2, lowp_spread=2),
 ]

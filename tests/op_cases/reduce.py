@@ -33,6 +33,13 @@ CASES = [
     Case("cumsum", "cumsum", [rnd(5)], lambda a: a.cumsum(0), np.cumsum),
     Case("cumsum-dim", "cumsum", [rnd(2, 3, 2)], lambda a: mp.cumsum(a, dim=1), lambda a: np.cumsum(a, 1)),
     Case("cumsum-neg-dim", "cumsum", [rnd(3, 4)], lambda a: a.cumsum(-1), lambda a: np.cumsum(a, -1)),
+    Case("cumprod", "cumprod", [rnd(5)], lambda a: a.cumprod(0), np.cumprod, lowp_ulps=4, lowp_spread=4,
+         second_order=True),
+    Case("cumprod-dim", "cumprod", [rnd(2, 4, 3)], lambda a: mp.cumprod(a, dim=1), lambda a: np.cumprod(a, 1),
+         lowp_ulps=4, lowp_spread=4),
+    Case("cumprod-zeros", "cumprod",  # rows: two zeros, one zero, none
+         [const(np.array([[0.5, 0.0, 2.0, 0.0, 1.5], [1.25, -0.75, 0.0, 3.0, 0.5], [0.75, 1.5, -0.5, 1.25, 2.0]]))],
+         lambda a: a.cumprod(-1), lambda a: np.cumprod(a, -1), lowp_ulps=4, lowp_spread=4, second_order=True),
     # ---- index and boolean reductions: exact, no gradient
     Case("argmax-argmin", "argmax", [distinct(3, 4)], lambda a: (a.argmax(1), mp.argmin(a, 0)),
          lambda a: (a.argmax(1), a.argmin(0)), grad=False),

@@ -138,6 +138,61 @@ def bce_logits_ref(x, t, w=None, pw=None):
     return (loss if w is None else loss * w).mean()
 
 
+def cos_embedding_ref(a, b, t, margin=0.0, reduction="mean"):
+    cos = (a * b).sum(-1) / np.sqrt(((a * a).sum(-1) + 1e-12) * ((b * b).sum(-1) + 1e-12))
+    return reduce_ref(np.where(t == 1, 1 - cos, 0.0) + np.where(t == -1, np.maximum(cos - margin, 0.0), 0.0),
+                      reduction)
+
+
+def hinge_embedding_ref(x, t, margin=1.0, reduction="mean"):
+    return reduce_ref(np.where(t != 1, np.maximum(margin - x, 0.0), 0.0) + np.where(t != -1, x, 0.0), reduction)
+
+
+def triplet_ref(a, pos, neg, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction="mean"):
+    def d(u, v):
+        return lp_norm_ref(u - v + eps, p, -1)
+    d_neg = np.minimum(d(a, neg), d(pos, neg)) if swap else d(a, neg)
+    return reduce_ref(np.maximum(margin + d(a, pos) - d_neg, 0.0), reduction)
+
+
+def multi_margin_ref(x, y, p=1, margin=1.0, w=None, reduction="mean"):
+    """Sample by sample: sum over classes j != y of max(0, margin - x[y] + x[j])**p (* w[y]), / C."""
+    rows, ys = np.atleast_2d(x), np.atleast_1d(y)
+    out = np.array([sum(max(0.0, margin - row[k] + row[j]) ** p * (1.0 if w is None else w[k])
+                        for j in range(len(row)) if j != k) / len(row) for row, k in zip(rows, ys)])
+    return reduce_ref(out if x.ndim == 2 else out[0], reduction)
+
+
+def multilabel_margin_ref(x, y, reduction="mean"):
+    """Sample by sample: the targets are the entries of y before the first -1; every (target, non-target) pair."""
+    out = []
+    for row, ys in zip(np.atleast_2d(x), np.atleast_2d(y)):
+        targets = []
+        for k in ys:
+            if k < 0:
+                break
+            targets.append(k)
+        others = [j for j in range(len(row)) if j not in targets]
+        out.append(sum(max(0.0, 1 - (row[k] - row[j])) for k in targets for j in others) / len(row))
+    out = np.array(out)
+    return reduce_ref(out if x.ndim == 2 else out[0], reduction)
+
+
+def multilabel_soft_margin_ref(x, t, w=None, reduction="mean"):
+    def log_sigmoid(z):
+        return -np.logaddexp(0.0, -z)
+    loss = -(t * log_sigmoid(x) + (1 - t) * log_sigmoid(-x))
+    return reduce_ref((loss if w is None else loss * w).mean(-1), reduction)
+
+
+def poisson_nll_ref(x, t, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    loss = np.exp(x) - t * x if log_input else x - t * np.log(x + eps)
+    if full:
+        safe = np.where(t > 1, t, 1.0)
+        loss = loss + np.where(t > 1, safe * np.log(safe) - safe + 0.5 * np.log(2 * np.pi * safe), 0.0)
+    return reduce_ref(loss, reduction)
+
+
 def lp_norm_ref(x, p, axis=None, keepdims=False):
     a = np.abs(x)
     if p == math.inf:
@@ -151,6 +206,22 @@ def cos_sim_ref(a, b, axis=1, eps=1e-8):
     na = np.maximum(np.sqrt((a * a).sum(axis, keepdims=True)), eps)
     nb = np.maximum(np.sqrt((b * b).sum(axis, keepdims=True)), eps)
     return ((a / na) * (b / nb)).sum(axis)
+
+
+def cdist_ref(a, b, p=2.0):
+    diff = a[..., :, None, :] - b[..., None, :, :]
+    return (diff != 0).sum(-1).astype(float) if p == 0 else lp_norm_ref(diff, p, -1)
+
+
+def pdist_ref(x, p=2.0):
+    n = len(x)
+    return np.array([lp_norm_ref(x[i] - x[j], p) for i in range(n) for j in range(i + 1, n)])
+
+
+def renorm_ref(x, p, dim, maxnorm):
+    others = tuple(i for i in range(x.ndim) if i != dim)
+    n = lp_norm_ref(x, p, others, True)
+    return np.where(n > maxnorm, x * (maxnorm / (n + 1e-7)), x)
 
 
 def ref_pool(x, k, s, p, d, ceil_mode, kind, count_include_pad=True, divisor_override=None):

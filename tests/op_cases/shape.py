@@ -8,6 +8,19 @@ import mixprec as mp
 from .case import Case, const, rnd
 from .refs import index_put_ref, scatter_add_ref, split_ref
 
+
+def _index_add_ref(x, dim, index, source):
+    out = np.moveaxis(x.copy(), dim, 0)
+    np.add.at(out, index, np.moveaxis(source, dim, 0))
+    return np.moveaxis(out, 0, dim)
+
+
+def _index_copy_ref(x, dim, index, source):
+    out = np.moveaxis(x.copy(), dim, 0)
+    out[index] = np.moveaxis(source, dim, 0)
+    return np.moveaxis(out, 0, dim)
+
+
 CASES = [
     Case("reshape", "reshape", [rnd(2, 3)], lambda a: a.reshape(3, 2), lambda a: a.reshape(3, 2)),
     Case("reshape-infer", "reshape", [rnd(2, 3, 2)], lambda a: mp.reshape(a, (-1, 4)), lambda a: a.reshape(-1, 4)),
@@ -63,6 +76,15 @@ CASES = [
          lambda x, i, s: x.scatter_add(1, i, s), lambda x, i, s: scatter_add_ref(x, 1, i, s)),
     Case("scatter_add-src-larger", "scatter_add", [rnd(3, 2), const(np.array([[2, 0], [2, 1]])), rnd(3, 3)],
          lambda x, i, s: mp.scatter_add(x, 0, i, s), lambda x, i, s: scatter_add_ref(x, 0, i, s)),
+    Case("index_select", "index_select", [rnd(4, 3), const(np.array([3, 0, 3]))], lambda x, i: x.index_select(0, i),
+         lambda x, i: x[i]),
+    Case("index_select-dim1-0d-index", "index_select", [rnd(2, 3), const(np.array(2))],
+         lambda x, i: mp.index_select(x, -1, i), lambda x, i: x[:, [2]]),
+    Case("index_add-repeated-alpha", "index_add", [rnd(3, 4), const(np.array([2, 0, 2])), rnd(3, 3)],
+         lambda x, i, s: x.index_add(1, i, s, alpha=-1.5),
+         lambda x, i, s: _index_add_ref(x, 1, i, -1.5 * s)),
+    Case("index_copy", "index_copy", [rnd(4, 2), const(np.array([3, 1])), rnd(2, 2)],
+         lambda x, i, s: x.index_copy(0, i, s), lambda x, i, s: _index_copy_ref(x, 0, i, s)),
     Case("clone-contiguous", "clone", [rnd(3, 2)], lambda a: a.T.contiguous().clone(), lambda a: a.T.copy()),
     Case("flip", "flip", [rnd(2, 3, 2)], lambda a: a.flip((0, 2)), lambda a: np.flip(a, (0, 2))),
     Case("chunk", "chunk", [rnd(5, 2)], lambda a: a.chunk(3), lambda a: split_ref(a, [2, 2, 1], 0)),
