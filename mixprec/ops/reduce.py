@@ -88,7 +88,10 @@ def mean(ctx, input, dim=None, keepdim=False, dtype=None):
     out_dtype = _out_dtype(input, dtype)
     ctx.count = int(np.prod([input.shape[a] for a in axes])) if axes else 1
     acc = compute_dtype(out_dtype, ints="keep")
-    return (_add_reduce(input, axes, keepdim, acc) / np.dtype(acc).type(ctx.count)).astype(out_dtype, copy=False)
+    total = _add_reduce(input, axes, keepdim, acc)
+    if ctx.count == 0:  # the mean of nothing is NaN (0 / 0), as in torch, without NumPy's warning
+        return array_module(input).full(np.shape(total), np.nan, dtype=out_dtype)
+    return (total / np.dtype(acc).type(ctx.count)).astype(out_dtype, copy=False)
 
 
 mean.grad(lambda ctx, g: (_expand_back(ctx, g) / ctx.count,))
