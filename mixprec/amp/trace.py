@@ -6,7 +6,9 @@
 
 The trace is a dispatch observer (mixprec.ops.dispatch.observe): it sees every
 op call when it returns, with the autocast decision applied to it and the call
-it ran inside (a composite, or the op whose inputs autocast was casting).
+it ran inside (a composite, or the op whose inputs autocast was casting). A
+backward() inside the trace shows as a "backward pass" row with one
+"<op> backward" row per graph node, the ops each ran indented under it.
 Records are kept in the order ops finished; the table shows them in call order,
 with the casts autocast made for an op and the inner ops of a composite
 indented under it.
@@ -37,7 +39,8 @@ class TraceRecord:
     tensors as the op ran on them (after autocast and ordinary promotion);
     cast_for: the op this record is an autocast cast for (None otherwise);
     depth: nesting below the traced code (casts and a composite's inner ops are
-    one level below their op).
+    one level below their op); kind: "op", "backward" (a graph node's backward,
+    named "<op> backward") or "backward pass".
     """
     name: str
     device_type: str
@@ -49,6 +52,7 @@ class TraceRecord:
     cache_hits: int
     cast_for: str | None
     depth: int
+    kind: str = "op"
 
     @property
     def policy_name(self) -> str:
@@ -91,18 +95,20 @@ class trace:
         pass
 
     def exit(self, call):
+        if call.error is not None:
+            return  # the trace holds calls that finished
         decision, parent, out = call.autocast, call.parent, call.out
         out_dtype = getattr(out, "dtype", None)
         if out_dtype is None and isinstance(out, (tuple, list)) and out:
             out_dtype = getattr(out[0], "dtype", None)
         self.records.append(TraceRecord(
-            name=call.op.name, device_type=call.device.type,
+            name=call.name, device_type=call.device.type,
             policy=decision.rule if decision else None,
             autocast_dtype=decision.lower if decision else None,
             input_dtypes=_tensor_dtypes(call.args), run_dtypes=_tensor_dtypes(call.run_args or call.args),
             output_dtype=out_dtype, cache_hits=decision.cache_hits if decision else 0,
             cast_for=parent.op.name if parent is not None and parent.casting else None,
-            depth=call.depth - self._base_depth))
+            depth=call.depth - self._base_depth, kind=call.kind))
 
     # ---- summaries ----
     @property
@@ -142,12 +148,13 @@ class trace:
         """A readable table, one line per op in call order.
 
         inner_ops=False leaves out what ran inside composite ops (a loss's
-        building blocks), keeping each op and the casts autocast made for it.
+        building blocks) and inside each node's backward, keeping each op, the
+        casts autocast made for it and the nodes of a backward pass.
         """
         head = ("#", "op", "autocast policy", "inputs", "ran in", "output", "cache")
         rows = []
         shown = [r for r in self.in_call_order()
-                 if inner_ops or r.depth <= 0 or (r.depth == 1 and r.cast_for is not None)]
+                 if inner_ops or r.depth <= 0 or (r.depth == 1 and (r.cast_for is not None or r.kind == "backward"))]
         for i, r in enumerate(shown, 1):
             name = "  " * max(r.depth, 0) + r.name + (f" (cast for {r.cast_for})" if r.cast_for else "")
             rows.append((str(i), name, r.policy_name if r.autocast_dtype is None or r.policy is None
