@@ -19,15 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._text import DTYPE_LEGEND, dtypes_text, plural, policy_text, rule_text, short, text_table
 from ..ops import dispatch as _dispatch
-
-_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int64": "i64",
-          "int32": "i32", "bool": "bool"}
-
-
-def _short(d):
-    return "-" if d is None else _SHORT.get(d.name, d.name)
-
 
 @dataclass(frozen=True)
 class TraceRecord:
@@ -56,11 +49,7 @@ class TraceRecord:
 
     @property
     def policy_name(self) -> str:
-        if self.policy is None:
-            return "-"
-        if isinstance(self.policy, np.dtype):
-            return f"cast to {self.policy.name}"
-        return self.policy.value
+        return rule_text(self.policy)
 
 
 def _tensor_dtypes(args):
@@ -157,19 +146,12 @@ class trace:
                  if inner_ops or r.depth <= 0 or (r.depth == 1 and (r.cast_for is not None or r.kind == "backward"))]
         for i, r in enumerate(shown, 1):
             name = "  " * max(r.depth, 0) + r.name + (f" (cast for {r.cast_for})" if r.cast_for else "")
-            rows.append((str(i), name, r.policy_name if r.autocast_dtype is None or r.policy is None
-                         else f"{r.policy_name} [{_short(r.autocast_dtype)}]",
-                         ", ".join(map(_short, r.input_dtypes)), ", ".join(map(_short, r.run_dtypes)),
-                         _short(r.output_dtype), f"{r.cache_hits} hit" + "s" * (r.cache_hits != 1)
+            rows.append((str(i), name, policy_text(r.policy, r.autocast_dtype),
+                         dtypes_text(r.input_dtypes), dtypes_text(r.run_dtypes),
+                         short(r.output_dtype), f"{r.cache_hits} hit" + "s" * (r.cache_hits != 1)
                          if r.cache_hits else ""))
-        widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(head)]
-        line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-        out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
-        plural = lambda n, word: f"{n} {word}" + "s" * (n != 1)  # noqa: E731
-        out.append(f"{plural(len(self.records), 'op')}, {plural(self.casts, 'autocast cast')}, "
-                   f"{self.cache_hits} served from the cache "
-                   "(f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64)")
-        return "\n".join(out)
+        return (text_table(head, rows) + f"\n{plural(len(self.records), 'op')}, "
+                f"{plural(self.casts, 'autocast cast')}, {self.cache_hits} served from the cache ({DTYPE_LEGEND})")
 
     def __str__(self):
         return self.table()

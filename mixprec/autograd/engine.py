@@ -109,12 +109,9 @@ def _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_u
                     _store_grad(out, grads[i], foreign, create_graph)
             if observed:
                 result = dispatch.observed_backward("backward", node.op, tuple(grads), _device_of(grads),
-                                                    lambda: node.op.backward(node, *grads), node)
+                                                    lambda: _node_backward(node, grads), node)
             else:
-                result = node.op.backward(node, *grads)
-            if not isinstance(result, (tuple, list)):
-                result = (result,)
-            result = _flatten(result, node.args)
+                result = _node_backward(node, grads)
             edges = node.edges()
             if len(result) != len(edges):
                 raise RuntimeError(f"backward of {node.name} returned {len(result)} gradients "
@@ -153,6 +150,14 @@ def _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_u
                                "pass allow_unused=True to get None for it")
         results.append(captured.get(id(t)))
     return results
+
+
+def _node_backward(node, grads):
+    """Run one node's backward: one gradient (or None) per input edge, in node.edges() order."""
+    result = node.op.backward(node, *grads)
+    if not isinstance(result, (tuple, list)):
+        result = (result,)
+    return _flatten(result, node.args)
 
 
 def _device_of(grads):

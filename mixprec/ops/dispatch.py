@@ -46,7 +46,7 @@ class Call:
 
     kind: "op" (a dispatched op call), "backward" (the autograd engine running one
     node's backward: op is the node's op, node the Node, args the gradients of its
-    outputs, out the gradients it returned for its inputs) or "backward pass" (a
+    outputs, out the gradients it returned, one per node.edges() entry) or "backward pass" (a
     whole backward()/autograd.grad call: op is None, args is (outputs, grad_outputs)).
     op, args (as the caller passed them, after binding), kwargs, device; parent: the
     Call running when this one started (a composite, the op autocast was casting for,
