@@ -4,3 +4,4 @@ from .autocast_mode import *  # noqa: F401,F403
 from .grad_scaler import *  # noqa: F401,F403
 from .opt_levels import StaticGradScaler, initialize, master_params  # noqa: F401  (apex-style O0-O3)
 from . import functional  # noqa: F401  (mp.amp.functional: unscale/update on raw arrays)
+from .inspector import inspect  # noqa: F401,E402  (mp.amp.inspect: where lower precision hurts a model)
