@@ -70,11 +70,6 @@ def _f32_copy(t: Tensor) -> Tensor:
     return Tensor._wrap(data.astype(np.float64 if data.dtype == np.float64 else np.float32, copy=True))
 
 
-def _f32_value(t: Tensor) -> Tensor:
-    """The value in float32 for reading only: float32 and float64 data shared, not copied."""
-    return Tensor._wrap(t.data) if t.dtype in (_dt.float32, _dt.float64) else _f32_copy(t)
-
-
 def _map_args(args, fn):
     """args with every Tensor (also inside a list or tuple) replaced by fn(tensor) and every
     float16/bfloat16 dtype argument (to(dtype), sum(dtype=)) by float32."""
@@ -222,7 +217,7 @@ class _Shadow:
             note["shadow"] = _map_args(call.args, self.shadow_of)
             if call.op.inplace and isinstance(call.args[0], Tensor):  # the op will change its first input
                 note["shadow"] = (note["shadow"][0].clone(),) + note["shadow"][1:]
-                note["local"] = (_f32_copy(call.args[0]),) + _map_args(call.args[1:], _f32_value)
+                note["local"] = _map_args(call.args, _f32_copy)
         note["params"] = tuple(dict.fromkeys(self.params[id(t)].name for t in _dispatch.tensors_in(call.args)
                                              if id(t) in self.params and self.params[id(t)].ref() is t))
         call.__dict__["inspect"] = note
@@ -249,7 +244,9 @@ class _Shadow:
         local = None
         if error is None and _ran_low(call):
             with _dispatch.unobserved():
-                local_args = note.get("local") or _map_args(call.args, _f32_value)
+                # copies, never the user's tensors: a composite such as batch_norm(training=True) writes
+                # into some of its arguments (the running statistics)
+                local_args = note.get("local") or _map_args(call.args, _f32_copy)
             local, error = self.run(op, local_args, kwargs, False, replay)
         if replay is not None:
             _random.set_rng_state(after)

@@ -230,7 +230,8 @@ def gradient_stats(actual, dtype, scale, reference=None, exponents=DEFAULT_SCALE
     true = np.abs(ref[nonzero]).astype(np.float64) / scale  # the gradient at loss scale 1
     zero_at, sub_at, over_at = [], [], []
     for k in exponents:
-        rounded = np.abs((true * 2.0 ** k).astype(dtype).astype(np.float64))  # rounds to nearest, as a cast does
+        with np.errstate(over="ignore"):  # (overflow to inf is what is being counted)
+            rounded = np.abs((true * 2.0 ** k).astype(dtype).astype(np.float64))  # rounds to nearest, as casts do
         zero_at.append(float(np.count_nonzero(rounded == 0)) / n if n else 0.0)
         sub_at.append(float(np.count_nonzero((rounded > 0) & (rounded < lim.tiny))) / n if n else 0.0)
         over_at.append(float(np.count_nonzero(np.isinf(rounded))) / n if n else 0.0)
