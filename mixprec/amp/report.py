@@ -201,6 +201,11 @@ class InspectReport:
     def _gradient_suggestions(self) -> list:
         if not self.scales:
             return []
+        makers = [r.label for r in self.ops if r.stats is not None and r.stats.new_nonfinite]
+        if makers:  # a backward from inf/NaN says nothing about the loss scale
+            return [f"the backward pass started from the inf/NaN values the forward made ({', '.join(makers[:3])}): "
+                    "fix those first (the measured gradients are inf/NaN because of them; the 'at 1' columns "
+                    "come from the float32 path)"]
         last = len(self.scales)
         grads = [(g.label, g.stats) for g in self.gradients if g.pass_index == last]
         grads += [(f"{r.label} output", r.gradient) for r in self.op_gradients]
