@@ -184,15 +184,19 @@ class InspectReport:
                          f"{s.amin:.2g}..{s.amax:.3g}, fit its range)")
             out.append(text)
         if "underflow" in flags:
+            fix = (f"Use autocast dtype=mp.bfloat16 (down to 9e-41) or {_override(r.name)}" if s.dtype == _F16 else
+                   f"Only float32 keeps them ({_override(r.name)}); bfloat16 already has float32's exponent range, "
+                   "so these are values below 1.2e-38, which may not matter")
             out.append(f"{where}: {_pct(s.local_underflow_fraction)} of its nonzero results flush to 0 in "
                        f"{dtype} (smallest |x| {s.amin:.2g}; {dtype}'s smallest is {limits(s.dtype).subnormal:.2g})."
-                       f" Use autocast dtype=mp.bfloat16 (down to 9e-41) or {_override(r.name)}")
+                       f" {fix}")
         if "near max" in flags:
             where_max = (f"is {s.headroom:.1f} doublings below {dtype}'s max {limits(s.dtype).max:.5g}: a larger "
                          "input would overflow" if s.headroom >= 0 else
                          f"is beyond {dtype}'s max {limits(s.dtype).max:.5g} on the float32 path")
-            out.append(f"{where}: its largest |x| {s.amax:.3g} {where_max}. Consider dtype=mp.bfloat16 or "
-                       f"{_override(r.name)}")
+            fix = (f"Consider dtype=mp.bfloat16 or {_override(r.name)}" if s.dtype == _F16 else
+                   "float32's range ends there too: rescale (input normalisation, initialisation)")
+            out.append(f"{where}: its largest |x| {s.amax:.3g} {where_max}. {fix}")
         if "inf/NaN in float32 too" in flags:
             out.append(f"{where}: its float32 shadow has {s.shadow_nonfinite} inf/NaN values too: the model "
                        "overflows without AMP (check input scaling and initialisation)")
