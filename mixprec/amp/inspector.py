@@ -70,22 +70,20 @@ def _f32_copy(t: Tensor) -> Tensor:
     return Tensor._wrap(data.astype(np.float64 if data.dtype == np.float64 else np.float32, copy=True))
 
 
+def _f32_dtype(a):
+    """A float16/bfloat16 dtype argument (to(dtype), sum(dtype=)) becomes float32; anything else stays."""
+    return _dt.float32 if isinstance(a, np.dtype) and a in _LOW else a
+
+
 def _map_args(args, fn):
-    """args with every Tensor (also inside a list or tuple) replaced by fn(tensor) and every
-    float16/bfloat16 dtype argument (to(dtype), sum(dtype=)) by float32."""
+    """args with every Tensor (also inside a list or tuple) replaced by fn(tensor), lower dtypes by float32."""
     def one(a):
         if isinstance(a, Tensor):
             return fn(a)
         if isinstance(a, (list, tuple)):
             return type(a)(one(x) for x in a)
-        if isinstance(a, np.dtype) and a in _LOW:
-            return _dt.float32
-        return a
+        return _f32_dtype(a)
     return tuple(one(a) for a in args)
-
-
-def _map_kwargs(kwargs):
-    return {k: (_dt.float32 if isinstance(v, np.dtype) and v in _LOW else v) for k, v in kwargs.items()}
 
 
 def _outputs(out):
@@ -94,8 +92,7 @@ def _outputs(out):
 
 def _ran_low(call) -> bool:
     """Whether the call computed in float16/bfloat16 (an input as run, or its output)."""
-    run = call.run_args if call.run_args is not None else call.args
-    return any(t.dtype in _LOW for t in _dispatch.tensors_in(run)) or \
+    return any(t.dtype in _LOW for t in _dispatch.tensors_in(call.run_args)) or \
         any(isinstance(o, Tensor) and o.dtype in _LOW for o in _outputs(call.out))
 
 
@@ -112,8 +109,7 @@ def _why(call) -> str:
         return "in-place: never autocast"
     if _dispatch.explicit_dtype_or_out(call.op, call.args, call.kwargs):
         return "explicit dtype=/out=: not autocast"
-    run = call.run_args if call.run_args is not None else call.args
-    floats = [t.dtype for t in _dispatch.tensors_in(run) if t.dtype in _FLOAT]
+    floats = [t.dtype for t in _dispatch.tensors_in(call.run_args) if t.dtype in _FLOAT]
     return f"no {device} policy: runs in its inputs' dtype ({short(floats[0]) if floats else '-'})"
 
 
@@ -228,8 +224,7 @@ class _Shadow:
         record = OpRecord(index=index, name=op.name, device_type=call.device.type,
                           policy=policy_text(call.autocast.rule, call.autocast.lower) if call.autocast else "-",
                           why=_why(call), input_dtypes=tuple(t.dtype for t in _dispatch.tensors_in(call.args)),
-                          run_dtypes=tuple(t.dtype for t in _dispatch.tensors_in(
-                              call.run_args if call.run_args is not None else call.args)),
+                          run_dtypes=tuple(t.dtype for t in _dispatch.tensors_in(call.run_args)),
                           output_dtype=next((o.dtype for o in outs if isinstance(o, Tensor)), None),
                           params=note["params"])
         self.records.append(record)
@@ -239,7 +234,7 @@ class _Shadow:
         after = _random.get_rng_state()
         replay = note["rng"] if after != note["rng"] else None  # a random op: replay its draws
         grad = any(isinstance(o, Tensor) and o.requires_grad for o in outs)
-        kwargs = _map_kwargs(call.kwargs)
+        kwargs = {k: _f32_dtype(v) for k, v in call.kwargs.items()}
         shadow, error = self.run(op, note["shadow"], kwargs, grad, replay)
         local = None
         if error is None and _ran_low(call):
@@ -389,7 +384,6 @@ class inspect:
         obs.shadow_outs.clear()
         obs.by_output.clear()
         obs.cast_of.clear()
-        self._params_seen = [p.name for p in obs.params.values()]
         obs.params.clear()
         return False
 
