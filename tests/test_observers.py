@@ -9,6 +9,8 @@ F = mp.nn.functional
 
 
 class Recorder:
+    sees_backward = True
+
     def __init__(self):
         self.entered, self.exited = [], []
 
@@ -64,6 +66,20 @@ def test_backward_passes_and_nodes_are_calls_the_ops_run_inside():
     assert mul_node.edges_then[0] is x and mul_node.out[0].numpy().tolist() == [2.0, 2.0, 2.0]
     assert all(c.parent.kind == "backward" for c in rec.exited if c.kind == "op")  # backward's own ops
     assert x.grad.numpy().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_an_observer_that_does_not_ask_for_backward_sees_only_op_calls():
+    class OpsOnly(Recorder):
+        sees_backward = False
+    x = mp.randn(3, requires_grad=True)
+    y = (x * 2).sum()
+    rec, both = OpsOnly(), Recorder()
+    with dispatch.observe(rec):
+        y.backward(retain_graph=True)
+    assert rec.exited and all(c.kind == "op" for c in rec.exited) and rec.exited[0].parent is None
+    with dispatch.observe(rec), dispatch.observe(both):  # beside one that asks, its ops' parents are nodes
+        y.backward()
+    assert all(c.kind == "op" for c in rec.exited) and any(c.kind == "backward pass" for c in both.exited)
 
 
 def test_unobserved_hides_a_tools_own_work():

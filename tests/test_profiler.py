@@ -240,3 +240,23 @@ def test_cuda_events_time_gpu_ops_and_appear_in_the_table_and_trace(tmp_path):
     trace = json.loads((tmp_path / "t.json").read_text())
     assert any(e.get("cat", "").startswith("cuda") for e in trace["traceEvents"])
     assert np.isfinite(mm.cuda_start_us)
+
+
+def test_nvtx_ranges_stay_balanced_also_when_ranges_are_left_open(monkeypatch):
+    """The CUDA path's NVTX bookkeeping, on stand-ins: one push per call or range, one pop each."""
+    from mixprec.profiler import profiler as prof_mod
+    log = []
+    monkeypatch.setattr(prof_mod, "_nvtx_push", lambda name: log.append(("push", name)))
+    monkeypatch.setattr(prof_mod, "_nvtx_pop", lambda: log.append(("pop",)))
+    recorder = prof_mod._Recorder(0, cuda=True, record_shapes=False)
+    monkeypatch.setattr(prof_mod._active, "recorders", (recorder,))
+    with dispatch.observe(recorder):
+        outer = record_function("outer").__enter__()
+        mp.randn(2) + 1
+        record_function("left open").__enter__()
+        mp.randn(2) * 2
+        outer.__exit__(None, None, None)   # closes "left open" with it
+    events = recorder.finish()
+    pushes = [e for e in log if e[0] == "push"]
+    assert [p[1] for p in pushes] == ["outer", "add", "left open", "mul"] and log.count(("pop",)) == len(pushes)
+    assert all(e.end_us is not None for e in events)

@@ -138,6 +138,8 @@ def _add(store, key, dtype, array):
 class _Shadow:
     """The dispatch observer: shadow and local runs per op, gradients per backward pass."""
 
+    sees_backward = True  # (backward passes and graph nodes are calls it records too)
+
     def __init__(self, names, scale_of, exponents, base_depth):
         self.names, self.scale_of, self.exponents, self.base = names, scale_of, exponents, base_depth
         self.shadows = {}       # id(tensor) -> (weakref, version, shadow)

@@ -64,6 +64,8 @@ class trace:
     autocast dispatched, ``cache_hits`` the casts it served from its cache.
     """
 
+    sees_backward = True  # (backward passes and graph nodes are calls it records too)
+
     def __init__(self):
         self.records: list[TraceRecord] = []
         self._observing = None

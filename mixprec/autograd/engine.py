@@ -57,11 +57,11 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
 
     With ``inputs=None`` gradients accumulate into the ``.grad`` of leaves;
     otherwise the gradients of ``inputs`` are returned (autograd.grad). While a dispatch
-    observer watches (mp.profiler, mp.amp.inspect), the pass and each node's backward are
-    calls it sees (ops.dispatch.observed_backward).
+    observer that sees backward watches (mp.amp.trace, mp.profiler, mp.amp.inspect), the pass
+    and each node's backward are calls it sees (ops.dispatch.observed_backward).
     """
     from ..ops import dispatch  # (the ops package imports autograd: import it when backward runs)
-    if dispatch.observing():
+    if dispatch.watching_backward():
         return dispatch.observed_backward(
             "backward pass", None, (outputs, grad_outputs), outputs[0].device if outputs else None,
             lambda: _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, True))

@@ -13,9 +13,9 @@
                    when an input carries one (forward mode, autograd/forward_ad.py)
 
 Observers (mp.amp.trace, mp.profiler, the numerics inspector mp.amp.inspect) watch calls
-through :func:`observe`: every op call, and (from the autograd engine) every backward pass
-and each graph node's backward in it. When none is active they cost one attribute read
-per call (and one per backward node).
+through :func:`observe`: every op call, and, for observers that ask (sees_backward), every
+backward pass and each graph node's backward in it, from the autograd engine. When none is
+active they cost one attribute read per op call and one check per backward pass and node.
 """
 from __future__ import annotations
 
@@ -84,8 +84,13 @@ _observed = _Observed()
 
 @contextlib.contextmanager
 def observe(observer):
-    """Let ``observer`` see every call this thread makes inside the block: observer.enter(call) before
-    the call runs and observer.exit(call) after it ended (returned, or raised: then call.error is set)."""
+    """Let ``observer`` see every op call this thread makes inside the block: observer.enter(call) before
+    the call runs and observer.exit(call) after it ended (returned, or raised: then call.error is set).
+
+    An observer with ``sees_backward = True`` also sees the autograd engine's calls: each backward
+    pass and each graph node's backward in it (Call.kind "backward pass" / "backward"); the others
+    see only op calls, the ops a backward runs included.
+    """
     s = _observed
     if s.stack is None:
         s.stack = []
@@ -118,10 +123,10 @@ def current_call():
     return stack[-1] if stack else None
 
 
-def run_observed(call, run):
+def run_observed(call, run, observers):
     """``run()`` as ``call``: the observers see it begin and end, and calls made inside have it as parent."""
     s = _observed
-    for o in s.observers:
+    for o in observers:
         o.enter(call)
     s.stack.append(call)
     try:
@@ -131,17 +136,25 @@ def run_observed(call, run):
         raise
     finally:
         s.stack.pop()
-        for o in s.observers:
+        for o in observers:
             o.exit(call)
     return call.out
 
 
+def watching_backward() -> bool:
+    """Whether an observer of this thread asked to see the autograd engine's calls (sees_backward)."""
+    return any(getattr(o, "sees_backward", False) for o in _observed.observers)
+
+
 def observed_backward(kind, op, args, device, run, node=None):
-    """The autograd engine's hook (only called while someone observes): run a backward pass
-    (kind "backward pass") or one node's backward (kind "backward") as a Call."""
+    """The autograd engine's hook (called while watching_backward()): run a backward pass (kind
+    "backward pass") or one node's backward (kind "backward") as a Call its observers see."""
+    observers = tuple(o for o in _observed.observers if getattr(o, "sees_backward", False))
+    if not observers:
+        return run()
     stack = _observed.stack
     parent = stack[-1] if stack else None
-    return run_observed(Call(op, args, {}, device, parent, len(stack), kind, node), run)
+    return run_observed(Call(op, args, {}, device, parent, len(stack), kind, node), run, observers)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -187,7 +200,7 @@ def _dispatch(op, args, kwargs, device, call):
 def _dispatch_observed(op, args, kwargs, device):
     stack = _observed.stack
     call = Call(op, args, kwargs, device, stack[-1] if stack else None, len(stack))
-    return run_observed(call, lambda: _dispatch(op, args, kwargs, device, call))
+    return run_observed(call, lambda: _dispatch(op, args, kwargs, device, call), _observed.observers)
 
 
 def _run(op, args, kwargs, device):

@@ -81,6 +81,8 @@ _active = _Active()
 class _Recorder:
     """The dispatch observer behind one recording cycle: turns calls and ranges into ProfilerEvents."""
 
+    sees_backward = True  # (backward passes and graph nodes are calls it records too)
+
     def __init__(self, origin_ns, cuda, record_shapes):
         self.origin_ns, self.cuda, self.record_shapes = origin_ns, cuda, record_shapes
         self.events = EventList()
@@ -105,13 +107,15 @@ class _Recorder:
         return ev
 
     def close(self, ev):
+        if ev.end_us is not None:
+            return  # already closed with an enclosing range
         end = self.now()
         if ev.cuda_events is not None:
             ev.cuda_events[1] = self._cuda_event(ev.cuda_events[2])
-        if self.cuda:
-            _nvtx_pop()
         while self.stack:  # (ranges left open inside this one are closed with it)
             top = self.stack.pop()
+            if self.cuda:
+                _nvtx_pop()
             if top.end_us is None:
                 top.end_us = end
             if top is ev:
@@ -245,12 +249,9 @@ class profile:
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
         self._scheduled = schedule is not None
-        self._recorder = None
-        self._observing = None
-        self._step_event = None
-        self._results = None
-        self._origin_ns = None
-        self._thread = None
+        # the recording cycle's observer, its observe() context, the open step range, the last cycle's events,
+        # perf_counter_ns at start(), the thread that started the profiler
+        self._recorder = self._observing = self._step_event = self._results = self._origin_ns = self._thread = None
 
     # ---- lifecycle ----
     def __enter__(self):
@@ -373,6 +374,5 @@ class record_function(contextlib.ContextDecorator):
 
     def __exit__(self, *exc):
         for recorder, ev in self._open.pop():
-            if ev.end_us is None:
-                recorder.close(ev)
+            recorder.close(ev)
         return False
