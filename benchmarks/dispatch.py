@@ -221,7 +221,7 @@ def main(argv=None):
     if args.baseline:
         baseline = load_baseline(args.baseline)
         ops = op_workloads()["mixprec"]
-        print(f"\nthis checkout against dispatch/engine of {args.baseline}, same process, turns within each round")
+        print(f"\nthis checkout against the dispatch and engine of {args.baseline}, same process, paired windows")
         print(f"{'workload':44} {'current us':>11} {'baseline us':>12} {'median ratio of pairs':>22}")
         windows = 10 * args.repeat
         for label, fn, number in (("op: add 4x4 float32", ops["op"], max(args.number // 10, 20)),
