@@ -402,6 +402,7 @@ class InspectReport:
                 ax.axvspan(min(safe) + 0.5, exps[-1] + 0.5, color="tab:red", alpha=0.1,
                            label="a gradient overflows")
             ax.set_xlim(exps[0] - 0.5, exps[-1] + 0.5)
+            ax.set_ylim(-3, 103)
             ax.set_xlabel("log2 of the loss scale (dotted: the scale the backward ran at)")
             ax.set_ylabel("% of nonzero gradient\nzero or subnormal")
             ax.set_title("gradient underflow against the loss scale (float32 reference rounded to the "
