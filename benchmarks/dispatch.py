@@ -15,10 +15,18 @@ as the floor for the single op. Timings are the best of ``--repeat`` runs of
 ``--number`` calls each, the frameworks taking turns within each round.
 
     python benchmarks/dispatch.py [--number 2000] [--repeat 7]
+
+``--baseline DIR`` also times the same mixprec workloads with dispatch() and the
+autograd engine's backward() loaded from another checkout (e.g. the commit before
+a change to them) into this process, the two versions taking turns within each
+round, and reports current / baseline: whether a change to the hot path costs
+anything, measured where machine noise hits both alike.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import platform
 import sys
 import time
@@ -54,6 +62,50 @@ def best_times(fns, number, repeat):
                 fn()
             best[name] = min(best[name], (time.perf_counter() - t0) / number)
     return best
+
+
+def load_baseline(tree):
+    """dispatch() and engine.backward() from the checkout at ``tree``, as modules of this mixprec."""
+    found = {}
+    for pkg, name in (("mixprec.ops", "dispatch"), ("mixprec.autograd", "engine")):
+        path = Path(tree) / pkg.replace(".", "/") / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"{pkg}._baseline_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        module.__package__ = pkg  # its relative imports resolve to this mixprec
+        spec.loader.exec_module(module)
+        found[name] = module
+    return found["dispatch"].dispatch, found["engine"].backward
+
+
+@contextlib.contextmanager
+def running(dispatch_fn, backward_fn):
+    """Every op call and backward() inside goes through the given functions."""
+    registry, engine = mp.ops.registry, mp.autograd.engine
+    saved = registry.dispatch, engine.backward
+    registry.dispatch, engine.backward = dispatch_fn, backward_fn
+    try:
+        yield
+    finally:
+        registry.dispatch, engine.backward = saved
+
+
+def against_baseline(fn, baseline, number, windows):
+    """Seconds per call of ``fn`` with the current and the baseline functions, and the median of the
+    paired ratios: ``windows`` short windows of ``number`` calls each, the two versions back to back in
+    every window (in alternating order), so a busy machine slows both members of a pair alike."""
+    best, ratios = [float("inf"), float("inf")], []
+    for w in range(windows):
+        pair = [0.0, 0.0]
+        for k in ((0, 1) if w % 2 == 0 else (1, 0)):
+            with running(*baseline) if k else contextlib.nullcontext():
+                fn()  # (warm)
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                pair[k] = (time.perf_counter() - t0) / number
+        best = [min(best[0], pair[0]), min(best[1], pair[1])]
+        ratios.append(pair[0] / pair[1])
+    return best[0], best[1], float(np.median(ratios))
 
 
 # ------------------------------------------------------------------ workloads
@@ -131,6 +183,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--number", type=int, default=2000, help="calls per timing run (op); mlp uses number/10")
     ap.add_argument("--repeat", type=int, default=7, help="timing runs; the best is reported")
+    ap.add_argument("--baseline", metavar="DIR", help="a checkout whose dispatch and engine to time against")
     args = ap.parse_args(argv)
 
     if torch is not None:
@@ -165,6 +218,18 @@ def main(argv=None):
                  f"{t_np * 1e6:9.2f}" if t_np else f"{'-':>9}"]
         print(" ".join(cells))
     print("\nratio = mixprec time / PyTorch eager time in this process (goal: mlp step <= 2)")
+    if args.baseline:
+        baseline = load_baseline(args.baseline)
+        ops = op_workloads()["mixprec"]
+        print(f"\nthis checkout against the dispatch and engine of {args.baseline}, same process, paired windows")
+        print(f"{'workload':44} {'current us':>11} {'baseline us':>12} {'median ratio of pairs':>22}")
+        windows = 10 * args.repeat
+        for label, fn, number in (("op: add 4x4 float32", ops["op"], max(args.number // 10, 20)),
+                                  ("op+grad: add 4x4 float32", ops["op+grad"], max(args.number // 10, 20)),
+                                  ("mlp step", mixprec_step(), max(args.number // 200, 5))):
+            cur, base, ratio = against_baseline(fn, baseline, number, windows)
+            print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")
+        print("(best times of all windows; ratio = current / baseline, the median over the windows' pairs)")
 
 
 if __name__ == "__main__":

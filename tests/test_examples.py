@@ -54,3 +54,23 @@ def test_train_digits_rejects_bad_arguments(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train_digits.py"), "--dtype", "float64"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_inspect_amp_points_at_the_op_that_was_broken(tmp_path):
+    for module in ("sklearn", "matplotlib"):
+        pytest.importorskip(module, reason="the examples extra (pip install '.[examples]') is not installed")
+    out, _ = run_example("inspect_amp.py", "--out", "inspect.png", "--markdown", "report.md", "--batch-size", "16",
+                         cwd=tmp_path)
+    first = out.split("Ops, most harmful first")[1].splitlines()[3]
+    assert re.match(r"\s+1\s+#\d+ mul\s", first) and "makes inf/NaN" in first  # the logit scale's multiply
+    assert 'mp.amp.override({"mul": "fp32"})' in out and "dtype=mp.bfloat16" in out
+    assert (tmp_path / "inspect.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "report.md").read_text().startswith("**AMP numerics**")
+    out, _ = run_example("inspect_amp.py", "--break", "tiny-loss", "--init-scale", "1", "--out", "t.png",
+                         "--batch-size", "16", cwd=tmp_path)
+    assert "gradients underflow float16 at loss scale 2^0" in out and "mp.GradScaler(init_scale=2.**" in out
+    models = ["digits"] + (["gpt"] if (ROOT / "examples" / "train_gpt.py").exists() else [])
+    for model in models:
+        out, _ = run_example("inspect_amp.py", "--model", model, "--break", "none", "--out", "h.png", "--batch-size",
+                             "16", cwd=tmp_path)
+        assert "- none: nothing flagged" in out

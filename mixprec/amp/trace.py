@@ -6,7 +6,9 @@
 
 The trace is a dispatch observer (mixprec.ops.dispatch.observe): it sees every
 op call when it returns, with the autocast decision applied to it and the call
-it ran inside (a composite, or the op whose inputs autocast was casting).
+it ran inside (a composite, or the op whose inputs autocast was casting). A
+backward() inside the trace shows as a "backward pass" row with one
+"<op> backward" row per graph node, the ops each ran indented under it.
 Records are kept in the order ops finished; the table shows them in call order,
 with the casts autocast made for an op and the inner ops of a composite
 indented under it.
@@ -17,15 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._text import DTYPE_LEGEND, dtypes_text, plural, policy_text, rule_text, short, text_table
 from ..ops import dispatch as _dispatch
-
-_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int64": "i64",
-          "int32": "i32", "bool": "bool"}
-
-
-def _short(d):
-    return "-" if d is None else _SHORT.get(d.name, d.name)
-
 
 @dataclass(frozen=True)
 class TraceRecord:
@@ -37,7 +32,8 @@ class TraceRecord:
     tensors as the op ran on them (after autocast and ordinary promotion);
     cast_for: the op this record is an autocast cast for (None otherwise);
     depth: nesting below the traced code (casts and a composite's inner ops are
-    one level below their op).
+    one level below their op); kind: "op", "backward" (a graph node's backward,
+    named "<op> backward") or "backward pass".
     """
     name: str
     device_type: str
@@ -49,14 +45,11 @@ class TraceRecord:
     cache_hits: int
     cast_for: str | None
     depth: int
+    kind: str = "op"
 
     @property
     def policy_name(self) -> str:
-        if self.policy is None:
-            return "-"
-        if isinstance(self.policy, np.dtype):
-            return f"cast to {self.policy.name}"
-        return self.policy.value
+        return rule_text(self.policy)
 
 
 def _tensor_dtypes(args):
@@ -70,6 +63,8 @@ class trace:
     (and ``str()``) renders them in call order. ``casts`` counts the casts
     autocast dispatched, ``cache_hits`` the casts it served from its cache.
     """
+
+    sees_backward = True  # (backward passes and graph nodes are calls it records too)
 
     def __init__(self):
         self.records: list[TraceRecord] = []
@@ -91,18 +86,20 @@ class trace:
         pass
 
     def exit(self, call):
+        if call.error is not None:
+            return  # the trace holds calls that finished
         decision, parent, out = call.autocast, call.parent, call.out
         out_dtype = getattr(out, "dtype", None)
         if out_dtype is None and isinstance(out, (tuple, list)) and out:
             out_dtype = getattr(out[0], "dtype", None)
         self.records.append(TraceRecord(
-            name=call.op.name, device_type=call.device.type,
+            name=call.name, device_type=call.device.type,
             policy=decision.rule if decision else None,
             autocast_dtype=decision.lower if decision else None,
             input_dtypes=_tensor_dtypes(call.args), run_dtypes=_tensor_dtypes(call.run_args or call.args),
             output_dtype=out_dtype, cache_hits=decision.cache_hits if decision else 0,
             cast_for=parent.op.name if parent is not None and parent.casting else None,
-            depth=call.depth - self._base_depth))
+            depth=call.depth - self._base_depth, kind=call.kind))
 
     # ---- summaries ----
     @property
@@ -142,27 +139,21 @@ class trace:
         """A readable table, one line per op in call order.
 
         inner_ops=False leaves out what ran inside composite ops (a loss's
-        building blocks), keeping each op and the casts autocast made for it.
+        building blocks) and inside each node's backward, keeping each op, the
+        casts autocast made for it and the nodes of a backward pass.
         """
         head = ("#", "op", "autocast policy", "inputs", "ran in", "output", "cache")
         rows = []
         shown = [r for r in self.in_call_order()
-                 if inner_ops or r.depth <= 0 or (r.depth == 1 and r.cast_for is not None)]
+                 if inner_ops or r.depth <= 0 or (r.depth == 1 and (r.cast_for is not None or r.kind == "backward"))]
         for i, r in enumerate(shown, 1):
             name = "  " * max(r.depth, 0) + r.name + (f" (cast for {r.cast_for})" if r.cast_for else "")
-            rows.append((str(i), name, r.policy_name if r.autocast_dtype is None or r.policy is None
-                         else f"{r.policy_name} [{_short(r.autocast_dtype)}]",
-                         ", ".join(map(_short, r.input_dtypes)), ", ".join(map(_short, r.run_dtypes)),
-                         _short(r.output_dtype), f"{r.cache_hits} hit" + "s" * (r.cache_hits != 1)
+            rows.append((str(i), name, policy_text(r.policy, r.autocast_dtype),
+                         dtypes_text(r.input_dtypes), dtypes_text(r.run_dtypes),
+                         short(r.output_dtype), f"{r.cache_hits} hit" + "s" * (r.cache_hits != 1)
                          if r.cache_hits else ""))
-        widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(head)]
-        line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-        out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
-        plural = lambda n, word: f"{n} {word}" + "s" * (n != 1)  # noqa: E731
-        out.append(f"{plural(len(self.records), 'op')}, {plural(self.casts, 'autocast cast')}, "
-                   f"{self.cache_hits} served from the cache "
-                   "(f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64)")
-        return "\n".join(out)
+        return (text_table(head, rows) + f"\n{plural(len(self.records), 'op')}, "
+                f"{plural(self.casts, 'autocast cast')}, {self.cache_hits} served from the cache ({DTYPE_LEGEND})")
 
     def __str__(self):
         return self.table()

@@ -56,9 +56,20 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
     """Run backward from ``outputs`` seeded with ``grad_outputs``.
 
     With ``inputs=None`` gradients accumulate into the ``.grad`` of leaves;
-    otherwise the gradients of ``inputs`` are returned (autograd.grad).
+    otherwise the gradients of ``inputs`` are returned (autograd.grad). While a dispatch
+    observer that sees backward watches (mp.amp.trace, mp.profiler, mp.amp.inspect), the pass
+    and each node's backward are calls it sees (ops.dispatch.observed_backward).
     """
-    from ..ops import autocast  # (the ops package imports autograd: import it when backward runs)
+    from ..ops import dispatch  # (the ops package imports autograd: import it when backward runs)
+    if dispatch.watching_backward():
+        return dispatch.observed_backward(
+            "backward pass", None, (outputs, grad_outputs), outputs[0].device if outputs else None,
+            lambda: _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, True))
+    return _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, False)
+
+
+def _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, observed):
+    from ..ops import autocast, dispatch
     node_grads: dict[int, list] = {}
     leaf_grads: dict[int, object] = {}
     leaves: dict[int, object] = {}
@@ -96,10 +107,11 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
                     captured[id(out)] = grads[i]
                 if out._retains_grad and wanted is None:
                     _store_grad(out, grads[i], foreign, create_graph)
-            result = node.op.backward(node, *grads)
-            if not isinstance(result, (tuple, list)):
-                result = (result,)
-            result = _flatten(result, node.args)
+            if observed:
+                result = dispatch.observed_backward("backward", node.op, tuple(grads), _device_of(grads),
+                                                    lambda: _node_backward(node, grads), node)
+            else:
+                result = _node_backward(node, grads)
             edges = node.edges()
             if len(result) != len(edges):
                 raise RuntimeError(f"backward of {node.name} returned {len(result)} gradients "
@@ -138,6 +150,18 @@ def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, i
                                "pass allow_unused=True to get None for it")
         results.append(captured.get(id(t)))
     return results
+
+
+def _node_backward(node, grads):
+    """Run one node's backward: one gradient (or None) per input edge, in node.edges() order."""
+    result = node.op.backward(node, *grads)
+    if not isinstance(result, (tuple, list)):
+        result = (result,)
+    return _flatten(result, node.args)
+
+
+def _device_of(grads):
+    return next(g.device for g in grads if g is not None)
 
 
 def _accumulate(store, key, grad):

@@ -115,13 +115,18 @@ class suspended:
 # ---------------------------------------------------------------- the rule
 def rule_for(op, device_type):
     """The op's rule on device_type: innermost override, then register_autocast, then its table policy."""
+    return rule_and_source(op, device_type)[0]
+
+
+def rule_and_source(op, device_type):
+    """(rule, where it came from): "mp.amp.override", "mp.amp.register_autocast" or "the autocast op table"."""
     key = (op, device_type)
     for layer in reversed(STATE.overrides):
         if key in layer:
-            return layer[key]
+            return layer[key], "mp.amp.override"
     if key in REGISTERED:
-        return REGISTERED[key]
-    return op.policy[device_type]
+        return REGISTERED[key], "mp.amp.register_autocast"
+    return op.policy[device_type], "the autocast op table"
 
 
 BANNED_HINTS = {
@@ -159,6 +164,7 @@ class Decision(NamedTuple):
     lower: np.dtype        # the region's lower dtype
     dtypes: tuple          # the dtype each data input was cast to
     cache_hits: int        # casts served from the weight-cast cache
+    source: str = "the autocast op table"  # where the rule came from (rule_and_source)
 
 
 def cast_inputs(op, args, data, device_type):
@@ -166,7 +172,7 @@ def cast_inputs(op, args, data, device_type):
 
     Returns (args, Decision), or (args, None) when the op has no rule on ``device_type``.
     """
-    rule = rule_for(op, device_type)
+    rule, source = rule_and_source(op, device_type)
     if rule is None:
         return args, None
     lower = STATE.regions[device_type]
@@ -181,7 +187,7 @@ def cast_inputs(op, args, data, device_type):
             else:
                 new[i] = list(new[i]) if new[i] is args[i] else new[i]
                 new[i][j] = cast
-    return tuple(new), Decision(rule, lower, targets, hits)
+    return tuple(new), Decision(rule, lower, targets, hits, source)
 
 
 def _cast(t, dtype, lower):

@@ -12,8 +12,10 @@
                    and an input requires grad (reverse mode), and attach the output's tangent
                    when an input carries one (forward mode, autograd/forward_ad.py)
 
-Observers (mp.amp.trace, the profiler, the numerics inspector) watch calls through
-:func:`observe`; when none is active they cost one attribute read per call.
+Observers (mp.amp.trace, mp.profiler, the numerics inspector mp.amp.inspect) watch calls
+through :func:`observe`: every op call, and, for observers that ask (sees_backward), every
+backward pass and each graph node's backward in it, from the autograd engine. When none is
+active they cost one attribute read per op call and one check per backward pass and node.
 """
 from __future__ import annotations
 
@@ -40,23 +42,36 @@ _FLOATING = frozenset(_dt.FLOATING)
 
 # ---------------------------------------------------------------- observers
 class Call:
-    """One op call as observers see it.
+    """One call as observers see it: an op call, one graph node's backward, or a whole backward pass.
 
+    kind: "op" (a dispatched op call), "backward" (the autograd engine running one
+    node's backward: op is the node's op, node the Node, args the gradients of its
+    outputs, out the gradients it returned, one per node.edges() entry) or "backward pass" (a
+    whole backward()/autograd.grad call: op is None, args is (outputs, grad_outputs)).
     op, args (as the caller passed them, after binding), kwargs, device; parent: the
-    Call running when this one started (a composite, or the op autocast was casting
-    for) and depth: how many calls enclose it; casting: True while autocast casts
-    this call's inputs (so the casts' parent tells whom they were for); autocast: the
-    autocast Decision applied, or None; run_args: the args forward ran on (after
-    autocast and promotion); out: the result.
+    Call running when this one started (a composite, the op autocast was casting for,
+    a node's backward) and depth: how many calls enclose it; casting: True while
+    autocast casts this call's inputs (so the casts' parent tells whom they were for);
+    autocast: the autocast Decision applied, or None; run_args: the args forward ran
+    on (after autocast and promotion); out: the result; error: the exception the call
+    raised, or None. Observers may keep their own notes in the call's __dict__.
     """
     __slots__ = ("op", "args", "kwargs", "device", "parent", "depth", "casting", "autocast", "run_args", "out",
-                 "__dict__")
+                 "kind", "node", "error", "__dict__")
 
-    def __init__(self, op, args, kwargs, device, parent, depth):
+    def __init__(self, op, args, kwargs, device, parent, depth, kind="op", node=None):
         self.op, self.args, self.kwargs, self.device = op, args, kwargs, device
         self.parent, self.depth = parent, depth
+        self.kind, self.node = kind, node
         self.casting = False
-        self.autocast = self.run_args = self.out = None
+        self.autocast = self.run_args = self.out = self.error = None
+
+    @property
+    def name(self) -> str:
+        """What tools call it: the op's name, "<op> backward" for a node's backward, or "backward pass"."""
+        if self.kind == "op":
+            return self.op.name
+        return f"{self.op.name} backward" if self.kind == "backward" else "backward pass"
 
 
 class _Observed(threading.local):
@@ -69,8 +84,13 @@ _observed = _Observed()
 
 @contextlib.contextmanager
 def observe(observer):
-    """Let ``observer`` see every op call this thread makes inside the block: observer.enter(call)
-    before the call runs and observer.exit(call) after it returned (not when it raised)."""
+    """Let ``observer`` see every op call this thread makes inside the block: observer.enter(call) before
+    the call runs and observer.exit(call) after it ended (returned, or raised: then call.error is set).
+
+    An observer with ``sees_backward = True`` also sees the autograd engine's calls: each backward
+    pass and each graph node's backward in it (Call.kind "backward pass" / "backward"); the others
+    see only op calls, the ops a backward runs included.
+    """
     s = _observed
     if s.stack is None:
         s.stack = []
@@ -79,6 +99,17 @@ def observe(observer):
         yield observer
     finally:
         s.observers = tuple(o for o in s.observers if o is not observer)
+
+
+@contextlib.contextmanager
+def unobserved():
+    """No observer sees the calls made inside: a tool's own work (the numerics inspector's float32 shadow)."""
+    s = _observed
+    saved, s.observers = s.observers, ()
+    try:
+        yield
+    finally:
+        s.observers = saved
 
 
 def observing() -> bool:
@@ -90,6 +121,40 @@ def current_call():
     """The innermost op call now running in this thread (None outside ops, or when nobody observes)."""
     stack = _observed.stack
     return stack[-1] if stack else None
+
+
+def run_observed(call, run, observers):
+    """``run()`` as ``call``: the observers see it begin and end, and calls made inside have it as parent."""
+    s = _observed
+    for o in observers:
+        o.enter(call)
+    s.stack.append(call)
+    try:
+        call.out = run()
+    except BaseException as exc:
+        call.error = exc
+        raise
+    finally:
+        s.stack.pop()
+        for o in observers:
+            o.exit(call)
+    return call.out
+
+
+def watching_backward() -> bool:
+    """Whether an observer of this thread asked to see the autograd engine's calls (sees_backward)."""
+    return any(getattr(o, "sees_backward", False) for o in _observed.observers)
+
+
+def observed_backward(kind, op, args, device, run, node=None):
+    """The autograd engine's hook (called while watching_backward()): run a backward pass (kind
+    "backward pass") or one node's backward (kind "backward") as a Call its observers see."""
+    observers = tuple(o for o in _observed.observers if getattr(o, "sees_backward", False))
+    if not observers:
+        return run()
+    stack = _observed.stack
+    parent = stack[-1] if stack else None
+    return run_observed(Call(op, args, {}, device, parent, len(stack), kind, node), run, observers)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -133,18 +198,9 @@ def _dispatch(op, args, kwargs, device, call):
 
 
 def _dispatch_observed(op, args, kwargs, device):
-    s = _observed
-    call = Call(op, args, kwargs, device, s.stack[-1] if s.stack else None, len(s.stack))
-    for o in s.observers:
-        o.enter(call)
-    s.stack.append(call)
-    try:
-        call.out = _dispatch(op, args, kwargs, device, call)
-    finally:
-        s.stack.pop()
-    for o in s.observers:
-        o.exit(call)
-    return call.out
+    stack = _observed.stack
+    call = Call(op, args, kwargs, device, stack[-1] if stack else None, len(stack))
+    return run_observed(call, lambda: _dispatch(op, args, kwargs, device, call), _observed.observers)
 
 
 def _run(op, args, kwargs, device):

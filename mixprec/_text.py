@@ -1,0 +1,63 @@
+"""How mixprec's AMP tools (mp.amp.trace, mp.profiler, mp.amp.inspect) print things: one place for
+dtype short names, autocast rules, times and tables, so the three tools read alike."""
+from __future__ import annotations
+
+import numpy as np
+
+SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int64": "i64",
+                "int32": "i32", "bool": "bool"}
+DTYPE_LEGEND = "f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64"
+
+
+def short(dtype) -> str:
+    """"bf16" for bfloat16 (any dtype's name when it has no short one; "-" for None)."""
+    return "-" if dtype is None else SHORT_DTYPES.get(dtype.name, dtype.name)
+
+
+def dtypes_text(dtypes) -> str:
+    """"f32, bf16" for a sequence of dtypes."""
+    return ", ".join(map(short, dtypes))
+
+
+def rule_text(rule) -> str:
+    """An autocast rule: the policy's name, or "cast to <dtype>" for a fixed dtype ("-" for none)."""
+    if rule is None:
+        return "-"
+    return f"cast to {rule.name}" if isinstance(rule, np.dtype) else rule.value
+
+
+def policy_text(rule, lower) -> str:
+    """What autocast applied: "lower_precision_fp [bf16]", "fp32 [f16]", "cast to float16 [f16]", or "-"."""
+    return "-" if rule is None else f"{rule_text(rule)} [{short(lower)}]"
+
+
+def time_text(us: float) -> str:
+    """A duration given in microseconds, in the unit that reads best (as torch's profiler tables)."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3f}s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3f}ms"
+    return f"{us:.3f}us"
+
+
+def text_table(head, rows, right=()) -> str:
+    """Columns padded to their widest cell, a dashed rule under the header; ``right``: column indexes
+    aligned right (numbers)."""
+    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if k in right else c.ljust(w)
+                         for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def markdown_table(head, rows, right=()) -> str:
+    """The same table in GitHub markdown (``|`` inside cells escaped)."""
+    def cells(r):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |"
+    rule = "|" + "|".join("---:" if k in right else "---" for k in range(len(head))) + "|"
+    return "\n".join([cells(head), rule] + [cells(r) for r in rows])
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + "s" * (n != 1)
