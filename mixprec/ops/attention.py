@@ -56,8 +56,12 @@ def _attention(q, k, v, mask, dropout_p, is_causal, scale):
         scores = where(_causal_mask(scores.shape[-2], scores.shape[-1], q.device), scores, _NEG_INF)
     if mask is not None:
         scores = where(mask, scores, _NEG_INF) if mask.dtype == _dt.bool_ else scores + mask.to(work)
-    # a causal mask alone leaves every row something to attend to; a given mask may not
-    probs = softmax(scores, -1) if mask is None else _softmax_or_zeros(scores)
+    if scores.shape[-1] == 0:  # no keys: nothing to normalise, and the output is zeros
+        probs = scores
+    elif mask is None:  # a causal mask alone leaves every row something to attend to
+        probs = softmax(scores, -1)
+    else:
+        probs = _softmax_or_zeros(scores)
     if dropout_p > 0:
         probs = dropout(probs, dropout_p)
     probs = probs.to(v.dtype)
@@ -72,8 +76,6 @@ def _causal_mask(n_queries, n_keys, device):
 def _softmax_or_zeros(scores):
     """softmax over the last dim; rows that are all -inf (fully masked) give zeros instead of NaN, and
     pass no gradient back (torch's safe softmax)."""
-    if scores.shape[-1] == 0:
-        return scores
     dead = scores.amax(-1, keepdim=True) == _NEG_INF
     return where(dead, 0.0, softmax(where(dead, 0.0, scores), -1))
 
