@@ -1,10 +1,10 @@
-"""layer_norm and group_norm: float32 under CUDA autocast, untouched by CPU autocast.
+"""layer_norm and group_norm (float32 under CUDA autocast, untouched by CPU autocast) and rms_norm (on no list).
 
 Forward computes the statistics in float32 for half inputs and rounds once, as
 GPU kernels do. Backward and the tangent rule are written with Tensor ops (in
 float32 for half inputs), so they can be differentiated again. Both rest on one
 fact: the Jacobian of xhat = normalize(x) is symmetric, so the same map
-(``_normalize_grad``) takes an output gradient back and a tangent forward.
+(``_normalize_grad``; ``_rms_grad`` for rms_norm) takes an output gradient back and a tangent forward.
 """
 from __future__ import annotations
 
@@ -51,19 +51,24 @@ def _check_affine(name, t, what, shape):
         raise RuntimeError(f"{name}: {what} of shape {tuple(t.shape)} does not match the expected shape {tuple(shape)}")
 
 
-@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
-def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalise over the trailing dims ``normalized_shape``, then scale by weight and shift by bias."""
+def _trailing_axes(name, input, normalized_shape):
+    """normalized_shape as a tuple, checked against the input's trailing dims, and those dims' axes."""
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     k = len(shape)
     if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
-        raise RuntimeError(f"layer_norm: normalized_shape {shape} does not match the trailing dims of an input "
+        raise RuntimeError(f"{name}: normalized_shape {shape} does not match the trailing dims of an input "
                            f"of shape {tuple(input.shape)}")
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"layer_norm: expected a floating input, got {input.dtype.name}")
+        raise TypeError(f"{name}: expected a floating input, got {input.dtype.name}")
+    return shape, tuple(range(input.ndim - k, input.ndim))
+
+
+@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
+def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing dims ``normalized_shape``, then scale by weight and shift by bias."""
+    shape, ctx.axes = _trailing_axes("layer_norm", input, normalized_shape)
     _check_affine("layer_norm", weight, "weight", shape)
     _check_affine("layer_norm", bias, "bias", shape)
-    ctx.axes = tuple(range(input.ndim - k, input.ndim))
     ctx.eps = eps
 
     def f(x, w, b):
@@ -164,16 +169,9 @@ def rms_norm(ctx, input, normalized_shape, weight=None, eps=None):
     for float16/bfloat16 inputs), as torch's. The output has the input's dtype
     whatever the weight's; half inputs are computed in float32 and rounded once.
     """
-    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
-    k = len(shape)
-    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
-        raise RuntimeError(f"rms_norm: normalized_shape {shape} does not match the trailing dims of an input "
-                           f"of shape {tuple(input.shape)}")
-    if not _dt.is_floating(input.dtype):
-        raise TypeError(f"rms_norm: expected a floating input, got {input.dtype.name}")
+    shape, ctx.axes = _trailing_axes("rms_norm", input, normalized_shape)
     _check_affine("rms_norm", weight, "weight", shape)
     work = compute_dtype(input.dtype)
-    ctx.axes = tuple(range(input.ndim - k, input.ndim))
     ctx.eps = float(np.finfo(work).eps) if eps is None else float(eps)
     x = input.astype(work, copy=False)
     y = x * (1 / array_module(x).sqrt((x * x).mean(axis=ctx.axes, keepdims=True) + work.type(ctx.eps)))
