@@ -41,7 +41,7 @@ DIGITS, LENGTH = 3, 6  # sequences of LENGTH digits from range(DIGITS)
 def parse_args(argv=None):
     default_device = "cuda" if mp.is_cuda_available() else "cpu"
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=300, help="optimizer steps (default 300)")
+    p.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of AdamW (default 3e-3)")
     p.add_argument("--layers", type=int, default=2)
@@ -230,7 +230,8 @@ def main(argv=None):
     seconds = time.perf_counter() - start
     if os.path.dirname(args.out):
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    plot(history, args.out, f"GPT sorting digits, AMP ({args.dtype}) on {args.device}: loss and loss scale")
+    scaling = "loss and loss scale" if args.dtype == "float16" else "loss (bfloat16 needs no loss scaling)"
+    plot(history, args.out, f"GPT sorting digits, AMP ({args.dtype}) on {args.device}: {scaling}")
     print(f"trained {args.steps} steps in {seconds:.1f} s; skipped steps: {sum(history['skipped'])}")
     print(f"wrote {args.out}")
     print(f"train sequence accuracy: {sort_accuracy(model, train_inputs, args):.4f}")

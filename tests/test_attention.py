@@ -234,10 +234,12 @@ EINSUMS = [
     ("iij,jk,k->ik", [(3, 3, 4), (4, 2), (2,)]),
     (" i j , j k -> ", [(2, 3), (3, 4)]),
     ("...->", [(2, 3)]),
+    ("bij,bjk->bik", [(2, 0, 3), (2, 3, 4)]),
+    ("i,i->", [(0,), (0,)]),
 ]
 
 
-@pytest.mark.parametrize("equation,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+@pytest.mark.parametrize("equation,shapes", EINSUMS, ids=[f"{e}-{s}" for e, s in EINSUMS])
 def test_einsum_matches_torch_values_and_gradients(equation, shapes):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(7)

@@ -82,7 +82,7 @@ def test_multihead_attention_unbatched_bias_free_and_init():
     ours = nn.MultiheadAttention(6, 3, bias=False).double()
     _load_from_torch(ours, ref)
     rng = np.random.default_rng(2)
-    (x, tx), (m, tm) = _both(rng, 4, 6), (None, None)
+    x, tx = _both(rng, 4, 6)
     mask = np.array([False, True, False, False])
     for a, b in ((None, None), (mp.tensor(mask), torch.tensor(mask))):
         out, w = ours(x, x, x, key_padding_mask=a, average_attn_weights=False)
@@ -141,7 +141,7 @@ def test_transformer_encoder_matches_torch(norm_first, activation, batch_first):
     (out * out).sum().backward()
     (tout * tout).sum().backward()
     _close(x.grad, tx.grad, rtol=1e-9)
-    for (name, p), (_, tp) in zip(sorted(ours.named_parameters()), sorted(ref.named_parameters())):
+    for (_, p), (_, tp) in zip(sorted(ours.named_parameters()), sorted(ref.named_parameters())):
         _close(p.grad, tp.grad, rtol=1e-8)
 
 
