@@ -74,3 +74,29 @@ def test_inspect_amp_points_at_the_op_that_was_broken(tmp_path):
         out, _ = run_example("inspect_amp.py", "--model", model, "--break", "none", "--out", "h.png", "--batch-size",
                              "16", cwd=tmp_path)
         assert "- none: nothing flagged" in out
+
+
+def test_train_gpt_short_run_learns_to_sort(tmp_path):
+    """30 steps of a one-block model already sort most held-out sequences (chance: 3**-6 per sequence); the
+    default run's >= 0.99 is measured by running the example."""
+    for module in ("tqdm", "matplotlib"):
+        pytest.importorskip(module, reason="the examples extra (pip install '.[examples]') is not installed")
+    out, progress = run_example("train_gpt.py", "--steps", "30", "--layers", "1", "--out", "gpt.png", cwd=tmp_path)
+    last = out.strip().splitlines()[-1]
+    match = re.fullmatch(r"sequence accuracy: (0\.\d{4}|1\.0000)", last)
+    assert match, f"the last line should be the held-out sequence accuracy, got {last!r}"
+    assert float(match.group(1)) >= 0.5
+    assert re.search(r"trained 30 steps in [0-9.]+ s; skipped steps: 0", out)
+    assert "loss=" in progress and "AMP bfloat16" in progress   # tqdm's bar, on stderr
+    assert (tmp_path / "gpt.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_train_gpt_trace_shows_the_float32_softmax_inside_attention(tmp_path):
+    pytest.importorskip("tqdm")
+    out, _ = run_example("train_gpt.py", "--trace", cwd=tmp_path)
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    sdpa = [r for r in rows if r[1] == "scaled_dot_product_attention"]
+    assert len(sdpa) == 2 and all(r[2] == "lower_precision_fp" for r in sdpa)   # one per block, bfloat16 inputs
+    softmax = [r for r in rows if r[1] == "softmax"]
+    assert len(softmax) == 2 and all(r[2:5] == ["-", "f32", "f32"] for r in softmax)
+    assert "softmax ran 2 times, in float32, inside scaled_dot_product_attention" in out

@@ -137,6 +137,30 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
+class RMSNorm(Module):
+    """Divide by the root mean square over the last len(normalized_shape) dims, then scale by weight (ones).
+
+    eps=None uses the machine epsilon of the dtype the math runs in (float32's for half inputs), as torch.
+    """
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.register_parameter("weight", Parameter(ones(*self.normalized_shape, **_factory(device, dtype)))
+                                if elementwise_affine else None)
+
+    def forward(self, input):
+        n = len(self.normalized_shape)
+        _expect(tuple(input.shape[input.ndim - n:]) == self.normalized_shape and input.ndim >= n, repr(self),
+                f"input[..., {', '.join(map(str, self.normalized_shape))}]", input)
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
 class _BatchNorm(Module):
     _dims = ()  # input ranks the subclass accepts
 
@@ -231,6 +255,13 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate='{self.approximate}'"
+
+
+class SiLU(Module):
+    """x * sigmoid(x) (also called swish)."""
+
+    def forward(self, input):
+        return F.silu(input)
 
 
 class Tanh(Module):

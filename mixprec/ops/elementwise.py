@@ -158,6 +158,11 @@ def _sigmoid(a):
     return 0.5 * (array_module(a).tanh(a * a.dtype.type(0.5)) + 1)  # stable for large |a|
 
 
+def _silu_slope(s, x):
+    """d/dx x * sigmoid(x), from s = sigmoid(x)."""
+    return s * (1 + x * (1 - s))
+
+
 def _rsqrt(a):
     return 1 / array_module(a).sqrt(a)
 
@@ -175,6 +180,7 @@ sin = unary("sin", ufunc("sin"), d_in=lambda x: x.cos())
 cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
 tanh = unary("tanh", ufunc("tanh"), d_out=lambda y: 1 - y * y, functional=True)
 sigmoid = unary("sigmoid", _sigmoid, d_out=lambda y: y * (1 - y), functional=True)
+silu = unary("silu", lambda a: a * _sigmoid(a), d_in=lambda x: _silu_slope(x.sigmoid(), x), functional=True)
 relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_in=lambda x: x > 0,
              functional=True, ints="keep")
 erf_op = unary("erf", erf, d_in=lambda x: (x * x * -1).exp() * (2 / math.sqrt(math.pi)))

@@ -1,10 +1,10 @@
-"""layer_norm and group_norm: float32 under CUDA autocast, untouched by CPU autocast.
+"""layer_norm and group_norm (float32 under CUDA autocast, untouched by CPU autocast) and rms_norm (on no list).
 
 Forward computes the statistics in float32 for half inputs and rounds once, as
 GPU kernels do. Backward and the tangent rule are written with Tensor ops (in
 float32 for half inputs), so they can be differentiated again. Both rest on one
 fact: the Jacobian of xhat = normalize(x) is symmetric, so the same map
-(``_normalize_grad``) takes an output gradient back and a tangent forward.
+(``_normalize_grad``; ``_rms_grad`` for rms_norm) takes an output gradient back and a tangent forward.
 """
 from __future__ import annotations
 
@@ -51,19 +51,24 @@ def _check_affine(name, t, what, shape):
         raise RuntimeError(f"{name}: {what} of shape {tuple(t.shape)} does not match the expected shape {tuple(shape)}")
 
 
-@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
-def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalise over the trailing dims ``normalized_shape``, then scale by weight and shift by bias."""
+def _trailing_axes(name, input, normalized_shape):
+    """normalized_shape as a tuple, checked against the input's trailing dims, and those dims' axes."""
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     k = len(shape)
     if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
-        raise RuntimeError(f"layer_norm: normalized_shape {shape} does not match the trailing dims of an input "
+        raise RuntimeError(f"{name}: normalized_shape {shape} does not match the trailing dims of an input "
                            f"of shape {tuple(input.shape)}")
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"layer_norm: expected a floating input, got {input.dtype.name}")
+        raise TypeError(f"{name}: expected a floating input, got {input.dtype.name}")
+    return shape, tuple(range(input.ndim - k, input.ndim))
+
+
+@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
+def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing dims ``normalized_shape``, then scale by weight and shift by bias."""
+    shape, ctx.axes = _trailing_axes("layer_norm", input, normalized_shape)
     _check_affine("layer_norm", weight, "weight", shape)
     _check_affine("layer_norm", bias, "bias", shape)
-    ctx.axes = tuple(range(input.ndim - k, input.ndim))
     ctx.eps = eps
 
     def f(x, w, b):
@@ -141,3 +146,52 @@ def _(ctx, tx, _, tw=None, tb=None):
     dxhat, xhat = dxhat.reshape(x.shape), xhat.reshape(x.shape)
     ty = dxhat if w is None else dxhat * w.reshape(per_channel) + xhat * tw.reshape(per_channel)
     return ty if tb is None else ty + tb.reshape(per_channel)
+
+
+# ---------------------------------------------------------------- rms_norm
+def _rms_grad(x, gy, axes, eps):
+    """J^T gy (= J gy: symmetric, as normalize's) for y = x * r with r = 1/sqrt(mean(x^2) + eps), and x * r."""
+    r = ((x * x).mean(dim=axes, keepdim=True) + eps).rsqrt()
+    return r * (gy - x * (r * r) * (gy * x).mean(dim=axes, keepdim=True)), x * r
+
+
+def _rms_args(ctx):
+    """input and weight (None when not passed) of an rms_norm call."""
+    args = tuple(ctx.inputs) + (None,)
+    return args[0], args[2] if len(args) > 3 else None
+
+
+@register("rms_norm", functional=True, promote=(0,))
+def rms_norm(ctx, input, normalized_shape, weight=None, eps=None):
+    """input / sqrt(mean(input^2 over the trailing normalized_shape dims) + eps), times weight.
+
+    eps defaults to the machine epsilon of the dtype the math runs in (float32's
+    for float16/bfloat16 inputs), as torch's. The output has the input's dtype
+    whatever the weight's; half inputs are computed in float32 and rounded once.
+    """
+    shape, ctx.axes = _trailing_axes("rms_norm", input, normalized_shape)
+    _check_affine("rms_norm", weight, "weight", shape)
+    work = compute_dtype(input.dtype)
+    ctx.eps = float(np.finfo(work).eps) if eps is None else float(eps)
+    x = input.astype(work, copy=False)
+    y = x * (1 / array_module(x).sqrt((x * x).mean(axis=ctx.axes, keepdims=True) + work.type(ctx.eps)))
+    if weight is not None:
+        y = y * weight.astype(work, copy=False)
+    return y.astype(input.dtype, copy=False)
+
+
+@rms_norm.grad
+def _(ctx, g):
+    x, w = _rms_args(ctx)
+    x, g, w = _work(x, g, w)
+    gx, xhat = _rms_grad(x, g * w if w is not None else g, ctx.axes, ctx.eps)
+    gw = (g * xhat).sum(dim=tuple(range(x.ndim - len(ctx.axes)))) if w is not None else None
+    return gx, None, gw
+
+
+@rms_norm.jvp
+def _(ctx, tx, _=None, tw=None, *__):
+    x, w = _rms_args(ctx)
+    x, tx, w, tw = _work(x, tx, w, tw)
+    dy, xhat = _rms_grad(x, tx, ctx.axes, ctx.eps)
+    return dy if w is None else dy * w + xhat * tw

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
-from .opmath import compute_dtype
+from .opmath import compute_dtype, opmath
 from .registry import register
 
 
@@ -140,6 +140,32 @@ def _extreme_partial(ctx):
 
 amax = _extreme("amax", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep))
 amin = _extreme("amin", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep))
+
+
+@register("logsumexp", methods=("logsumexp",))
+def logsumexp(ctx, input, dim, keepdim=False):
+    """log(sum(exp(input))) over dim, stably: the max is taken out first, so no exp overflows.
+
+    An infinite max is not taken out (all -inf stays -inf, +inf stays +inf); an
+    empty reduction gives -inf (the log of an empty sum). Integer inputs give
+    float32; float16/bfloat16 compute in float32 and round once.
+    """
+    axes = _reduction(ctx, input, dim, keepdim, "logsumexp")
+
+    def f(x):
+        xp = array_module(x)
+        if 0 in [x.shape[a] for a in axes]:  # (any and sum are ops in this module)
+            kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+            out = xp.full(kept, -np.inf, dtype=x.dtype)
+        else:
+            m = xp.amax(x, axis=axes, keepdims=True)
+            m = xp.where(xp.isinf(m), x.dtype.type(0), m)
+            out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+    return opmath(f, input)
+
+
+_reduction_rules(logsumexp, lambda ctx: (ctx.inputs[0] - _expand_back(ctx, ctx.output)).exp())
 
 
 @register("var", methods=("var",))

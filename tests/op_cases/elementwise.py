@@ -50,6 +50,7 @@ CASES = [
     Case("relu", "relu", [away(2, 3)], F.relu, lambda a: np.maximum(a, 0)),
     Case("gelu", "gelu", [rnd(2, 3)], F.gelu, lambda a: 0.5 * a * (1 + _erf(a / math.sqrt(2)))),
     Case("gelu-tanh", "gelu", [rnd(2, 3)], lambda a: a.gelu(approximate="tanh"), gelu_tanh_ref),
+    Case("silu", "silu", [rnd(2, 3)], F.silu, lambda a: a / (1 + np.exp(-a)), second_order=True),
     Case("softplus", "softplus", [rnd(2, 3)], F.softplus, softplus_ref),
     Case("softplus-beta-threshold", "softplus", [const(np.array([-3.0, -0.5, 0.4, 1.2, 4.0]))],
          lambda a: mp.softplus(a, beta=2.0, threshold=1.5), lambda a: softplus_ref(a, 2.0, 1.5)),

@@ -5,7 +5,13 @@ import numpy as np
 
 import mixprec as mp
 
-from .case import Case, const, distinct, pos, rnd
+from .case import Case, const, distinct, pos, rnd, uni
+
+
+def _logsumexp(a, axis, keepdims=False):
+    m = a.max(axis=axis, keepdims=True)
+    out = np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis)
 
 CASES = [
     Case("sum", "sum", [rnd(2, 3)], lambda a: a.sum(), np.sum),
@@ -26,6 +32,11 @@ CASES = [
     Case("amin-dim-keepdim", "amin", [distinct(3, 4)], lambda a: a.amin(0, keepdim=True),
          lambda a: a.min(0, keepdims=True)),
     Case("amin-dims", "amin", [distinct(2, 3, 2)], lambda a: mp.amin(a, (0, 2)), lambda a: a.min((0, 2))),
+    Case("logsumexp", "logsumexp", [rnd(2, 5)], lambda a: a.logsumexp(1), lambda a: _logsumexp(a, 1)),
+    Case("logsumexp-dims-keepdim", "logsumexp", [rnd(2, 3, 4)], lambda a: mp.logsumexp(a, (0, -1), keepdim=True),
+         lambda a: _logsumexp(a, (0, 2), keepdims=True)),
+    Case("logsumexp-large", "logsumexp", [uni(3, 4, lo=500.0, hi=520.0)], lambda a: mp.logsumexp(a, 0),
+         lambda a: _logsumexp(a, 0), lowp_ulps=2),
     Case("var", "var", [rnd(2, 5)], lambda a: a.var(), lambda a: np.var(a, ddof=1)),
     Case("var-dim-biased", "var", [rnd(3, 4)], lambda a: mp.var(a, 1, correction=0), lambda a: np.var(a, 1)),
     Case("var-keepdim", "var", [rnd(3, 4)], lambda a: a.var(0, keepdim=True),

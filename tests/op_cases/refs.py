@@ -278,3 +278,17 @@ def batch_norm_train_ref(x, w, b, eps=1e-5):
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, -1) + (1,) * (x.ndim - 2)
     return norm_ref(x, axes, eps) * w.reshape(shape) + b.reshape(shape)
+
+
+def sdpa_ref(q, k, v, mask=None, causal=False, scale=None, with_probs=False):
+    """Attention in float64: mask is bool (True: may attend) or added; fully masked rows give zeros."""
+    s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    top = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isinf(top), 0.0, top))
+    total = e.sum(-1, keepdims=True)
+    p = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    return (p @ v, p) if with_probs else p @ v

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from .. import backend as _be
-from .. import dtypes as _dt
-from ..tensor import Tensor, tensor
+from ... import backend as _be
+from ... import dtypes as _dt
+from ...tensor import Tensor, tensor
 
 
 def _grads(parameters, name):
