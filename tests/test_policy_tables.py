@@ -57,6 +57,11 @@ TABLES = {dev: {name: pol for pol, names in table.items() for name in names.spli
           for dev, table in (("cuda", CUDA_TABLE), ("cpu", CPU_TABLE))}
 # "a @ b is matmul on every device": the operator follows matmul where the table names only matmul.
 TABLES["cpu"]["__matmul__"] = LP
+# The CUDA list names the recurrent cells by their modules; the ops behind them (what torch's autocast registers
+# and its own autocast test lists call) are lstm_cell, gru_cell, rnn_tanh_cell and rnn_relu_cell.
+CELL_OPS = {"LSTMCell": ("lstm_cell",), "GRUCell": ("gru_cell",), "RNNCell": ("rnn_tanh_cell", "rnn_relu_cell")}
+for _module, _ops in CELL_OPS.items():
+    TABLES["cuda"].update(dict.fromkeys(_ops, TABLES["cuda"][_module]))
 
 # mixprec's own ops (tests elsewhere may register ops of their own while this module is collected)
 OPS = sorted({op for op in registry._REGISTRY.values() if op.forward.__module__.startswith("mixprec.")},

@@ -427,3 +427,15 @@ class BCEWithLogitsLoss(_Loss):
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, weight=self.weight, reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
+
+
+class CTCLoss(_Loss):
+    """CTC loss of log-probabilities (T, N, C) against unsegmented target sequences (see F.ctc_loss)."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
+                          reduction=self.reduction, zero_infinity=self.zero_infinity)
