@@ -113,9 +113,15 @@ def test_packed_sequence_matches_torch(cls, kwargs):
     from torch.nn.utils import rnn as trnn
     t, m = _pair(torch, cls, 3, 4, **kwargs)
     lengths = [3, 5, 1, 4]
-    t_seqs, m_seqs = _inputs(torch, *[(n, 3) for n in lengths])
-    _compare(t, m, t_seqs, m_seqs,
-             lambda mod, *seqs: mod((trnn if mod is t else mrnn).pack_sequence(list(seqs), enforce_sorted=False)))
+    layers = m.num_layers * m.num_directions
+    states = [(layers, 4, m.proj_size or 4)] + ([(layers, 4, 4)] if cls == "LSTM" else [])
+    t_in, m_in = _inputs(torch, *[(n, 3) for n in lengths], *states)
+
+    def call(mod, *args):  # initial states in the caller's batch order, as torch takes them
+        packed = (trnn if mod is t else mrnn).pack_sequence(list(args[:4]), enforce_sorted=False)
+        return mod(packed, tuple(args[4:]) if cls == "LSTM" else args[4])
+    _compare(t, m, t_in, m_in, call)
+    m_seqs = m_in[:4]
     packed = m(mrnn.pack_sequence(m_seqs, enforce_sorted=False))[0]
     padded, got = mrnn.pad_packed_sequence(packed, batch_first=True)
     assert got.tolist() == lengths and padded.shape == (4, 5, m.num_directions * (m.proj_size or 4))

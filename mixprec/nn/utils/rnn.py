@@ -94,9 +94,9 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
-    """(padded (T, N, *) — (N, T, *) with batch_first —, lengths int64 (N,)) of a PackedSequence, in its batch order.
+    """(padded, lengths) of a PackedSequence, in its batch order: padded is (T, N, *), (N, T, *) with batch_first.
 
-    T is the longest length, or total_length when given (at least that).
+    T is the longest length, or total_length when given (at least that); lengths is int64 (N,).
     """
     if not isinstance(sequence, PackedSequence):
         raise TypeError(f"pad_packed_sequence: expected a PackedSequence, got {type(sequence).__name__}")
