@@ -142,5 +142,7 @@ def test_bad_input_is_rejected_naming_the_argument():
         F.ctc_loss(x, t, il.tolist(), tl.tolist(), blank=5)
     with pytest.raises(RuntimeError, match=r"log_probs of shape \(T, N, C\)"):
         F.ctc_loss(x[0, 0], t, il.tolist(), tl.tolist())
+    with pytest.raises(RuntimeError, match=r"must not be empty .*got shape \(0, 4, 5\)"):
+        F.ctc_loss(x[:0], t, [0, 0, 0, 0], [0, 0, 0, 0])
     with pytest.raises(ValueError, match="'avg' is not a valid value for reduction"):
         F.ctc_loss(x, t, il.tolist(), tl.tolist(), reduction="avg")

@@ -179,6 +179,18 @@ def test_torch_init_ranges_and_parameter_order():
     assert repr(m) == "LSTM(3, 16, proj_size=4, num_layers=2, bidirectional=True)"
 
 
+def test_empty_batch_runs_and_empty_sequence_is_refused():
+    """torch's behaviour: a batch of 0 sequences gives empty outputs (and gradients); 0 time steps is an error."""
+    x = mp.randn(4, 0, 3, requires_grad=True)
+    out, (h, c) = nn.LSTM(3, 5, bidirectional=True)(x)
+    assert out.shape == (4, 0, 10) and h.shape == c.shape == (2, 0, 5)
+    out.sum().backward()
+    assert x.grad.shape == (4, 0, 3)
+    assert nn.GRUCell(3, 5)(mp.randn(0, 3)).shape == (0, 5)
+    with pytest.raises(ValueError, match="GRU: the input has no time steps"):
+        nn.GRU(3, 5)(mp.randn(0, 2, 3))
+
+
 def test_dropout_between_layers_only_when_training():
     m = nn.GRU(3, 4, num_layers=2, dropout=1.0)
     x = mp.randn(5, 2, 3)

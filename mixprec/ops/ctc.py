@@ -257,6 +257,8 @@ def ctc_loss(ctx, log_probs, targets, input_lengths, target_lengths, blank=0, re
     if log_probs.ndim not in (2, 3):
         raise RuntimeError(f"ctc_loss: expected log_probs of shape (T, N, C), or (T, C) unbatched, got shape "
                            f"{tuple(log_probs.shape)}")
+    if log_probs.numel() == 0:
+        raise RuntimeError(f"ctc_loss: log_probs must not be empty (as in torch), got shape {tuple(log_probs.shape)}")
     unbatched = log_probs.ndim == 2
     if unbatched:
         log_probs = log_probs.unsqueeze(1)

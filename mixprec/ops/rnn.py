@@ -103,7 +103,11 @@ def rnn_relu_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
 
 @register("lstm_cell", promote=_CELL_DATA, cuda=LP, composite=True)
 def lstm_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One LSTM step from hx = (h, c) to (h', c'); the 4 * H gate rows of w_ih/w_hh are in torch's order i, f, g, o."""
+    """One LSTM step from hx = (h, c) to (h', c'); the 4 * H gate rows of w_ih/w_hh are in torch's order i, f, g, o.
+
+    h may be narrower than c (w_hh of shape (4 * H, P)): that is the projected
+    state of nn.LSTM with proj_size, which torch's lstm_cell does not accept.
+    """
     h, c = _pair("lstm_cell", hx)
     _check_cell("lstm_cell", input, [("hx[0]", h), ("hx[1]", c)], w_ih, w_hh, b_ih, b_hh, 4)
     gates = linear(h, w_hh, b_hh) + linear(input, w_ih, b_ih)
@@ -140,10 +144,11 @@ def run_layer(step, input, state, reverse=False, lengths=None):
     step — in the reverse direction it starts from there. That is exactly what
     torch computes for a PackedSequence.
     """
-    steps = range(input.shape[0] - 1, -1, -1) if reverse else range(input.shape[0])
-    outputs = [None] * input.shape[0]
+    inputs = input.unbind(0)
+    steps = range(len(inputs) - 1, -1, -1) if reverse else range(len(inputs))
+    outputs = [None] * len(inputs)
     for t in steps:
-        new = step(input[t], state)
+        new = step(inputs[t], state)
         if not isinstance(new, tuple):
             new = (new,)
         if lengths is None:
@@ -167,9 +172,9 @@ def lstm_layer(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False):
     (the whole layer, state included, in bfloat16). On CUDA it has no policy;
     each lstm_cell step inside is lower precision there.
     """
-    if input.ndim != 3:
-        raise RuntimeError(f"lstm_layer: expected a 3-D input (seq_len, batch, input_size), got shape "
-                           f"{tuple(input.shape)}")
+    if input.ndim != 3 or input.shape[0] == 0:
+        raise RuntimeError(f"lstm_layer: expected a 3-D input (seq_len, batch, input_size) with at least one time "
+                           f"step, got shape {tuple(input.shape)}")
     h0, c0 = _pair("lstm_layer", hx)
     out, (h, c) = run_layer(lambda x, s: lstm_cell(x, s, w_ih, w_hh, b_ih, b_hh), input, (h0, c0), reverse)
     return out, h, c
