@@ -29,7 +29,7 @@ from . import init
 from .layers import _factory
 from .module import Module
 from .parameter import Parameter
-from .utils.rnn import PackedSequence, _positions, packed_lengths, pad_packed_sequence
+from .utils.rnn import PackedSequence, packed_data, packed_lengths, pad_packed_sequence
 
 _CELLS = {"RNN_TANH": rnn_tanh_cell, "RNN_RELU": rnn_relu_cell, "LSTM": lstm_cell, "GRU": gru_cell}
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
@@ -261,10 +261,8 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         finals = [stack(f) for f in finals]
         if isinstance(input, PackedSequence):
-            t, n = _positions(input.batch_sizes.numpy(),
-                              None if input.sorted_indices is None else input.sorted_indices.numpy())
-            data = x[tensor(t, device=x.device), tensor(n, device=x.device)]
-            output = PackedSequence(data, *input[1:])
+            order = None if input.sorted_indices is None else input.sorted_indices.numpy()
+            output = PackedSequence(packed_data(x, input.batch_sizes.numpy(), order), *input[1:])
         elif not batched:
             output, finals = x.squeeze(1), [f.squeeze(1) for f in finals]
         else:

@@ -39,6 +39,12 @@ def _positions(batch_sizes, sorted_indices):
     return t, n
 
 
+def packed_data(padded, batch_sizes, sorted_indices=None):
+    """The PackedSequence data of a padded (T, N, *) batch: its real steps, time-major, in packed order."""
+    t, b = _positions(batch_sizes, sorted_indices)
+    return padded[tensor(t, device=padded.device), tensor(b, device=padded.device)]
+
+
 def packed_lengths(sequence: PackedSequence) -> np.ndarray:
     """Each sample's length, in the caller's batch order (NumPy int64)."""
     sizes = sequence.batch_sizes.numpy()
@@ -86,8 +92,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     else:
         order = np.argsort(-lengths, kind="stable")
     batch_sizes = (lengths[None, :] > np.arange(lengths.max() if lengths.size else 0)[:, None]).sum(axis=1)
-    t, b = _positions(batch_sizes, order)
-    data = input[tensor(t, device=input.device), tensor(b, device=input.device)]
+    data = packed_data(input, batch_sizes, order)
     if order is None:
         return PackedSequence(data, tensor(batch_sizes))
     return PackedSequence(data, tensor(batch_sizes), tensor(order), tensor(np.argsort(order)))
