@@ -84,6 +84,11 @@ def _pair(name, hx):
 
 
 # ---------------------------------------------------------------- cells
+def _chunks(gates, n):
+    """The n gate blocks of (N, n * H) gates, as n (N, H) views (one op, so backward stacks them once)."""
+    return gates.reshape(gates.shape[0], n, gates.shape[1] // n).unbind(1)
+
+
 def _rnn_cell(name, activation, input, hx, w_ih, w_hh, b_ih, b_hh):
     _check_cell(name, input, [("hx", hx)], w_ih, w_hh, b_ih, b_hh, 1)
     return activation(linear(input, w_ih, b_ih) + linear(hx, w_hh, b_hh))
@@ -111,11 +116,8 @@ def lstm_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     h, c = _pair("lstm_cell", hx)
     _check_cell("lstm_cell", input, [("hx[0]", h), ("hx[1]", c)], w_ih, w_hh, b_ih, b_hh, 4)
     gates = linear(h, w_hh, b_hh) + linear(input, w_ih, b_ih)
-    n = c.shape[1]
-    ingate = gates[:, :n].sigmoid()
-    forgetgate = gates[:, n:2 * n].sigmoid()
-    cellgate = gates[:, 2 * n:3 * n].tanh()
-    outgate = gates[:, 3 * n:].sigmoid()
+    ingate, forgetgate, cellgate, outgate = _chunks(gates, 4)
+    ingate, forgetgate, cellgate, outgate = ingate.sigmoid(), forgetgate.sigmoid(), cellgate.tanh(), outgate.sigmoid()
     cy = forgetgate * c + ingate * cellgate
     return outgate * cy.tanh(), cy
 
@@ -124,12 +126,11 @@ def lstm_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
 def gru_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One GRU step; the 3 * H gate rows of w_ih/w_hh are in torch's order r (reset), z (update), n (new)."""
     _check_cell("gru_cell", input, [("hx", hx)], w_ih, w_hh, b_ih, b_hh, 3)
-    gi = linear(input, w_ih, b_ih)
-    gh = linear(hx, w_hh, b_hh)
-    n = hx.shape[1]
-    resetgate = (gh[:, :n] + gi[:, :n]).sigmoid()
-    inputgate = (gh[:, n:2 * n] + gi[:, n:2 * n]).sigmoid()
-    newgate = (gi[:, 2 * n:] + gh[:, 2 * n:] * resetgate).tanh()
+    i_r, i_z, i_n = _chunks(linear(input, w_ih, b_ih), 3)
+    h_r, h_z, h_n = _chunks(linear(hx, w_hh, b_hh), 3)
+    resetgate = (h_r + i_r).sigmoid()
+    inputgate = (h_z + i_z).sigmoid()
+    newgate = (i_n + h_n * resetgate).tanh()
     return (hx - newgate) * inputgate + newgate
 
 
