@@ -413,7 +413,9 @@ ERRORS = [
                        ("softmax", lambda: _x().softmax(2)), ("log_softmax", lambda: _x().log_softmax(-3)),
                        ("transpose", lambda: _x().transpose(0, 2)), ("squeeze", lambda: _x().squeeze(3)),
                        ("unsqueeze", lambda: _x().unsqueeze(4)), ("flatten", lambda: _x().flatten(2)),
-                       ("split", lambda: _x().split(1, dim=2)), ("cat", lambda: mp.cat([_x(), _x()], dim=2))]],
+                       ("split", lambda: _x().split(1, dim=2)), ("cat", lambda: mp.cat([_x(), _x()], dim=2)),
+                       ("unbind", lambda: _x().unbind(2))]],
+    ("unbind-0d", lambda: mp.tensor(1.0).unbind(), IndexError, r"unbind: a 0-d tensor has no dim"),
     # argument errors
     ("where-cond", lambda: mp.where(mp.ones(2), mp.ones(2), mp.ones(2)), TypeError, r"where: condition must be a bool"),
     ("clamp-none", lambda: _x().clamp(), ValueError, r"clamp: at least one of min and max"),

@@ -36,7 +36,12 @@ POLICY_HEADINGS = {  # how each list starts -> mixprec's policy name
 # Reference entries that mixprec implements under another name: reference name -> mixprec op.
 # Each target must be a registered op; an op with a policy that no entry reaches fails the tests.
 NAME_MAP = {
-    "nll_loss2d": "nll_loss",  # torch's kernel for (N, C, H, W) inputs; mixprec's nll_loss takes (N, C, d1, ...)
+    "nll_loss2d": ("nll_loss",),  # torch's kernel for (N, C, H, W) inputs; mixprec's nll_loss takes (N, C, d1, ...)
+    # The CUDA list names the recurrent cells by their modules; the ops behind them (what torch's autocast
+    # registers, and its own autocast test lists call) are these:
+    "LSTMCell": ("lstm_cell",),
+    "GRUCell": ("gru_cell",),
+    "RNNCell": ("rnn_tanh_cell", "rnn_relu_cell"),
 }
 
 # What torch does beyond the reference text, checked against torch in tests/test_policy_tables.py:
@@ -99,11 +104,11 @@ def load_reference(path=None) -> dict[str, dict[str, str]] | None:
     return parse_reference(path.read_text()) if path.is_file() else None
 
 
-def implementing_op(name):
-    """The mixprec op that implements reference entry ``name`` (None if none does)."""
+def implementing_ops(name) -> list:
+    """The mixprec ops that implement reference entry ``name`` (empty if none does)."""
     from mixprec.ops import registry
-    target = name if name in registry._REGISTRY else NAME_MAP.get(name)
-    return registry._REGISTRY.get(target) if target is not None else None
+    targets = (name,) if name in registry._REGISTRY else NAME_MAP.get(name, ())
+    return [registry._REGISTRY[t] for t in targets if t in registry._REGISTRY]
 
 
 def expected_policies(reference) -> dict[str, dict]:
@@ -117,13 +122,12 @@ def expected_policies(reference) -> dict[str, dict]:
     entries = [(d, n, p) for d, table in reference.items() for n, p in table.items()]
     entries += [(d, n, p) for (d, n), p in TORCH_BEYOND_REFERENCE.items()]
     for device, name, policy in entries:
-        op = implementing_op(name) if (device, name) not in TORCH_BEYOND_REFERENCE else registry.get(name)
-        if op is None:
-            continue
-        if expected[device].setdefault(op, policy) != policy:
-            raise ValueError(f"{op.name}: reference entries {named[device, op]!r} and {name!r} give it different "
-                             f"policies on {device}")
-        named.setdefault((device, op), name)
+        ops = implementing_ops(name) if (device, name) not in TORCH_BEYOND_REFERENCE else [registry.get(name)]
+        for op in ops:
+            if expected[device].setdefault(op, policy) != policy:
+                raise ValueError(f"{op.name}: reference entries {named[device, op]!r} and {name!r} give it "
+                                 f"different policies on {device}")
+            named.setdefault((device, op), name)
     return expected
 
 
@@ -131,7 +135,7 @@ def coverage(reference) -> dict[str, tuple[list[str], list[str]]]:
     """{device type: (implemented entries, missing entries)}, each sorted."""
     out = {}
     for device, table in reference.items():
-        done = sorted(n for n in table if implementing_op(n) is not None)
+        done = sorted(n for n in table if implementing_ops(n))
         out[device] = (done, sorted(set(table) - set(done)))
     return out
 

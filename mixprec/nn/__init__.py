@@ -1,4 +1,4 @@
-"""Neural-network building blocks: Module and layers, functional ops, init, and gradient clipping."""
+"""Neural-network building blocks: Module and layers (recurrent ones in rnn.py), functional ops, init, utils."""
 from . import functional  # noqa: F401
 from . import init, utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401
@@ -8,5 +8,6 @@ from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout, Embed
 from .losses import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa: F401
                      HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                      MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
-                     SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
+                     CTCLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer  # noqa: F401
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401

@@ -217,3 +217,15 @@ class MultiLabelSoftMarginLoss(_Loss):
 
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """CTC loss of log-probabilities (T, N, C) against unsegmented target sequences (see F.ctc_loss)."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
+                          reduction=self.reduction, zero_infinity=self.zero_infinity)

@@ -10,3 +10,4 @@ from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402 
 from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, pools)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
 from . import attention, einsum  # noqa: F401,E402  (issue 12: transformer ops)
+from . import rnn, ctc  # noqa: F401,E402  (issue 12: recurrent cells, lstm_layer, ctc_loss)

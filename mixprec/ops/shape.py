@@ -271,6 +271,29 @@ def select(ctx, input, dim, index):
     return input[tuple(key)]
 
 
+@register("unbind", methods=("unbind",), view=True, linear=True)
+def unbind(ctx, input, dim=0):
+    """Every slice of input along dim, a tuple of views without that dim.
+
+    One op for all the slices, so backward stacks their gradients once; slicing
+    them one by one (a loop over time steps) would add a full-size gradient per slice.
+    """
+    if input.ndim == 0:
+        raise IndexError("unbind: a 0-d tensor has no dim to unbind")
+    ctx.dim = dim_index(dim, input.ndim, "unbind")
+    ctx.slice_shape = input.shape[:ctx.dim] + input.shape[ctx.dim + 1:]
+    return tuple(input[(slice(None),) * ctx.dim + (i,)] for i in range(input.shape[ctx.dim]))
+
+
+@unbind.grad
+def _(ctx, *grads):
+    some = next(g for g in grads if g is not None)
+    zeros = None
+    if any(g is None for g in grads):  # slices nothing used: zero gradient
+        zeros = _zeros_of(some, ctx.slice_shape)
+    return stack([zeros if g is None else g for g in grads], ctx.dim),
+
+
 # ---------------------------------------------------------------- indexing
 @register("__getitem__", methods=("__getitem__",), promote=(), view=True, linear=True)
 def getitem(ctx, input, key):

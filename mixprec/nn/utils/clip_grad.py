@@ -4,6 +4,9 @@ With a GradScaler, clip after ``scaler.unscale_(optimizer)``: before it the
 gradients are multiplied by the loss scale and the threshold means nothing.
 Neither function reads anything back from the device (no host sync), unless
 error_if_nonfinite=True asks to look at the norm.
+
+mp.nn.utils.rnn (pad_sequence, PackedSequence, pack_padded_sequence, ...) holds
+the helpers for batches of sequences of different lengths.
 """
 from __future__ import annotations
 
@@ -91,3 +94,6 @@ def clip_grad_value_(parameters, clip_value: float):
         t = g.dtype.type
         g.data[...] = xp.clip(g.data, t(-clip_value), t(clip_value))
         g._bump_version()
+
+
+from . import rnn  # noqa: E402,F401  (mp.nn.utils.rnn, as torch.nn.utils.rnn)
