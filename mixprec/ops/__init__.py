@@ -9,3 +9,6 @@ from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, regist
 from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
 from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, pools)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
+from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/angle/polar/views)
+from . import fft  # noqa: F401,E402  (mp.fft and stft)
+from . import matrix  # noqa: F401,E402  (mp.linalg: factorizations, solves, inverses)
