@@ -12,3 +12,4 @@ from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: aut
 from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/angle/polar/views)
 from . import fft  # noqa: F401,E402  (mp.fft and stft)
 from . import matrix  # noqa: F401,E402  (mp.linalg: factorizations, solves, inverses)
+from . import quantile  # noqa: F401,E402  (quantile, nanquantile)

@@ -267,7 +267,7 @@ def where(ctx, condition, input, other):
 @where.grad
 def _(ctx, g):
     c = ctx.inputs[0]
-    zero = g * 0
+    zero = zeros_like(g)  # (not g * 0: a NaN gradient must not leak into the branch that was not taken)
     return None, where(c, g, zero), where(c, zero, g)
 
 

@@ -64,6 +64,17 @@ def _mm_plus(name, a, b, c, alpha=1, beta=1):
     return opmath(lambda a, b, c: combine(a @ b, c), a, b, c, ints="keep")
 
 
+def _c(t):
+    """The conjugate of a complex tensor, a real one as it is: a product's gradient multiplies by the conjugate
+    of the other factor (torch's convention for complex tensors; see mixprec/ops/complex_ops.py)."""
+    return t.conj() if t.dtype.kind == "c" else t
+
+
+def _H(t):
+    """The conjugate transpose of a batch of matrices (the transpose of real ones)."""
+    return _c(t.mT)
+
+
 def _check(name, cond, a, b, what):
     if not cond:
         raise RuntimeError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied ({what})")
@@ -98,17 +109,17 @@ matmul.jvp(_bilinear_tangent)
 def _(ctx, g):
     a, b = ctx.inputs
     if a.ndim == 1 and b.ndim == 1:
-        return g * b, g * a
+        return g * _c(b), g * _c(a)
     if a.ndim == 1:   # (k) @ (..., k, n) -> (..., n)
-        return (g.unsqueeze(-2) @ b.mT).squeeze(-2), a.unsqueeze(-1) * g.unsqueeze(-2)
+        return (g.unsqueeze(-2) @ _H(b)).squeeze(-2), _c(a).unsqueeze(-1) * g.unsqueeze(-2)
     if b.ndim == 1:   # (..., m, k) @ (k) -> (..., m)
-        return g.unsqueeze(-1) * b, (a.mT @ g.unsqueeze(-1)).squeeze(-1)
-    return g @ b.mT, a.mT @ g   # batch dims broadcast: the engine sums them back
+        return g.unsqueeze(-1) * _c(b), (_H(a) @ g.unsqueeze(-1)).squeeze(-1)
+    return g @ _H(b), _H(a) @ g   # batch dims broadcast: the engine sums them back
 
 
 def _mm_grad(ctx, g):
     a, b = ctx.inputs
-    return g @ b.mT, a.mT @ g
+    return g @ _H(b), _H(a) @ g
 
 
 @register("mm", methods=("mm",), promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
@@ -151,7 +162,7 @@ mv.jvp(_bilinear_tangent)
 @mv.grad
 def _(ctx, g):
     a, v = ctx.inputs
-    return g.unsqueeze(-1) * v, a.mT @ g
+    return g.unsqueeze(-1) * _c(v), _H(a) @ g
 
 
 @register("dot", methods=("dot",), promote=(0, 1), same_dtype=True, cuda="promote")
@@ -168,7 +179,7 @@ dot.jvp(_bilinear_tangent)
 @dot.grad
 def _(ctx, g):
     a, b = ctx.inputs
-    return g * b, g * a
+    return g * _c(b), g * _c(a)
 
 
 @register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
@@ -184,7 +195,7 @@ def _addmm_grad(ctx, g):
     _, m1, m2 = ctx.inputs[:3]
     gi = g * ctx.beta if ctx.beta != 1 else g
     gp = g * ctx.alpha if ctx.alpha != 1 else g
-    return gi, gp @ m2.mT, m1.mT @ gp
+    return gi, gp @ _H(m2), _H(m1) @ gp
 
 
 addmm.grad(_addmm_grad)
@@ -236,9 +247,9 @@ def _(ctx, tx, tw, tb=None):
 @linear.grad
 def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
-    gx = g @ w
+    gx = g @ _c(w)
     g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
     x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-    gw = g2.mT @ x2
+    gw = g2.mT @ _c(x2)
     gb = None if b is None else g2.sum(0)
     return gx, gw, gb

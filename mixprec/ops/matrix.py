@@ -29,12 +29,10 @@ eigenvalues or singular values nearly coincide.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import CPU, array_module, device_of_array, to_device
+from ..backend import CPU, array_module, device_of_array, linalg_errors, to_device
 from .elementwise import where
 from .registry import get, register
 from .shape import dim_index
@@ -75,23 +73,11 @@ def _batch_shape(name, *shapes):
             from None
 
 
-@contextlib.contextmanager
-def _reported(xp):
-    """NumPy raises numpy.linalg.LinAlgError on a failed factorization; make CuPy check cuSOLVER's info and do
-    the same (it costs a device sync, as torch's checked linalg ops do)."""
-    if xp is np:
-        yield
-        return
-    import cupyx
-    with cupyx.errstate(linalg="raise"):
-        yield
-
-
 def _run(name, fn, a, explain):
-    """fn() under _reported; on failure a LinAlgError whose text explain(a) gives."""
+    """fn() under linalg_errors; on failure a LinAlgError whose text explain(a) gives."""
     xp = array_module(a)
     try:
-        with _reported(xp):
+        with linalg_errors(xp):
             return fn()
     except np.linalg.LinAlgError:
         raise LinAlgError(f"{name}: {explain(a)}") from None
@@ -297,7 +283,7 @@ def _inv_grad(ctx, g, *_):
     return -(_h(y) @ g @ _h(y)),
 
 
-def _inv_tangent(ctx, t):
+def _inv_tangent(ctx, t, *_):
     y = ctx.outputs[0]
     out = -(y @ t @ y)
     return out if len(ctx.out_refs) == 1 else (out, None)
@@ -375,7 +361,7 @@ def _(ctx, g):
 
 
 @linalg_solve.jvp
-def _(ctx, ta, tb):
+def _(ctx, ta, tb, *_):
     """d(A^-1 B) = A^-1 (dB - dA X); for X A = B, (dB - X dA) A^-1."""
     A = ctx.inputs[0]
     left = ctx.kwargs.get("left", True)
@@ -424,7 +410,7 @@ def linalg_solve_triangular(ctx, A, B, *, upper, left=True, unitriangular=False)
     batch = _batch_shape("linalg_solve_triangular", t.shape[:-2], b.shape[:-2])
     t, b = xp.broadcast_to(t, batch + t.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
     try:
-        with _reported(xp):
+        with linalg_errors(xp):
             x = xp.linalg.solve(t, b)
     except np.linalg.LinAlgError:
         x = _substitute(t, b, upper_)
@@ -449,7 +435,7 @@ def _(ctx, g):
 
 
 @linalg_solve_triangular.jvp
-def _(ctx, ta, tb):
+def _(ctx, ta, tb, *_):
     A = ctx.inputs[0]
     kw = ctx.kwargs
     left = kw.get("left", True)
@@ -520,7 +506,7 @@ def _(ctx, g_lu, g_piv=None):
 
 
 @linalg_lu_factor.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     A = ctx.inputs[0]
     if A.shape[-1] != A.shape[-2]:
         raise NotImplementedError("linalg_lu_factor: forward-mode AD is only implemented for square matrices")
@@ -581,7 +567,7 @@ def _(ctx, g):
 
 
 @linalg_det.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     return (_cofactor(ctx.inputs[0]) * ta).sum((-2, -1))
 
 
@@ -601,7 +587,7 @@ def _(ctx, g_sign, g_logabs):
 
 
 @linalg_slogdet.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     A = ctx.inputs[0]
     return ctx.outputs[0] * 0, (linalg_inv(A).mT * ta).sum((-2, -1))
 
@@ -616,7 +602,7 @@ def _cholesky_forward(name, A, upper, fail):
     _matrices(name, A, square=True)
     xp = array_module(A)
     try:
-        with _reported(xp):
+        with linalg_errors(xp):
             low = xp.linalg.cholesky(A)
         info = xp.zeros(A.shape[:-2], dtype=np.int32)
     except np.linalg.LinAlgError:
@@ -637,7 +623,7 @@ def _cholesky_grad(ctx, g, *_):
     return (ga + ga.mT) * 0.5,
 
 
-def _cholesky_tangent(ctx, ta):
+def _cholesky_tangent(ctx, ta, *_):
     """dL = L phi(L^-1 dA L^-T)."""
     upper = ctx.kwargs.get("upper", ctx.args[1] if len(ctx.args) > 1 else False)
     low = ctx.outputs[0].mT if upper else ctx.outputs[0]
@@ -743,7 +729,7 @@ def _qr_square_tangent(q, r, da):
 
 
 @linalg_qr.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     _qr_rules_apply(ctx)
     A = ctx.inputs[0]
     q, r = ctx.outputs
@@ -861,7 +847,7 @@ def _(ctx, gl, gv):
 
 
 @linalg_eigh.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     """dL = diag(V^T dA V); dV = V (V^T dA V / E) off the diagonal."""
     lam, v = ctx.outputs
     dp = v.mT @ ta @ v
@@ -907,7 +893,7 @@ def _(ctx, gl, gv):
 
 
 @linalg_eig.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     """dP = V^-1 dA V: dL = diag(dP); dV = V (dP / E off the diagonal), keeping each column's norm at 1."""
     lam, v = ctx.outputs
     dp = linalg_solve(v, ta.to(v.dtype) @ v)
@@ -975,7 +961,7 @@ def _(ctx, gu, gs, gvh):
 
 
 @linalg_svd.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     """dP = U^T dA V: dS = diag(dP); U^T dU = (dP S + S dP^T) / E, V^T dV = (S dP + dP^T S) / E (off the diagonal),
     plus the parts of dA outside the thin U, V."""
     full = ctx.kwargs.get("full_matrices", ctx.args[1] if len(ctx.args) > 1 else True)
@@ -1055,7 +1041,7 @@ def _(ctx, g):
 
 
 @linalg_pinv.jvp
-def _(ctx, ta):
+def _(ctx, ta, *_):
     A = ctx.inputs[0]
     x = ctx.output
     m, n = A.shape[-2:]
