@@ -100,13 +100,19 @@ def _resize(t, dims, sizes):
     return t
 
 
-def _transform(name, kind, a, s, dim, norm):
-    """Run one primitive on an array; returns (out, dims, sizes, norm) for the rules."""
+def _checked(name, kind, a, s, dim, norm):
+    """(array, dims, sizes, norm) for a call of a transform of ``kind``, or the error, naming the function called."""
     a = _check_input(name, a)
     norm = _norm(name, norm)
     dims, sizes = _plan(name, a, s, dim, last_halved=kind == "irfftn")
     if kind == "rfftn" and _dt.is_complex(a.dtype):
         raise TypeError(f"{name}: expects a real input, got {a.dtype.name} (use fft for complex inputs)")
+    return a, dims, sizes, norm
+
+
+def _transform(name, kind, a, s, dim, norm):
+    """Run one primitive on an array; returns (out, dims, sizes, norm) for the rules."""
+    a, dims, sizes, norm = _checked(name, kind, a, s, dim, norm)
     xp = array_module(a)
     out = getattr(xp.fft, kind)(a, s=sizes, axes=dims, norm=norm)
     real = _dt.real_of(a.dtype)
@@ -171,48 +177,34 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------- the torch.fft names
-def _one_dim(n):
-    return None if n is None else (n,)
+def _one_dim(name, primitive, doc, hermitian=False):
+    """A 1-D transform (n, dim) on top of an n-D primitive; hermitian: hfft/ihfft, the primitive on the conjugate
+    with the dual normalization."""
+    def forward(ctx, input, n=None, dim=-1, norm=None):
+        s = None if n is None else (n,)
+        _checked(name, primitive.name[4:], input.data, s, (dim,), norm)  # errors name the function called
+        if not hermitian:
+            return primitive(input, s, (dim,), norm)
+        norm = _DUAL[_norm(name, norm)]
+        return irfftn(input.conj(), s, (dim,), norm) if primitive is irfftn else rfftn(input, s, (dim,), norm).conj()
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = doc
+    return register(name, cpu="fp32", composite=True)(forward)
 
 
-@register("fft_fft", cpu="fp32", composite=True)
-def fft(ctx, input, n=None, dim=-1, norm=None):
-    """The 1-D discrete Fourier transform along ``dim`` (zero-padded or trimmed to n)."""
-    return fftn(input, _one_dim(n), (dim,), norm)
-
-
-@register("fft_ifft", cpu="fp32", composite=True)
-def ifft(ctx, input, n=None, dim=-1, norm=None):
-    """The inverse of fft."""
-    return ifftn(input, _one_dim(n), (dim,), norm)
-
-
-@register("fft_rfft", cpu="fp32", composite=True)
-def rfft(ctx, input, n=None, dim=-1, norm=None):
-    """fft of a real signal: the n//2 + 1 non-negative frequencies."""
-    return rfftn(input, _one_dim(n), (dim,), norm)
-
-
-@register("fft_irfft", cpu="fp32", composite=True)
-def irfft(ctx, input, n=None, dim=-1, norm=None):
-    """The inverse of rfft: a real signal of n points (2 * (m - 1) by default)."""
-    return irfftn(input, _one_dim(n), (dim,), norm)
-
-
-@register("fft_hfft", cpu="fp32", composite=True)
-def hfft(ctx, input, n=None, dim=-1, norm=None):
-    """The real spectrum of a signal with Hermitian symmetry, given by its first half (irfft's twin)."""
-    return irfftn(input.conj(), _one_dim(n), (dim,), _DUAL[_norm("fft_hfft", norm)])
-
-
-@register("fft_ihfft", cpu="fp32", composite=True)
-def ihfft(ctx, input, n=None, dim=-1, norm=None):
-    """The inverse of hfft: the first half of a Hermitian-symmetric signal from its real spectrum."""
-    return rfftn(input, _one_dim(n), (dim,), _DUAL[_norm("fft_ihfft", norm)]).conj()
+fft = _one_dim("fft_fft", fftn, "The 1-D discrete Fourier transform along ``dim`` (zero-padded or trimmed to n).")
+ifft = _one_dim("fft_ifft", ifftn, "The inverse of fft.")
+rfft = _one_dim("fft_rfft", rfftn, "fft of a real signal: the n//2 + 1 non-negative frequencies.")
+irfft = _one_dim("fft_irfft", irfftn, "The inverse of rfft: a real signal of n points (2 * (m - 1) by default).")
+hfft = _one_dim("fft_hfft", irfftn, "The real spectrum of a signal with Hermitian symmetry given by its first half "
+                                    "(irfft of the conjugate, normalized the other way).", hermitian=True)
+ihfft = _one_dim("fft_ihfft", rfftn, "The inverse of hfft: the first half of a Hermitian-symmetric signal from its "
+                                     "real spectrum.", hermitian=True)
 
 
 def _two_dims(name, primitive, doc):
     def forward(ctx, input, s=None, dim=(-2, -1), norm=None):
+        _checked(name, primitive.name[4:], input.data, s, dim, norm)  # errors name the function called
         return primitive(input, s, dim, norm)
     forward.__name__ = forward.__qualname__ = name
     forward.__doc__ = doc
@@ -242,7 +234,7 @@ def _padded_positions(xp, length, pad, mode):
     return xp.where((i < 0) | (i >= length), -1, i)
 
 
-@register("stft", cpu="fp32", composite=True)
+@register("stft", promote=(0, 4), cpu="fp32", composite=True)
 def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None):
     """The short-time Fourier transform: the fft of overlapping windowed frames (torch.stft's semantics).

@@ -161,7 +161,7 @@ def _cholesky_partial(a):
         good = ok & ~fails
         root = xp.sqrt(xp.where(good, d, 1))
         low[:, j, j] = xp.where(good, root, xp.where(fails, d, low[:, j, j]))
-        col = (low[:, j + 1:, j] - low[:, j + 1:, :j] @ low[:, j, :j, None][..., 0]) if j else low[:, j + 1:, j]
+        col = low[:, j + 1:, j] - (low[:, j + 1:, :j] @ low[:, j, :j, None])[..., 0]
         low[:, j + 1:, j] = xp.where(good[:, None], col / root[:, None], low[:, j + 1:, j])
     return low.reshape(batch + (n, n)), info.reshape(batch)
 
@@ -444,9 +444,10 @@ def _(ctx, ta, tb, *_):
     return linalg_solve_triangular(A, tb - (dt @ x if left else x @ dt), **kw)
 
 
-@register("triangular_solve", methods=("triangular_solve",), cpu="fp32", composite=True)
+@register("triangular_solve", methods=("triangular_solve",), promote=(0, 1), cpu="fp32", composite=True)
 def triangular_solve(ctx, b, A, upper=True, transpose=False, unitriangular=False):
     """(solution, cloned_coefficient): solves op(T) X = b with T a triangle of A, op the transpose if asked."""
+    _matrices("triangular_solve", A, square=True)
     a = A.mT if transpose else A
     x = linalg_solve_triangular(a, b, upper=upper != transpose, unitriangular=unitriangular)
     return x, A.clone()
@@ -517,13 +518,14 @@ def _(ctx, ta, *_):
     return lower @ tril(c, -1) + triu(c) @ upper, None
 
 
-@register("lu_solve", methods=("lu_solve",), cpu="fp32", composite=True)
+@register("lu_solve", methods=("lu_solve",), promote=(0, 1), cpu="fp32", composite=True)
 def lu_solve(ctx, b, LU_data, LU_pivots):
     """X with A X = b, from A's (LU, pivots) of lu_factor (torch.lu_solve's argument order)."""
+    _matrices("lu_solve", LU_data, what="LU_data", square=True)
     return linalg_lu_solve(LU_data, LU_pivots, b)
 
 
-@register("linalg_lu_solve", composite=True)
+@register("linalg_lu_solve", promote=(0, 2), composite=True)
 def linalg_lu_solve(ctx, LU, pivots, B, *, left=True, adjoint=False):
     """X with A X = B (X A = B for left=False; A^T for adjoint=True), from A's lu_factor."""
     _matrices("linalg_lu_solve", LU, what="LU", square=True)
@@ -660,7 +662,7 @@ def cholesky_inverse(ctx, L, upper=False):
     return inv.mT @ inv if not upper else inv @ inv.mT
 
 
-@register("cholesky_solve", methods=("cholesky_solve",), cpu="fp32", composite=True)
+@register("cholesky_solve", methods=("cholesky_solve",), promote=(0, 1), cpu="fp32", composite=True)
 def cholesky_solve(ctx, B, L, upper=False):
     """X with A X = B, for A = L L^T (A = U^T U for upper=True) given by its Cholesky factor."""
     _matrices("cholesky_solve", L, what="L", square=True)
@@ -745,6 +747,7 @@ def _(ctx, ta, *_):
 @register("qr", methods=("qr",), cpu="fp32", composite=True)
 def qr(ctx, input, some=True):
     """torch.qr: linalg_qr with mode "reduced" (some=True) or "complete"."""
+    _matrices("qr", input)
     return linalg_qr(input, "reduced" if some else "complete")
 
 
@@ -781,7 +784,8 @@ def _check_householder(name, A, tau, rows_needed=None):
     return k
 
 
-@register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), cpu="fp32", composite=True)
+@register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1), cpu="fp32",
+          composite=True)
 def linalg_householder_product(ctx, A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
     k = _check_householder("linalg_householder_product", A, tau)
@@ -793,7 +797,7 @@ def linalg_householder_product(ctx, A, tau):
     return q
 
 
-@register("ormqr", methods=("ormqr",), cpu="fp32", composite=True)
+@register("ormqr", methods=("ormqr",), promote=(0, 1, 2), cpu="fp32", composite=True)
 def ormqr(ctx, input, tau, other, left=True, transpose=False):
     """other multiplied by Q = H_1 ... H_k of a geqrf result: Q C, Q^T C, C Q or C Q^T."""
     k = _check_householder("ormqr", input, tau, rows_needed=True)
@@ -858,6 +862,7 @@ def _(ctx, ta, *_):
 @register("linalg_eigvalsh", cpu="fp32", composite=True)
 def linalg_eigvalsh(ctx, A, UPLO="L"):
     """The eigenvalues of symmetric A, ascending."""
+    _matrices("linalg_eigvalsh", A, square=True)
     return linalg_eigh(A, UPLO)[0]
 
 
@@ -905,6 +910,7 @@ def _(ctx, ta, *_):
 @register("linalg_eigvals", cpu="fp32", composite=True)
 def linalg_eigvals(ctx, A):
     """The eigenvalues of a square matrix, complex."""
+    _matrices("linalg_eigvals", A, square=True)
     return linalg_eig(A)[0]
 
 
@@ -987,12 +993,14 @@ def _(ctx, ta, *_):
 @register("linalg_svdvals", cpu="fp32", composite=True)
 def linalg_svdvals(ctx, A):
     """The singular values, descending."""
+    _matrices("linalg_svdvals", A)
     return linalg_svd(A, False)[1]
 
 
 @register("svd", methods=("svd",), cpu="fp32", composite=True)
 def svd(ctx, input, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not Vh); compute_uv=False gives zero U and V."""
+    _matrices("svd", input)
     if not compute_uv:
         from ..tensor import zeros
         m, n = input.shape[-2:]
@@ -1053,6 +1061,7 @@ def _(ctx, ta, *_):
 @register("pinverse", methods=("pinverse",), cpu="fp32", composite=True)
 def pinverse(ctx, input, rcond=1e-15):
     """torch.pinverse: linalg_pinv with relative tolerance rcond."""
+    _matrices("pinverse", input)
     return linalg_pinv(input, rtol=rcond)
 
 
@@ -1068,7 +1077,7 @@ def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-@register("linalg_lstsq", cpu="fp32", composite=True)
+@register("linalg_lstsq", promote=(0, 1), cpu="fp32", composite=True)
 def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
     """(solution, residuals, rank, singular_values) of min ||A X - B|| (the least-norm X when A is rank-deficient).
 
@@ -1140,6 +1149,7 @@ def linalg_cond(ctx, A, p=None):
 def linalg_tensorinv(ctx, A, ind=2):
     """The tensor X with tensordot(X, A, ind) the identity: the inverse of A seen as a (prod(shape[:ind]),
     prod(shape[ind:])) matrix."""
+    _check_dtype("linalg_tensorinv", A)
     if not isinstance(ind, int) or ind <= 0:
         raise RuntimeError(f"linalg_tensorinv: ind must be a positive int, got {ind!r}")
     lead, tail = A.shape[:ind], A.shape[ind:]
@@ -1150,9 +1160,10 @@ def linalg_tensorinv(ctx, A, ind=2):
     return linalg_inv(A.reshape(rows, cols)).reshape(*tail, *lead)
 
 
-@register("linalg_tensorsolve", cpu="fp32", composite=True)
+@register("linalg_tensorsolve", promote=(0, 1), cpu="fp32", composite=True)
 def linalg_tensorsolve(ctx, A, B, dims=None):
     """X with tensordot(A, X, X.ndim) = B; ``dims`` first moves those dims of A to the end."""
+    _check_dtype("linalg_tensorsolve", A)
     if dims is not None:
         moved = [dim_index(d, A.ndim, "linalg_tensorsolve") for d in dims]
         A = A.permute(*[i for i in range(A.ndim) if i not in moved], *moved)
