@@ -168,3 +168,11 @@ def test_gradcheck_asks_for_real_views_of_complex_values():
     with pytest.raises(TypeError, match="mp.complex"):
         mp.autograd.gradcheck(lambda z: z.abs(), [mp.tensor([1j], requires_grad=True)])
     assert mp.autograd.gradcheck(lambda t: mp.view_as_real((t * (1 + 2j)).exp()), [x])
+
+
+def test_complex_tensors_round_trip_through_checkpoints(tmp_path):
+    z = mp.tensor(Z, requires_grad=True)
+    mp.save({"z": z}, tmp_path / "z.mp")
+    back = mp.load(tmp_path / "z.mp")["z"]
+    assert back.dtype == mp.complex128 and back.requires_grad
+    np.testing.assert_array_equal(back.numpy(), Z)
