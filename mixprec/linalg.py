@@ -1,4 +1,5 @@
-"""``mp.linalg``: torch.linalg's functions. The ops (and their derivatives) are in mixprec/ops/matrix.py.
+"""``mp.linalg``: torch.linalg's functions. The ops (and their derivatives) are in mixprec/ops/matrix.py and
+mixprec/ops/decompositions.py.
 
     import mixprec as mp
     L = mp.linalg.cholesky(A)                  # A = L L^T

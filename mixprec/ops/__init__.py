@@ -13,3 +13,4 @@ from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/a
 from . import fft  # noqa: F401,E402  (mp.fft and stft)
 from . import matrix  # noqa: F401,E402  (mp.linalg: factorizations, solves, inverses)
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
+from . import decompositions  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)

@@ -177,6 +177,13 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------- the torch.fft names
+def _composite(name, doc, forward):
+    """Register ``forward`` as the composite op ``name``, float32 under CPU autocast (as every torch.fft name)."""
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = doc
+    return register(name, cpu="fp32", composite=True)(forward)
+
+
 def _one_dim(name, primitive, doc, hermitian=False):
     """A 1-D transform (n, dim) on top of an n-D primitive; hermitian: hfft/ihfft, the primitive on the conjugate
     with the dual normalization."""
@@ -187,9 +194,7 @@ def _one_dim(name, primitive, doc, hermitian=False):
             return primitive(input, s, (dim,), norm)
         norm = _DUAL[_norm(name, norm)]
         return irfftn(input.conj(), s, (dim,), norm) if primitive is irfftn else rfftn(input, s, (dim,), norm).conj()
-    forward.__name__ = forward.__qualname__ = name
-    forward.__doc__ = doc
-    return register(name, cpu="fp32", composite=True)(forward)
+    return _composite(name, doc, forward)
 
 
 fft = _one_dim("fft_fft", fftn, "The 1-D discrete Fourier transform along ``dim`` (zero-padded or trimmed to n).")
@@ -206,9 +211,7 @@ def _two_dims(name, primitive, doc):
     def forward(ctx, input, s=None, dim=(-2, -1), norm=None):
         _checked(name, primitive.name[4:], input.data, s, dim, norm)  # errors name the function called
         return primitive(input, s, dim, norm)
-    forward.__name__ = forward.__qualname__ = name
-    forward.__doc__ = doc
-    return register(name, cpu="fp32", composite=True)(forward)
+    return _composite(name, doc, forward)
 
 
 fft2 = _two_dims("fft_fft2", fftn, "The 2-D discrete Fourier transform over the last two dims.")

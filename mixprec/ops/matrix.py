@@ -1,19 +1,16 @@
-"""Linear algebra beyond products (``mp.linalg``): factorizations and what is built on them.
+"""Linear algebra (``mp.linalg``), part 1: the shared machinery, LU and Cholesky, and the small matrix ops.
 
-Primitives call NumPy's (LAPACK) or CuPy's (cuSOLVER) routine for the
-factorization and give its derivative by the standard matrix-calculus
-formulas (torch uses the same ones, so gradients agree with torch's):
+    triangles, diagonals   tril, triu, diagonal, diagonal_scatter, diag_embed
+    LU                     lu_factor, inv, inv_ex, solve, solve_triangular, det, slogdet, and on top of them
+                           triangular_solve, lu_solve, tensorinv, tensorsolve
+    Cholesky               cholesky, cholesky_ex, and on top cholesky_inverse, cholesky_solve
+    products               vecdot, trace
 
-    LU          lu_factor, inv, inv_ex, solve, solve_triangular, det, slogdet
-    Cholesky    cholesky, cholesky_ex
-    QR          qr, geqrf (no derivative, as in torch)
-    eigen       eigh, eig (complex results)
-    SVD         svd, pinv, matrix_rank
-
-Everything else (triangular_solve, cholesky_solve, cholesky_inverse, lu_solve,
-householder_product/orgqr, ormqr, eigvals(h), svdvals, lstsq, cond,
-matrix_norm, tensorinv, tensorsolve, pinverse, diag_embed) is composed of
-those, so both modes of autograd come for free.
+Part 2, ops/decompositions.py, has QR, eigenvalues and the SVD. Primitives call
+NumPy's (LAPACK) or CuPy's (cuSOLVER) routine and give its derivative by the
+standard matrix-calculus formulas, the ones torch uses, so gradients agree with
+torch's; the other ops are composed of them, so both modes of autograd come
+for free.
 
 Batches: every matrix argument may be (..., m, n). Dtypes: float32 and float64
 (inv and solve also complex). float16/bfloat16 are refused as torch refuses
@@ -21,18 +18,13 @@ them; on the CPU the ops of torch's autocast float32 list run under
 ``mp.autocast("cpu")`` in float32. Failures (a singular matrix, one that is not
 positive-definite) raise :class:`LinAlgError` naming the op and the batch
 element, on NumPy and on CuPy alike.
-
-Gauge: eigenvectors and singular vectors are only defined up to sign (a phase,
-for complex ones). Their gradients are correct for losses that do not depend on
-that choice (torch's docs make the same caveat), and become large when two
-eigenvalues or singular values nearly coincide.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import CPU, array_module, device_of_array, linalg_errors, to_device
+from ..backend import CPU, array_module, linalg_errors, to_device
 from .elementwise import where
 from .registry import get, register
 from .shape import dim_index
@@ -65,6 +57,15 @@ def _matrices(name, a, what="A", square=False, complex_ok=False):
     _check_dtype(name, a, what, complex_ok)
 
 
+def _same_dtype(name, **tensors):
+    """A composite's tensors must share one dtype (the primitives it calls would refuse them under their names)."""
+    dtypes = {k: t.dtype for k, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{k} is {d.name}" for k, d in dtypes.items())
+        raise TypeError(f"{name}: expected inputs of one dtype, but {listed} (cast one with .to(dtype), or run under "
+                        "mp.autocast)")
+
+
 def _batch_shape(name, *shapes):
     try:
         return np.broadcast_shapes(*shapes)
@@ -83,28 +84,29 @@ def _run(name, fn, a, explain):
         raise LinAlgError(f"{name}: {explain(a)}") from None
 
 
-def _first_failure(info):
-    """'' for one matrix, else ' (batch element i)' for the first failed matrix of a batch."""
+def _first_failure(a, info):
+    """(' (batch element i)' naming the first failed matrix of a batch, or '' for one matrix; its info)."""
     info = to_device(info, CPU).reshape(-1)
     i = int(np.flatnonzero(info)[0]) if info.any() else 0
-    return i, int(info[i])
+    return (f" (batch element {i})" if a.ndim > 2 else ""), int(info[i]) if info.size else 0
 
 
 def _singular(a):
     """Why a batch of matrices could not be inverted, in torch's words (from our own LU's pivots)."""
-    info = _lu(a)[2]
-    i, k = _first_failure(info)
-    where_ = f" (batch element {i})" if a.ndim > 2 else ""
-    return (f"the diagonal element {k} of its LU factorization is zero: the input matrix{where_} is singular "
-            "and cannot be inverted")
+    where_, k = _first_failure(a, _lu(a)[2])
+    detail = f"the diagonal element {k} of its LU factorization is zero: " if k else ""
+    return f"{detail}the input matrix{where_} is singular and cannot be inverted"
 
 
 def _not_positive_definite(a):
-    info = _cholesky_partial(a)[1]
-    i, k = _first_failure(info)
-    where_ = f" (batch element {i})" if a.ndim > 2 else ""
-    return (f"the factorization could not be completed because the input{where_} is not positive-definite (the "
-            f"leading minor of order {k} is not positive-definite)")
+    where_, k = _first_failure(a, _cholesky_partial(a)[1])
+    detail = f" (the leading minor of order {k} is not positive-definite)" if k else ""
+    return f"the factorization could not be completed because the input{where_} is not positive-definite{detail}"
+
+
+def _no_convergence(a):
+    finite = bool(array_module(a).isfinite(a).all())
+    return "the algorithm did not converge" + ("" if finite else " (the input holds inf or NaN values)")
 
 
 def _flat(a):
@@ -373,11 +375,9 @@ def _(ctx, ta, tb, *_):
 
 
 def _masked_triangle(xp, a, upper, unitriangular):
+    """The triangle of a that solve_triangular reads (ones on its diagonal with unitriangular)."""
     t = xp.triu(a) if upper else xp.tril(a)
-    if unitriangular:
-        n = a.shape[-1]
-        t = t * (1 - xp.eye(n, dtype=a.dtype)) + xp.eye(n, dtype=a.dtype)
-    return t
+    return xp.where(xp.eye(a.shape[-1], dtype=bool), a.dtype.type(1), t) if unitriangular else t
 
 
 def _substitute(t, b, upper):
@@ -418,8 +418,9 @@ def linalg_solve_triangular(ctx, A, B, *, upper, left=True, unitriangular=False)
 
 
 def _triangle_of(t, kw):
-    t = triu(t) if kw["upper"] else tril(t)
-    return t - diag_embed(diagonal(t, 0, -2, -1)) if kw.get("unitriangular", False) else t
+    """The part of a gradient/tangent in the entries solve_triangular reads."""
+    strict = 1 if kw.get("unitriangular", False) else 0
+    return triu(t, strict) if kw["upper"] else tril(t, -strict)
 
 
 @linalg_solve_triangular.grad
@@ -448,6 +449,7 @@ def _(ctx, ta, tb, *_):
 def triangular_solve(ctx, b, A, upper=True, transpose=False, unitriangular=False):
     """(solution, cloned_coefficient): solves op(T) X = b with T a triangle of A, op the transpose if asked."""
     _matrices("triangular_solve", A, square=True)
+    _same_dtype("triangular_solve", b=b, A=A)
     a = A.mT if transpose else A
     x = linalg_solve_triangular(a, b, upper=upper != transpose, unitriangular=unitriangular)
     return x, A.clone()
@@ -462,8 +464,7 @@ def linalg_lu_factor(ctx, A, *, pivot=True):
         raise RuntimeError("linalg_lu_factor: LU without pivoting is not implemented (nor is it in torch on the CPU)")
     lu, piv, info = _lu(A)
     if bool(info.any()):
-        i, k = _first_failure(info)
-        where_ = f" of batch element {i}" if A.ndim > 2 else ""
+        where_, k = _first_failure(A, info)
         raise LinAlgError(f"linalg_lu_factor: U[{k - 1}, {k - 1}]{where_} is zero, so the matrix is singular and "
                           "lu_solve could not use it")
     return lu, piv
@@ -529,6 +530,8 @@ def lu_solve(ctx, b, LU_data, LU_pivots):
 def linalg_lu_solve(ctx, LU, pivots, B, *, left=True, adjoint=False):
     """X with A X = B (X A = B for left=False; A^T for adjoint=True), from A's lu_factor."""
     _matrices("linalg_lu_solve", LU, what="LU", square=True)
+    _matrices("linalg_lu_solve", B, what="B")
+    _same_dtype("linalg_lu_solve", LU=LU, B=B)
     if pivots.dtype.kind not in "iu" or tuple(pivots.shape) != tuple(LU.shape[:-1]):
         raise RuntimeError(f"linalg_lu_solve: pivots must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
                            f"got {pivots.dtype.name} of shape {tuple(pivots.shape)}")
@@ -546,6 +549,7 @@ def linalg_lu_solve(ctx, LU, pivots, B, *, left=True, adjoint=False):
 
 def _cofactor(A):
     """det(A) A^-T, the derivative of det, also where A is singular (from the SVD: prod of the other s_i)."""
+    from .decompositions import linalg_svd
     d = linalg_det(A)
     if not bool((d == 0).any()):
         return linalg_inv(A).mT * d.unsqueeze(-1).unsqueeze(-1)
@@ -666,485 +670,13 @@ def cholesky_inverse(ctx, L, upper=False):
 def cholesky_solve(ctx, B, L, upper=False):
     """X with A X = B, for A = L L^T (A = U^T U for upper=True) given by its Cholesky factor."""
     _matrices("cholesky_solve", L, what="L", square=True)
+    _same_dtype("cholesky_solve", B=B, L=L)
     first, second = (L.mT, L) if upper else (L, L.mT)
     y = linalg_solve_triangular(first, B, upper=False)
     return linalg_solve_triangular(second, y, upper=True)
 
 
-# ---------------------------------------------------------------- QR
-@register("linalg_qr", cpu="fp32")
-def linalg_qr(ctx, A, mode="reduced"):
-    """(Q, R) with A = Q R, Q with orthonormal columns, R upper triangular. mode: "reduced" (Q is m x k),
-    "complete" (Q is m x m) or "r" (R only; Q comes back empty)."""
-    _matrices("linalg_qr", A)
-    if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"linalg_qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
-    xp = array_module(A)
-    if mode == "r":
-        return xp.zeros(0, dtype=A.dtype), xp.linalg.qr(A, mode="r")
-    q, r = xp.linalg.qr(A, mode=mode)
-    return q, r
-
-
-def _qr_rules_apply(ctx):
-    mode = ctx.kwargs.get("mode", ctx.args[1] if len(ctx.args) > 1 else "reduced")
-    m, n = ctx.inputs[0].shape[-2:]
-    if mode == "r":
-        raise NotImplementedError("the derivative of linalg_qr depends on Q, which is not computed when mode='r'; "
-                                  "use mode='reduced'")
-    if mode == "complete" and m > n:
-        raise NotImplementedError("linalg_qr is not differentiable when mode='complete' and nrows > ncols")
-
-
-def _qr_square_grad(q, r, gq, gr):
-    """The gradient for A = Q R with m >= n: (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
-    mm = r @ gr.mT - gq.mT @ q
-    low = tril(mm, -1)
-    sym = low + low.mT + diag_embed(diagonal(mm, 0, -2, -1))
-    return linalg_solve_triangular(r.mT, gq + q @ sym, upper=False, left=False)
-
-
-@linalg_qr.grad
-def _(ctx, gq, gr):
-    _qr_rules_apply(ctx)
-    A = ctx.inputs[0]
-    q, r = ctx.outputs
-    gq, gr = _zeros_if_none(gq, q), _zeros_if_none(gr, r)
-    m, n = A.shape[-2:]
-    if m >= n:
-        return _qr_square_grad(q, r, gq, gr),
-    from .shape import cat
-    y, gr1, gr2 = A[..., m:], gr[..., :m], gr[..., m:]
-    gx = _qr_square_grad(q, r[..., :m], gq + y @ gr2.mT, gr1)
-    return cat([gx, q @ gr2], -1),
-
-
-def _qr_square_tangent(q, r, da):
-    """m >= n: C = Q^T dA R^-1; Q^T dQ is its skew part from the strict lower triangle; dR = (C - that) R."""
-    dar = linalg_solve_triangular(r, da, upper=True, left=False)
-    c = q.mT @ dar
-    low = tril(c, -1)
-    omega = low - low.mT
-    dr = (c - omega) @ r
-    dq = dar - q @ (c - omega)
-    return dq, triu(dr)
-
-
-@linalg_qr.jvp
-def _(ctx, ta, *_):
-    _qr_rules_apply(ctx)
-    A = ctx.inputs[0]
-    q, r = ctx.outputs
-    m, n = A.shape[-2:]
-    if m >= n:
-        return _qr_square_tangent(q, r, ta)
-    from .shape import cat
-    dq, dr1 = _qr_square_tangent(q, r[..., :m], ta[..., :m])
-    dr2 = dq.mT @ A[..., m:] + q.mT @ ta[..., m:]
-    return dq, cat([dr1, dr2], -1)
-
-
-@register("qr", methods=("qr",), cpu="fp32", composite=True)
-def qr(ctx, input, some=True):
-    """torch.qr: linalg_qr with mode "reduced" (some=True) or "complete"."""
-    _matrices("qr", input)
-    return linalg_qr(input, "reduced" if some else "complete")
-
-
-@register("geqrf", methods=("geqrf",), cpu="fp32")
-def geqrf(ctx, input):
-    """(a, tau): LAPACK's compact QR, Householder vectors below the diagonal of a and R on and above it."""
-    _matrices("geqrf", input)
-    xp = array_module(input)
-    h, tau = xp.linalg.qr(input, mode="raw")
-    return xp.ascontiguousarray(xp.swapaxes(h, -1, -2)), tau
-
-
-geqrf.grad(_no_derivative("geqrf", " (nor is it in torch); differentiate linalg.qr instead"))
-geqrf.jvp(_no_derivative("geqrf", " (nor is it in torch); differentiate linalg.qr instead"))
-
-
-def _reflector(A, i):
-    """Householder vector i of a geqrf result: 1 at row i, A's column i below it, 0 above."""
-    from ..tensor import arange
-    rows = arange(A.shape[-2], device=A.device)
-    unit = (rows == i).to(A.dtype)
-    return where(rows > i, A[..., :, i], unit)
-
-
-def _check_householder(name, A, tau, rows_needed=None):
-    _matrices(name, A)
-    _check_dtype(name, tau, "tau")
-    m, n = A.shape[-2:]
-    k = tau.shape[-1] if tau.ndim else -1
-    if tau.ndim != A.ndim - 1 or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]) or k > n or \
-            (rows_needed is None and m < n):
-        raise RuntimeError(f"{name}: expected A (..., m, n) with m >= n and tau (..., k) with k <= n and A's batch "
-                           f"shape, got A {tuple(A.shape)} and tau {tuple(tau.shape)}")
-    return k
-
-
-@register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1), cpu="fp32",
-          composite=True)
-def linalg_householder_product(ctx, A, tau):
-    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
-    k = _check_householder("linalg_householder_product", A, tau)
-    m, n = A.shape[-2:]
-    q = _eye_like(A, m, n).expand(*A.shape)
-    for i in reversed(range(k)):
-        v = _reflector(A, i)
-        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
-    return q
-
-
-@register("ormqr", methods=("ormqr",), promote=(0, 1, 2), cpu="fp32", composite=True)
-def ormqr(ctx, input, tau, other, left=True, transpose=False):
-    """other multiplied by Q = H_1 ... H_k of a geqrf result: Q C, Q^T C, C Q or C Q^T."""
-    k = _check_householder("ormqr", input, tau, rows_needed=True)
-    _matrices("ormqr", other, what="other")
-    size = other.shape[-2] if left else other.shape[-1]
-    if input.shape[-2] != size:
-        raise RuntimeError(f"ormqr: input {tuple(input.shape)} holds reflectors of length {input.shape[-2]}, but "
-                           f"other {tuple(other.shape)} needs {size}")
-    c = other
-    order = range(k) if left == transpose else reversed(range(k))  # Q C applies H_k first; Q^T C applies H_1 first
-    for i in order:
-        v = _reflector(input, i)
-        t = tau[..., i, None, None]
-        if left:
-            c = c - (t * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ c)
-        else:
-            c = c - ((c @ v.unsqueeze(-1)) * t) @ v.unsqueeze(-2)
-    return c
-
-
-# ---------------------------------------------------------------- eigenvalues
-def _off_diagonal_ratio(num, den, diag):
-    """num / den off the diagonal, ``diag`` (a (..., n) tensor or None for zeros) on it."""
-    n = num.shape[-1]
-    eye = _eye_like(num, n, dtype=_dt.bool_)
-    out = where(eye, 0.0, num / where(eye, 1.0, den))
-    return out if diag is None else out + diag_embed(diag)
-
-
-@register("linalg_eigh", cpu="fp32")
-def linalg_eigh(ctx, A, UPLO="L"):
-    """(eigenvalues ascending, eigenvectors as columns) of symmetric A; only the UPLO triangle is read."""
-    _matrices("linalg_eigh", A, square=True)
-    if UPLO not in ("L", "U"):
-        raise ValueError(f"linalg_eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    xp = array_module(A)
-    w, v = _run("linalg_eigh", lambda: xp.linalg.eigh(A, UPLO=UPLO), A, lambda a: "the algorithm did not converge")
-    return w, v
-
-
-@linalg_eigh.grad
-def _(ctx, gl, gv):
-    """gA = V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i."""
-    lam, v = ctx.outputs
-    if gv is None:
-        return (v * gl.unsqueeze(-2)) @ v.mT,
-    vgv = v.mT @ gv
-    e = lam.unsqueeze(-2) - lam.unsqueeze(-1)
-    inner = _off_diagonal_ratio((vgv - vgv.mT) * 0.5, e, gl)
-    return v @ inner @ v.mT,
-
-
-@linalg_eigh.jvp
-def _(ctx, ta, *_):
-    """dL = diag(V^T dA V); dV = V (V^T dA V / E) off the diagonal."""
-    lam, v = ctx.outputs
-    dp = v.mT @ ta @ v
-    e = lam.unsqueeze(-2) - lam.unsqueeze(-1)
-    return diagonal(dp, 0, -2, -1), v @ _off_diagonal_ratio(dp, e, None)
-
-
-@register("linalg_eigvalsh", cpu="fp32", composite=True)
-def linalg_eigvalsh(ctx, A, UPLO="L"):
-    """The eigenvalues of symmetric A, ascending."""
-    _matrices("linalg_eigvalsh", A, square=True)
-    return linalg_eigh(A, UPLO)[0]
-
-
-def _eig_on_host(a):
-    """NumPy's eig (LAPACK geev), also for CuPy arrays (CuPy 13 has none; torch too runs it on the host)."""
-    dev = device_of_array(a)
-    w, v = np.linalg.eig(to_device(a, CPU))
-    return to_device(w, dev), to_device(v, dev)
-
-
-@register("linalg_eig", cpu="fp32")
-def linalg_eig(ctx, A):
-    """(eigenvalues, eigenvectors) of a square matrix, always complex; eigenvectors have unit norm."""
-    _matrices("linalg_eig", A, square=True)
-    w, v = _run("linalg_eig", lambda: _eig_on_host(A), A, lambda a: "the algorithm did not converge")
-    cdt = _dt.complex_of(A.dtype)
-    return w.astype(cdt), v.astype(cdt)
-
-
-@linalg_eig.grad
-def _(ctx, gl, gv):
-    """torch's formula: gA = V^-H (diag(gL) + (V^H gV - V^H V Re(diag(V^H gV))) / conj(E)) V^H."""
-    lam, v = ctx.outputs
-    vh = _h(v)
-    if gv is None:
-        inner = diag_embed(gl)
-    else:
-        vgv = vh @ gv
-        vgv = vgv - (vh @ v) * diagonal(vgv, 0, -2, -1).real.unsqueeze(-2)
-        lc = lam.conj()
-        inner = _off_diagonal_ratio(vgv, lc.unsqueeze(-2) - lc.unsqueeze(-1), gl)
-    return linalg_solve(vh, inner @ vh),
-
-
-@linalg_eig.jvp
-def _(ctx, ta, *_):
-    """dP = V^-1 dA V: dL = diag(dP); dV = V (dP / E off the diagonal), keeping each column's norm at 1."""
-    lam, v = ctx.outputs
-    dp = linalg_solve(v, ta.to(v.dtype) @ v)
-    dx = v @ _off_diagonal_ratio(dp, lam.unsqueeze(-2) - lam.unsqueeze(-1), None)
-    dv = dx - v * (v.conj() * dx).sum(-2, keepdim=True).real
-    return diagonal(dp, 0, -2, -1), dv
-
-
-@register("linalg_eigvals", cpu="fp32", composite=True)
-def linalg_eigvals(ctx, A):
-    """The eigenvalues of a square matrix, complex."""
-    _matrices("linalg_eigvals", A, square=True)
-    return linalg_eig(A)[0]
-
-
-# ---------------------------------------------------------------- SVD
-@register("linalg_svd", cpu="fp32")
-def linalg_svd(ctx, A, full_matrices=True):
-    """(U, S, Vh) with A = U diag(S) Vh, S descending. full_matrices=False gives the thin U (m x k) and Vh
-    (k x n), k = min(m, n)."""
-    _matrices("linalg_svd", A)
-    xp = array_module(A)
-    u, s, vh = _run("linalg_svd", lambda: xp.linalg.svd(A, full_matrices=full_matrices), A,
-                    lambda a: "the algorithm did not converge")
-    return u, s, vh
-
-
-def _svd_thin(ctx, *ts):
-    """Drop the columns of U / rows of Vh that full_matrices added (their gradient is not defined: torch too)."""
-    k = ctx.outputs[1].shape[-1]
-    u, _, vh = ctx.outputs
-    narrow = [u[..., :k], vh[..., :k, :]]
-    return narrow + [None if t is None else t[..., :k] if i == 0 else t[..., :k, :] for i, t in enumerate(ts)]
-
-
-@linalg_svd.grad
-def _(ctx, gu, gs, gvh):
-    """torch's svd_backward: gA = U [skew(U^T gU) / E S + S skew(V^T gV) / E + diag(gS)] V^T plus the parts of gU,
-    gV outside the thin U, V (E_ij = S_j^2 - S_i^2)."""
-    s = ctx.outputs[1]
-    u, vh, gu, gvh = _svd_thin(ctx, gu, gvh)
-    m, n = u.shape[-2], vh.shape[-1]
-    if gu is None and gvh is None:
-        return (u * gs.unsqueeze(-2)) @ vh,
-    s2 = s * s
-    e = s2.unsqueeze(-2) - s2.unsqueeze(-1)
-    inner = None
-    if gu is not None:
-        ugu = u.mT @ gu
-        inner = _off_diagonal_ratio(ugu - ugu.mT, e, None) * s.unsqueeze(-2)
-    if gvh is not None:
-        v, gv = vh.mT, gvh.mT
-        vgv = v.mT @ gv
-        part = s.unsqueeze(-1) * _off_diagonal_ratio(vgv - vgv.mT, e, None)
-        inner = part if inner is None else inner + part
-    if gs is not None:
-        inner = inner + diag_embed(gs)
-    ga = u @ inner @ vh
-    if m > n and gu is not None:
-        gus = gu / s.unsqueeze(-2)
-        ga = ga + (gus - u @ (u.mT @ gus)) @ vh
-    if n > m and gvh is not None:
-        gvs = gvh.mT / s.unsqueeze(-2)
-        ga = ga + u @ (gvs - vh.mT @ (vh @ gvs)).mT
-    return ga,
-
-
-@linalg_svd.jvp
-def _(ctx, ta, *_):
-    """dP = U^T dA V: dS = diag(dP); U^T dU = (dP S + S dP^T) / E, V^T dV = (S dP + dP^T S) / E (off the diagonal),
-    plus the parts of dA outside the thin U, V."""
-    full = ctx.kwargs.get("full_matrices", ctx.args[1] if len(ctx.args) > 1 else True)
-    u, s, vh = ctx.outputs
-    m, n = u.shape[-2], vh.shape[-1]
-    if full and m != n:
-        raise NotImplementedError("linalg_svd: forward-mode AD with full_matrices=True is only defined for square "
-                                  "matrices; pass full_matrices=False")
-    v = vh.mT
-    dp = u.mT @ ta @ v
-    s2 = s * s
-    e = s2.unsqueeze(-2) - s2.unsqueeze(-1)
-    sr, sc = s.unsqueeze(-2), s.unsqueeze(-1)
-    du = u @ _off_diagonal_ratio(dp * sr + sc * dp.mT, e, None)
-    dv = v @ _off_diagonal_ratio(sc * dp + dp.mT * sr, e, None)
-    if m > n:
-        du = du + (ta @ v - u @ (u.mT @ ta @ v)) / sr
-    if n > m:
-        dv = dv + (ta.mT @ u - v @ (v.mT @ ta.mT @ u)) / sr
-    return du, diagonal(dp, 0, -2, -1), dv.mT
-
-
-@register("linalg_svdvals", cpu="fp32", composite=True)
-def linalg_svdvals(ctx, A):
-    """The singular values, descending."""
-    _matrices("linalg_svdvals", A)
-    return linalg_svd(A, False)[1]
-
-
-@register("svd", methods=("svd",), cpu="fp32", composite=True)
-def svd(ctx, input, some=True, compute_uv=True):
-    """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not Vh); compute_uv=False gives zero U and V."""
-    _matrices("svd", input)
-    if not compute_uv:
-        from ..tensor import zeros
-        m, n = input.shape[-2:]
-        s = linalg_svdvals(input)
-        batch = input.shape[:-2]
-        return (zeros(*batch, m, m, dtype=input.dtype, device=input.device), s,
-                zeros(*batch, n, n, dtype=input.dtype, device=input.device))
-    u, s, vh = linalg_svd(input, not some)
-    return u, s, vh.mT
-
-
-def _tolerance(s, atol, rtol, shape):
-    """max(atol, rtol * s_max), with torch's default rtol = eps * max(m, n) when neither is given."""
-    if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(s.dtype).eps * max(shape[-2:])
-    atol = 0.0 if atol is None else atol
-    smax = s.max(-1, keepdims=True) if s.shape[-1] else s.sum(-1, keepdims=True)
-    return array_module(s).maximum(s.dtype.type(atol), s.dtype.type(rtol) * smax)
-
-
-@register("linalg_pinv")
-def linalg_pinv(ctx, A, *, atol=None, rtol=None, hermitian=False):
-    """The Moore-Penrose pseudo-inverse, dropping singular values below max(atol, rtol * s_max)."""
-    _matrices("linalg_pinv", A)
-    xp = array_module(A)
-    if hermitian:
-        w, v = xp.linalg.eigh(A)
-        tol = _tolerance(xp.abs(w), atol, rtol, A.shape)
-        inv = xp.where(xp.abs(w) > tol, 1 / xp.where(w == 0, 1, w), 0)
-        return (v * inv[..., None, :]) @ xp.swapaxes(v, -1, -2)
-    u, s, vh = xp.linalg.svd(A, full_matrices=False)
-    tol = _tolerance(s, atol, rtol, A.shape)
-    inv = xp.where(s > tol, 1 / xp.where(s == 0, 1, s), 0)
-    return xp.swapaxes(vh, -1, -2) @ (inv[..., :, None] * xp.swapaxes(u, -1, -2))
-
-
-@linalg_pinv.grad
-def _(ctx, g):
-    """Golub & Pereyra (constant rank): -X^T G X^T + (I - A X)^T G^T ... written as its three terms."""
-    A = ctx.inputs[0]
-    x = ctx.output
-    m, n = A.shape[-2:]
-    ga = -(x.mT @ g @ x.mT)
-    ga = ga + (_eye_like(A, m) - A @ x) @ g.mT @ (x @ x.mT)
-    return ga + (x.mT @ x) @ g.mT @ (_eye_like(A, n) - x @ A),
-
-
-@linalg_pinv.jvp
-def _(ctx, ta, *_):
-    A = ctx.inputs[0]
-    x = ctx.output
-    m, n = A.shape[-2:]
-    dx = -(x @ ta @ x)
-    dx = dx + (x @ x.mT) @ ta.mT @ (_eye_like(A, m) - A @ x)
-    return dx + (_eye_like(A, n) - x @ A) @ ta.mT @ (x.mT @ x)
-
-
-@register("pinverse", methods=("pinverse",), cpu="fp32", composite=True)
-def pinverse(ctx, input, rcond=1e-15):
-    """torch.pinverse: linalg_pinv with relative tolerance rcond."""
-    _matrices("pinverse", input)
-    return linalg_pinv(input, rtol=rcond)
-
-
-@register("linalg_matrix_rank", cpu="fp32", differentiable=False)
-def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
-    """The number of singular values above max(atol, rtol * s_max) (int64)."""
-    _matrices("linalg_matrix_rank", A)
-    xp = array_module(A)
-    s = xp.abs(xp.linalg.eigvalsh(A)) if hermitian else xp.linalg.svd(A, compute_uv=False)
-    return (s > _tolerance(s, atol, rtol, A.shape)).sum(-1).astype(np.int64)
-
-
-_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
-
-
-@register("linalg_lstsq", promote=(0, 1), cpu="fp32", composite=True)
-def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
-    """(solution, residuals, rank, singular_values) of min ||A X - B|| (the least-norm X when A is rank-deficient).
-
-    Which extras are filled follows torch's driver semantics: residuals (squared, per column) for m > n and full
-    rank except with gelsy (the default), rank except with gels, singular values with gelsd and gelss.
-    """
-    from ..tensor import zeros
-    _matrices("linalg_lstsq", A)
-    if driver is None:
-        driver = "gelsy"
-    if driver not in _LSTSQ_DRIVERS:
-        raise RuntimeError(f"linalg_lstsq: driver must be one of {_LSTSQ_DRIVERS}, got {driver!r}")
-    vector = B.ndim == A.ndim - 1
-    b = B.unsqueeze(-1) if vector else B
-    _matrices("linalg_lstsq", b, what="B")
-    m, n = A.shape[-2:]
-    if b.shape[-2] != m:
-        raise RuntimeError(f"linalg_lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} must have the same number of "
-                           "rows")
-    rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
-    x = linalg_pinv(A, rtol=rtol) @ b
-    empty = zeros(0, dtype=A.dtype, device=A.device)
-    rank = linalg_matrix_rank(A, rtol=rtol) if driver != "gels" else zeros(0, dtype=_dt.int64, device=A.device)
-    full_rank = m > n and bool((linalg_matrix_rank(A, rtol=rtol) == n).all())
-    residuals = ((A @ x - b) ** 2).sum(-2) if driver != "gelsy" and full_rank else empty
-    if vector and residuals.ndim:
-        residuals = residuals.squeeze(-1)
-    svals = linalg_svdvals(A) if driver in ("gelsd", "gelss") else empty
-    return (x.squeeze(-1) if vector else x), residuals, rank, svals
-
-
-@register("linalg_matrix_norm", composite=True)
-def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
-    """The matrix norm ord ("fro", "nuc", inf, -inf, 1, -1, 2, -2) over dims ``dim``."""
-    _matrices("linalg_matrix_norm", A)
-    d0, d1 = (dim_index(d, A.ndim, "linalg_matrix_norm") for d in dim)
-    rest = [i for i in range(A.ndim) if i not in (d0, d1)]
-    a = A.permute(*rest, d0, d1)
-    if ord == "fro":
-        out = (a * a).sum((-2, -1)).sqrt()
-    elif ord in ("nuc", 2, -2):
-        s = linalg_svdvals(a)
-        out = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
-    elif ord in (1, -1, np.inf, -np.inf):
-        sums = a.abs().sum(-2 if ord in (1, -1) else -1)
-        out = sums.amax(-1) if ord > 0 else sums.amin(-1)
-    else:
-        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
-    if keepdim:
-        for d in sorted((d0, d1)):
-            out = out.unsqueeze(d)
-    return out
-
-
-@register("linalg_cond", cpu="fp32", composite=True)
-def linalg_cond(ctx, A, p=None):
-    """The condition number in norm p (None: the 2-norm, s_max / s_min); inf for a singular matrix."""
-    _matrices("linalg_cond", A, square=p not in (None, 2, -2))
-    if p in (None, 2, -2):
-        s = linalg_svdvals(A)
-        big, small = s[..., 0], s[..., -1]
-        return big / small if p != -2 else small / big
-    inv, info = linalg_inv_ex(A)
-    cond = linalg_matrix_norm(A, p) * linalg_matrix_norm(where((info > 0)[..., None, None], 0.0, inv), p)
-    return where(info > 0, float("inf"), cond)
-
-
+# ---------------------------------------------------------------- tensors as matrices
 @register("linalg_tensorinv", cpu="fp32", composite=True)
 def linalg_tensorinv(ctx, A, ind=2):
     """The tensor X with tensordot(X, A, ind) the identity: the inverse of A seen as a (prod(shape[:ind]),
@@ -1164,6 +696,7 @@ def linalg_tensorinv(ctx, A, ind=2):
 def linalg_tensorsolve(ctx, A, B, dims=None):
     """X with tensordot(A, X, X.ndim) = B; ``dims`` first moves those dims of A to the end."""
     _check_dtype("linalg_tensorsolve", A)
+    _same_dtype("linalg_tensorsolve", A=A, B=B)
     if dims is not None:
         moved = [dim_index(d, A.ndim, "linalg_tensorsolve") for d in dims]
         A = A.permute(*[i for i in range(A.ndim) if i not in moved], *moved)
