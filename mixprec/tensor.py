@@ -367,7 +367,7 @@ class Tensor:
         if self.dtype == _dt.bfloat16:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
-        extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64) else []
+        extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64, _dt.complex64) else []
         if self.device != _be.CPU:
             extra.append(f"device='{self.device}'")
         if self.grad_fn is not None:

@@ -176,3 +176,15 @@ def test_complex_tensors_round_trip_through_checkpoints(tmp_path):
     back = mp.load(tmp_path / "z.mp")["z"]
     assert back.dtype == mp.complex128 and back.requires_grad
     np.testing.assert_array_equal(back.numpy(), Z)
+
+
+def test_complex_values_are_built_part_by_part_like_torchs():
+    """re + im * 1j would make inf * 1j = nan + inf j: complex, view_as_complex and polar write each part."""
+    inf = float("inf")
+    re, im = mp.tensor([1.0, inf, -2.0]), mp.tensor([inf, 2.0, -inf])
+    want = torch.complex(torch.tensor(re.numpy()), torch.tensor(im.numpy())).numpy()
+    np.testing.assert_array_equal(mp.complex(re, im).numpy(), want)
+    np.testing.assert_array_equal(mp.view_as_complex(mp.stack([re, im], -1)).numpy(), want)
+    r, t = mp.tensor([2.0, 0.5]), mp.tensor([0.5, -3.0])
+    np.testing.assert_allclose(mp.polar(r, t).numpy(), torch.polar(torch.tensor(r.numpy()), torch.tensor(t.numpy())))
+    assert repr(mp.tensor([1j])) == "tensor([0.+1.j])"  # complex64 is the default complex dtype, as in torch

@@ -25,6 +25,15 @@ from ..tensor import zeros_like
 from .registry import register
 
 
+def _from_parts(re, im):
+    """The complex array re + i im, written part by part: re + im * 1j would turn an infinite imaginary part
+    into a NaN real one (inf * 1j is nan + inf j)."""
+    out = array_module(re).empty(np.broadcast_shapes(re.shape, im.shape), dtype=_dt.complex_of(re.dtype))
+    out.real[...] = re
+    out.imag[...] = im
+    return out
+
+
 def _require_complex(name, a):
     if not _dt.is_complex(a.dtype):
         raise TypeError(f"{name}: expected a complex tensor, got {a.dtype.name}")
@@ -101,9 +110,7 @@ def view_as_complex(ctx, input):
     if input.ndim == 0 or input.shape[-1] != 2:
         raise RuntimeError(f"view_as_complex: the input must have a last dimension of size 2, got shape "
                            f"{tuple(input.shape)}")
-    out = array_module(input).empty(input.shape[:-1], dtype=_dt.complex_of(input.dtype))
-    out.real, out.imag = input[..., 0], input[..., 1]
-    return out
+    return _from_parts(input[..., 0], input[..., 1])
 
 
 view_as_complex.grad(lambda ctx, g: (view_as_real(g),))
@@ -114,7 +121,7 @@ def complex_(ctx, real, imag):
     """real + i imag from two float32 (or two float64) tensors."""
     if real.dtype not in (_dt.float32, _dt.float64):
         raise TypeError(f"complex: expected float32 or float64 parts, got {real.dtype.name}")
-    return real + imag * _dt.complex_of(real.dtype).type(1j)
+    return _from_parts(real, imag)
 
 
 complex_.partials(lambda ctx: (1.0, 1j))
@@ -127,7 +134,7 @@ def polar(ctx, abs, angle):
         raise TypeError(f"polar: expected float32 or float64 inputs, got {abs.dtype.name} (cast to float32, or "
                         "run under mp.autocast('cpu'), whose float32 policy for polar does it)")
     xp = array_module(abs)
-    return abs * (xp.cos(angle) + xp.sin(angle) * _dt.complex_of(abs.dtype).type(1j))
+    return _from_parts(abs * xp.cos(angle), abs * xp.sin(angle))
 
 
 @polar.partials

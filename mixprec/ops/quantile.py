@@ -57,7 +57,7 @@ def _quantile(name, input, q, dim, keepdim, interpolation, skip_nan):
         x = input.permute(*[i for i in range(input.ndim) if i != d], d) if input.ndim else input.reshape(1)
     xp = array_module(x.data)
     n = x.shape[-1]
-    order = xp.argsort(x.data, axis=-1, kind="stable")  # NaNs sort last
+    order = xp.argsort(x.data, axis=-1, kind="stable" if xp is np else None)  # NaNs last (CuPy's sort is stable)
     nans = xp.isnan(x.data)
     count = (n - nans.sum(-1, keepdims=True)) if skip_nan else xp.full(x.shape[:-1] + (1,), n)
     nothing = (count == 0) if skip_nan else nans.any(-1, keepdims=True)  # the answer is the NaN sorted last
