@@ -113,6 +113,8 @@ ERRORS = [
     ("stft-n_fft", lambda: mp.stft(mp.ones(5), 16, center=False, return_complex=True), RuntimeError, "n_fft"),
     ("stft-pad_mode", lambda: mp.stft(mp.ones(10), 4, pad_mode="wrap", return_complex=True), ValueError, "pad_mode"),
     ("stft-3d", lambda: mp.stft(mp.ones(2, 2, 10), 4, return_complex=True), RuntimeError, "1-D"),
+    ("stft-half", lambda: mp.stft(mp.ones(10, dtype=mp.float16), 4, return_complex=True), TypeError,
+     "stft: float16 inputs are not supported"),
 ]
 
 

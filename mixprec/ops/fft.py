@@ -1,6 +1,6 @@
 """Discrete Fourier transforms (``mp.fft``) and the short-time transform ``stft``.
 
-Three primitives do the work, each over any set of dims with optional sizes
+Four primitives do the work, each over any set of dims with optional sizes
 (``s``: inputs are zero-padded or trimmed to them first) and a normalization
 (``norm``: "backward" scales the inverse by 1/n, "forward" the forward one,
 "ortho" both by 1/sqrt(n)):
@@ -250,6 +250,7 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
     if not isinstance(input, Tensor) or input.ndim not in (1, 2):
         raise RuntimeError(f"stft: expected a 1-D (L,) or 2-D (B, L) tensor, got shape "
                            f"{tuple(getattr(input, 'shape', ()))}")
+    _check_input("stft", input.data)
     complex_input = _dt.is_complex(input.dtype) or (window is not None and _dt.is_complex(window.dtype))
     if return_complex is None:
         if not complex_input:
