@@ -237,7 +237,7 @@ def _padded_positions(xp, length, pad, mode):
     return xp.where((i < 0) | (i >= length), -1, i)
 
 
-@register("stft", promote=(0, 4), cpu="fp32", composite=True)
+@register("stft", methods=("stft",), promote=(0, 4), cpu="fp32", composite=True)
 def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None):
     """The short-time Fourier transform: the fft of overlapping windowed frames (torch.stft's semantics).
