@@ -15,8 +15,8 @@ _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"mixprec(\.|
 from . import ops  # noqa: E402,F401  (registers every op before anything binds to them)
 from .backend import (Device, DeviceUnavailableError, device, device_count, get_default_device,  # noqa: F401
                       is_cuda_available, set_default_device)
-from .dtypes import (bfloat16, bool_, double, float, float16, float32, float64, half, int32,  # noqa: F401
-                     int64, long, result_type)
+from .dtypes import (bfloat16, bool_, cdouble, cfloat, complex64, complex128, double, float, float16,  # noqa: F401
+                     float32, float64, half, int32, int64, long, result_type)
 from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
                      full_like, linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                      randn_like, randperm, tensor, zeros, zeros_like)
@@ -30,6 +30,7 @@ from .serialization import CheckpointError, load, save  # noqa: F401  (checkpoin
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from . import random  # noqa: F401
 from . import distributed  # noqa: F401  (MPI / NCCL data parallelism; imports no MPI until used)
+from . import fft, linalg  # noqa: F401,E402  (mp.fft and mp.linalg: torch.fft's and torch.linalg's functions)
 
 bool = bool_  # mp.bool, like torch.bool
 

@@ -6,6 +6,7 @@ spell differently.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 
@@ -423,6 +424,16 @@ def uniform_on_device(shape, dev: Device, seed: int):
 
 
 _philox: dict[int, object] = {}
+
+
+def linalg_errors(xp):
+    """A context in which a failed factorization (singular, not positive-definite) raises
+    numpy.linalg.LinAlgError on CuPy as it always does on NumPy: CuPy checks cuSOLVER's info
+    (a device sync, as torch's checked linalg ops do) only inside cupyx.errstate(linalg="raise")."""
+    if xp is np:
+        return contextlib.nullcontext()
+    import cupyx
+    return cupyx.errstate(linalg="raise")
 
 
 def erf(a):

@@ -7,6 +7,10 @@ NumPy cannot promote float16 with bfloat16 and ml_dtypes promotes
 :func:`promote` (the table) and :func:`result_type` (tensors and scalars,
 torch's rules) decide, and nothing is ever promoted to float64 unless an
 input already is float64.
+
+complex64/complex128 follow torch: a complex dtype wins over any real one and
+takes the wider real precision (float32 + complex64 -> complex64, float64 +
+complex64 -> complex128); autocast never casts them (amp only lists real dtypes).
 """
 from __future__ import annotations
 
@@ -22,17 +26,23 @@ float64 = np.dtype(np.float64)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
 
 half, float, double, long, int = float16, float32, float64, int64, int32  # torch-style aliases
+cfloat, cdouble = complex64, complex128
 
 FLOATING = (float16, bfloat16, float32, float64)
+COMPLEX = (complex64, complex128)
 LOW_PRECISION = (float16, bfloat16)
-SUPPORTED = (float16, bfloat16, float32, float64, int32, int64, bool_)
+SUPPORTED = (float16, bfloat16, float32, float64, complex64, complex128, int32, int64, bool_)
 _BY_NAME = {d.name: d for d in SUPPORTED} | {"half": float16, "float": float32, "double": float64,
+                                              "cfloat": complex64, "cdouble": complex128,
                                               "long": int64, "int": int32, "bool": bool_}
 
 # Rank inside a category; promotion takes the higher category, then the higher rank.
-_CATEGORY = {bool_: 0, int32: 1, int64: 1, float16: 2, bfloat16: 2, float32: 2, float64: 2}
+_CATEGORY = {bool_: 0, int32: 1, int64: 1, float16: 2, bfloat16: 2, float32: 2, float64: 2,
+             complex64: 3, complex128: 3}
 _RANK = {bool_: 0, int32: 1, int64: 2, float16: 1, bfloat16: 1, float32: 2, float64: 3}
 
 
@@ -55,11 +65,35 @@ def is_floating(d) -> bool:
     return d in (float16, bfloat16, float32, float64)
 
 
+def is_complex(d) -> bool:
+    return d in COMPLEX
+
+
+def is_differentiable(d) -> bool:
+    """Whether a tensor of dtype d can require gradients: floating and complex ones (torch's rule)."""
+    return d in _DIFFERENTIABLE
+
+
+_DIFFERENTIABLE = frozenset(FLOATING + COMPLEX)
+
+
+def complex_of(d) -> np.dtype:
+    """The complex dtype holding values of real dtype d: complex128 for float64, complex64 otherwise."""
+    return d if d in COMPLEX else (complex128 if d == float64 else complex64)
+
+
+def real_of(d) -> np.dtype:
+    """The real dtype of one part of a complex dtype (float32 for complex64); a real dtype itself."""
+    return {complex64: float32, complex128: float64}.get(d, d)
+
+
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """The dtype an op on tensors of dtypes a and b computes in."""
     if a == b:
         return a
     ca, cb = _CATEGORY[a], _CATEGORY[b]
+    if ca == 3 or cb == 3:  # complex meets anything: complex, double precision if either side has it
+        return complex128 if {a, b} & {float64, complex128} else complex64
     if ca != cb:
         return a if ca > cb else b
     if {a, b} == {float16, bfloat16}:  # neither holds the other: meet in float32
@@ -73,6 +107,8 @@ def scalar_dtype(value) -> np.dtype:
         return bool_
     if isinstance(value, (builtins.int, np.integer)):
         return int64
+    if isinstance(value, (builtins.complex, np.complexfloating)):
+        return complex64  # weak, like a float: float64 * 1j is complex128, float32 * 1j complex64
     if isinstance(value, (builtins.float, np.floating)) or (isinstance(value, np.generic) and value.dtype in FLOATING):
         return float32  # (ml_dtypes' bfloat16 scalars are not np.floating)
     raise TypeError(f"expected a Python number, got {type(value).__name__}")

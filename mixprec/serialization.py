@@ -70,6 +70,7 @@ import ml_dtypes
 import numpy as np
 
 from . import backend as _be
+from . import dtypes as _dt
 
 __all__ = ["save", "load", "CheckpointError", "MAX_DEPTH", "MAX_NDIM"]
 
@@ -426,7 +427,7 @@ def _show(value, limit=80):
 
 _MISSING = object()
 _KEY_NODES = ("none", "bool", "int", "float", "str")
-_TENSOR_DTYPES = ("bool", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+_TENSOR_DTYPES = tuple(d.name for d in _dt.SUPPORTED)  # what a mixprec tensor can hold
 
 
 class _Reader:
@@ -570,7 +571,6 @@ class _Reader:
                 raise self.fail(where, f"buffer {i} is shared with a tensor that differs ({_show(first)}); tied "
                                        "tensors are stored as identical nodes")
             return tensor
-        from . import dtypes as _dt
         from .nn.parameter import Parameter
         from .tensor import Tensor
         array = self.array(node, where, _TENSOR_DTYPES)
@@ -581,8 +581,9 @@ class _Reader:
             _be._parse(device)
         except ValueError:
             raise self.fail(where, f"unknown device {_show(device)}; expected 'cpu' or 'cuda:N'") from None
-        if requires_grad and not _dt.is_floating(array.dtype):
-            raise self.fail(where, f"a {array.dtype.name} tensor cannot require grad (only floating ones can)")
+        if requires_grad and not _dt.is_differentiable(array.dtype):
+            raise self.fail(where, f"a {array.dtype.name} tensor cannot require grad (only floating and complex "
+                                   "ones can)")
         try:
             target = self.device_of(device)
         except _be.DeviceUnavailableError as exc:

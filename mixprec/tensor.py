@@ -81,6 +81,21 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return _dt.is_floating(self.dtype)
 
+    def is_complex(self) -> bool:
+        return _dt.is_complex(self.dtype)
+
+    @property
+    def real(self):
+        """The real part: the tensor itself when it is real (as torch's), else a differentiable op."""
+        from .ops.complex_ops import real
+        return self if not _dt.is_complex(self.dtype) else real(self)
+
+    @property
+    def imag(self):
+        """The imaginary part of a complex tensor (a differentiable op)."""
+        from .ops.complex_ops import imag
+        return imag(self)
+
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
@@ -113,8 +128,9 @@ class Tensor:
         self._grad = value
 
     def requires_grad_(self, mode: bool = True):
-        if mode and not _dt.is_floating(self.dtype):
-            raise RuntimeError(f"only floating-point tensors can require gradients, this one is {self.dtype.name}")
+        if mode and not _dt.is_differentiable(self.dtype):
+            raise RuntimeError(f"only floating-point and complex tensors can require gradients, this one is "
+                               f"{self.dtype.name}")
         if not self.is_leaf and not mode:
             raise RuntimeError("requires_grad can only be switched off on a leaf tensor; use detach()")
         self.requires_grad = mode
@@ -352,7 +368,7 @@ class Tensor:
         if self.dtype == _dt.bfloat16:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
-        extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64) else []
+        extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64, _dt.complex64) else []
         if self.device != _be.CPU:
             extra.append(f"device='{self.device}'")
         if self.grad_fn is not None:
@@ -403,8 +419,9 @@ def _resolve(dtype, device, default_dtype=_dt.float32):
 
 
 def _finish(array, device, requires_grad):
-    if requires_grad and not _dt.is_floating(array.dtype):
-        raise RuntimeError(f"only floating-point tensors can require gradients, got dtype {array.dtype.name}")
+    if requires_grad and not _dt.is_differentiable(array.dtype):
+        raise RuntimeError(f"only floating-point and complex tensors can require gradients, got dtype "
+                           f"{array.dtype.name}")
     t = Tensor._wrap(array)
     t.requires_grad = bool(requires_grad)
     return t
@@ -428,8 +445,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         if arr.dtype == object:
             raise TypeError(f"cannot make a tensor from {type(data).__name__} holding mixed or ragged data "
                             "(nested lists must have the same length at each level)")
-        if arr.dtype.kind == "f" and not isinstance(data, np.generic):
-            src_dtype = _dt.float32 if arr.dtype == np.float64 else _dt.as_dtype(arr.dtype)
+        if arr.dtype.kind in "fc" and not isinstance(data, np.generic):  # Python floats: float32, complex: complex64
+            src_dtype = {np.float64: _dt.float32, np.complex128: _dt.complex64}.get(arr.dtype.type) or \
+                _dt.as_dtype(arr.dtype)
         elif arr.dtype.kind in "iu":
             src_dtype = _dt.int64
         else:

@@ -1,6 +1,7 @@
 """Reverse-mode autodiff: walk the graph from the outputs in reverse topological order."""
 from __future__ import annotations
 
+from .. import dtypes as _dt
 from ..tensor import Tensor
 from . import grad_mode
 
@@ -27,7 +28,11 @@ def _topo_order(roots):
 
 
 def _fit(grad, shape, dtype):
-    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
+    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype.
+
+    A complex gradient reaching a real input keeps its real part: that is dL/dx for a real
+    loss L (torch's convention: the gradient of a complex z is dL/dRe(z) + i dL/dIm(z)).
+    """
     if grad.shape != shape:
         extra = grad.ndim - len(shape)
         axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape)
@@ -38,6 +43,8 @@ def _fit(grad, shape, dtype):
             grad = grad.reshape(shape)
         if grad.shape != shape:
             raise RuntimeError(f"gradient of shape {grad.shape} does not fit an input of shape {shape}")
+    if _dt.is_complex(grad.dtype) and not _dt.is_complex(dtype):
+        grad = grad.real
     if grad.dtype != dtype:
         grad = grad.to(dtype)
     return grad

@@ -86,8 +86,8 @@ def make_dual(tensor, tangent, *, level=None):
     for what, t in (("tensor", tensor), ("tangent", tangent)):
         if not isinstance(t, Tensor):
             raise TypeError(f"make_dual: {what} must be a Tensor, got {type(t).__name__}")
-    if not _dt.is_floating(tensor.dtype):
-        raise TypeError(f"make_dual: expected a floating-point primal, got {tensor.dtype.name}")
+    if not _dt.is_differentiable(tensor.dtype):
+        raise TypeError(f"make_dual: expected a floating-point or complex primal, got {tensor.dtype.name}")
     if tangent.shape != tensor.shape:
         raise ValueError(f"make_dual: the tangent has shape {tangent.shape}, but the primal has shape "
                          f"{tensor.shape}; they must match")
@@ -134,7 +134,7 @@ class _paused:
 def _tangent_arg(a):
     """The tangent a rule gets for one positional argument (see mixprec.ops.registry.Op)."""
     if isinstance(a, Tensor):
-        if not _dt.is_floating(a.dtype):
+        if not _dt.is_differentiable(a.dtype):
             return None
         t = tangent_of(a)
         return t if t is not None else Tensor._wrap(_zeros_like(a.data))
@@ -160,10 +160,12 @@ def attach_tangents(ctx, args, out):
         result = rule(ctx, *tangents)
         several = isinstance(out, tuple)
         for o, t in zip(out if several else (out,), result if several else (result,)):
-            if t is None or not _dt.is_floating(o.dtype):
+            if t is None or not _dt.is_differentiable(o.dtype):
                 continue
             if t.shape != o.shape:
                 t = t.expand(o.shape)
+            if _dt.is_complex(t.dtype) and not _dt.is_complex(o.dtype):
+                t = t.real  # a real output moves by the real part (see autograd.engine._fit)
             if t.dtype != o.dtype:
                 t = t.to(o.dtype)
             o._fw = (level, t)

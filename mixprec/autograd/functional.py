@@ -51,13 +51,17 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     for i in diff:
         if inputs[i].dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {inputs[i].dtype.name}; use float64 inputs "
-                            "(finite differences are meaningless in lower precision)")
+                            "(finite differences are meaningless in lower precision; for a complex input, pass its "
+                            "real and imaginary parts and build it with mp.complex)")
 
     def run(args):
         out = fn(*args)
         return out if isinstance(out, (tuple, list)) else (out,)
 
     outs = [o for o in run(inputs) if isinstance(o, Tensor) and o.requires_grad]
+    if any(o.dtype.kind == "c" for o in outs):
+        raise TypeError("gradcheck: fn returns a complex tensor; return mp.view_as_real(out) (or its real and "
+                        "imaginary parts) so that each real component is checked")
     for k, out in enumerate(outs):
         for i in diff:
             x = inputs[i]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..dtypes import FLOATING
+from ..dtypes import COMPLEX, FLOATING
 from ..tensor import Tensor
 
 
@@ -47,7 +47,7 @@ class Node:
         self.saved_outputs = [(o.data, o._vc, o._vc[0]) for o in outs]
         if record:
             for i, o in enumerate(outs):
-                if o.data.dtype in _FLOATING:
+                if o.data.dtype in _DIFFERENTIABLE:
                     o.grad_fn, o.requires_grad = self, True
                     if i:
                         o.output_nr = i
@@ -122,4 +122,4 @@ class Node:
 _KEEP = {"op", "freed", "trace", "out_refs"}
 
 
-_FLOATING = frozenset(FLOATING)
+_DIFFERENTIABLE = frozenset(FLOATING + COMPLEX)

@@ -11,3 +11,8 @@ from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, poo
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
 from . import attention, einsum  # noqa: F401,E402  (issue 12: transformer ops)
 from . import rnn, ctc  # noqa: F401,E402  (issue 12: recurrent cells, lstm_layer, ctc_loss)
+from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/angle/polar/views)
+from . import fft  # noqa: F401,E402  (mp.fft and stft)
+from . import matrix  # noqa: F401,E402  (mp.linalg: factorizations, solves, inverses)
+from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
+from . import decompositions  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)

@@ -36,8 +36,8 @@ from ..tensor import tensor as _make_tensor
 from . import autocast as _autocast
 
 # Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
-SCALARS = (int, float, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
-_FLOATING = frozenset(_dt.FLOATING)
+SCALARS = (int, float, complex, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
+_DIFFERENTIABLE = frozenset(_dt.FLOATING + _dt.COMPLEX)  # what gradients and tangents flow through
 
 
 # ---------------------------------------------------------------- observers
@@ -221,10 +221,10 @@ def _run(op, args, kwargs, device):
         raise
     if type(data) is tuple:
         out = tuple(_wrap(op, d, args, arrays) for d in data)
-        floating = any(o.data.dtype in _FLOATING for o in out)
+        floating = any(o.data.dtype in _DIFFERENTIABLE for o in out)
     else:
         out = _wrap(op, data, args, arrays)
-        floating = out.data.dtype in _FLOATING
+        floating = out.data.dtype in _DIFFERENTIABLE
     if floating and (record or tangents):
         ctx.finish(out, record)
         if record and _gm.is_anomaly_enabled():
@@ -280,7 +280,7 @@ def linear_tangent(ctx, *tangents):
 
     def swap(i, a, t):
         if isinstance(a, Tensor):
-            return t if a.dtype in _FLOATING else a
+            return t if a.dtype in _DIFFERENTIABLE else a
         if isinstance(a, (list, tuple)) and isinstance(t, (list, tuple)):
             return type(a)(swap(i, x, y) for x, y in zip(a, t))
         if i in data and isinstance(a, SCALARS):

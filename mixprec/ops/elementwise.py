@@ -174,7 +174,8 @@ expm1 = unary("expm1", ufunc("expm1"), d_out=lambda y: y + 1, cuda="fp32")
 sqrt = unary("sqrt", ufunc("sqrt"), d_out=lambda y: 0.5 / y)
 rsqrt = unary("rsqrt", _rsqrt, d_out=lambda y: -0.5 * y ** 3, cuda="fp32")
 reciprocal = unary("reciprocal", ufunc("reciprocal"), d_out=lambda y: -y * y, cuda="fp32")
-abs = unary("abs", ufunc("abs"), d_in=lambda x: x.sign(), ints="keep")
+# (|z| moves by Re(conj(sgn z) dz): a complex input's partial is conj(sgn z); see complex_ops.py)
+abs = unary("abs", ufunc("abs"), d_in=lambda x: x.sign().conj() if x.is_complex() else x.sign(), ints="keep")
 sign = unary("sign", ufunc("sign"), d_in=zeros_like, ints="keep")
 sin = unary("sin", ufunc("sin"), d_in=lambda x: x.cos())
 cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
@@ -273,7 +274,7 @@ def where(ctx, condition, input, other):
 @where.grad
 def _(ctx, g):
     c = ctx.inputs[0]
-    zero = g * 0
+    zero = zeros_like(g)  # (not g * 0: a NaN gradient must not leak into the branch that was not taken)
     return None, where(c, g, zero), where(c, zero, g)
 
 

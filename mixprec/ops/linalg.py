@@ -65,6 +65,17 @@ def _mm_plus(name, a, b, c, alpha=1, beta=1):
     return opmath(lambda a, b, c: combine(a @ b, c), a, b, c, ints="keep")
 
 
+def _c(t):
+    """The conjugate of a complex tensor, a real one as it is: a product's gradient multiplies by the conjugate
+    of the other factor (torch's convention for complex tensors; see mixprec/ops/complex_ops.py)."""
+    return t.conj() if t.dtype.kind == "c" else t
+
+
+def _H(t):
+    """The conjugate transpose of a batch of matrices (the transpose of real ones)."""
+    return _c(t.mT)
+
+
 def _check(name, cond, a, b, what):
     if not cond:
         raise RuntimeError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied ({what})")
@@ -99,17 +110,17 @@ matmul.jvp(_bilinear_tangent)
 def _(ctx, g):
     a, b = ctx.inputs
     if a.ndim == 1 and b.ndim == 1:
-        return g * b, g * a
+        return g * _c(b), g * _c(a)
     if a.ndim == 1:   # (k) @ (..., k, n) -> (..., n)
-        return (g.unsqueeze(-2) @ b.mT).squeeze(-2), a.unsqueeze(-1) * g.unsqueeze(-2)
+        return (g.unsqueeze(-2) @ _H(b)).squeeze(-2), _c(a).unsqueeze(-1) * g.unsqueeze(-2)
     if b.ndim == 1:   # (..., m, k) @ (k) -> (..., m)
-        return g.unsqueeze(-1) * b, (a.mT @ g.unsqueeze(-1)).squeeze(-1)
-    return g @ b.mT, a.mT @ g   # batch dims broadcast: the engine sums them back
+        return g.unsqueeze(-1) * _c(b), (_H(a) @ g.unsqueeze(-1)).squeeze(-1)
+    return g @ _H(b), _H(a) @ g   # batch dims broadcast: the engine sums them back
 
 
 def _mm_grad(ctx, g):
     a, b = ctx.inputs
-    return g @ b.mT, a.mT @ g
+    return g @ _H(b), _H(a) @ g
 
 
 @register("mm", methods=("mm",), promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
@@ -152,7 +163,7 @@ mv.jvp(_bilinear_tangent)
 @mv.grad
 def _(ctx, g):
     a, v = ctx.inputs
-    return g.unsqueeze(-1) * v, a.mT @ g
+    return g.unsqueeze(-1) * _c(v), _H(a) @ g
 
 
 @register("dot", methods=("dot",), promote=(0, 1), same_dtype=True, cuda="promote")
@@ -165,7 +176,7 @@ def dot(ctx, input, other):
 
 def _dot_grad(ctx, g):
     a, b = ctx.inputs
-    return g * b, g * a
+    return g * _c(b), g * _c(a)
 
 
 dot.grad(_dot_grad)
@@ -212,7 +223,7 @@ def _fused_tangent(product):
 
 
 def _matmul_adjoints(ga, m1, m2):
-    return ga @ m2.mT, m1.mT @ ga
+    return ga @ _H(m2), _H(m1) @ ga
 
 
 addmm.grad(_fused_grad(_matmul_adjoints))
@@ -246,7 +257,7 @@ def addbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     return _mm_plus("addbmm", wide, batch2.reshape(b * k, batch2.shape[2]), input, alpha, beta)
 
 
-addbmm.grad(_fused_grad(lambda ga, b1, b2: (ga @ b2.mT, b1.mT @ ga)))
+addbmm.grad(_fused_grad(lambda ga, b1, b2: (ga @ _H(b2), _H(b1) @ ga)))
 addbmm.jvp(_fused_tangent(lambda b1, b2: (b1 @ b2).sum(0)))
 
 
@@ -259,7 +270,7 @@ def addmv(ctx, input, mat, vec, beta=1, alpha=1):
     return _mm_plus("addmv", mat, vec, input, alpha, beta)
 
 
-addmv.grad(_fused_grad(lambda ga, m, v: (ga.unsqueeze(-1) * v, m.mT @ ga)))
+addmv.grad(_fused_grad(lambda ga, m, v: (ga.unsqueeze(-1) * _c(v), _H(m) @ ga)))
 addmv.jvp(_fused_tangent(operator.matmul))
 
 
@@ -273,7 +284,7 @@ def addr(ctx, input, vec1, vec2, beta=1, alpha=1):
     return _mm_plus("addr", vec1[:, None], vec2[None, :], input, alpha, beta)  # a product with k = 1: exact
 
 
-addr.grad(_fused_grad(lambda ga, v1, v2: (ga @ v2, ga.mT @ v1)))
+addr.grad(_fused_grad(lambda ga, v1, v2: (ga @ _c(v2), ga.mT @ _c(v1))))
 addr.jvp(_fused_tangent(lambda v1, v2: v1.unsqueeze(-1) * v2))
 
 
@@ -300,10 +311,10 @@ def _(ctx, tx, tw, tb=None):
 @linear.grad
 def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
-    gx = g @ w
+    gx = g @ _c(w)
     g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
     x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-    gw = g2.mT @ x2
+    gw = g2.mT @ _c(x2)
     gb = None if b is None else g2.sum(0)
     return gx, gw, gb
 

@@ -82,7 +82,7 @@ sum.grad(lambda ctx, g: (_expand_back(ctx, g),))
 
 @register("mean", methods=("mean",), linear=True)
 def mean(ctx, input, dim=None, keepdim=False, dtype=None):
-    if not _dt.is_floating(input.dtype) and dtype is None:
+    if not _dt.is_differentiable(input.dtype) and dtype is None:  # (floating or complex)
         raise TypeError(f"mean: needs a floating input, got {input.dtype.name}; pass dtype= or cast first")
     axes = _reduction(ctx, input, dim, keepdim, "mean")
     out_dtype = _out_dtype(input, dtype)

@@ -100,11 +100,13 @@ class Op:
 
         fn(ctx) returns d out / d input for each positional input (a Tensor that
         broadcasts against the output, or None for an input that gets no
-        gradient). Backward multiplies the output's gradient by each partial;
-        the tangent is the sum of each input's tangent times its partial.
+        gradient). Backward multiplies the output's gradient by each partial
+        (by its conjugate, for complex values: torch's convention, see
+        docs/core.md); the tangent is the sum of each input's tangent times its
+        partial.
         """
         def backward(ctx, g):
-            return tuple(None if p is None else g * p for p in fn(ctx))
+            return tuple(None if p is None else g * _conj(p) for p in fn(ctx))
 
         def tangent(ctx, *tangents):
             total = None
@@ -120,6 +122,15 @@ class Op:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+
+def _conj(p):
+    """The complex conjugate of a partial derivative (a Tensor or a number); real ones as they are."""
+    if isinstance(p, Tensor):
+        return p.conj() if p.dtype.kind == "c" else p
+    if isinstance(p, complex) or getattr(getattr(p, "dtype", None), "kind", "") == "c":
+        return p.conjugate()
+    return p
 
 
 def register(name, *, methods=(), rmethods=(), functional=False, aliases=(), **options):
