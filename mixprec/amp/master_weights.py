@@ -10,8 +10,9 @@ and nothing else (no attribute of the model or the optimizer is replaced):
   ``unscale_pairs()`` with (float16 model gradient, float32 master gradient) pairs, so
   GradScaler.unscale_ writes the masters' gradients in the same fused launch that
   checks for inf/NaN; ``before_update()`` makes sure the masters' gradients are the
-  model's current ones; ``after_update()`` rounds every master into its model weight;
-  ``zero_grad()`` clears the model's gradients too;
+  model's current ones; ``weight_copies()`` names each (master, model weight) pair, so
+  that the optimizer rounds every updated master into its model weight (a fused
+  optimizer in the same kernel pass); ``zero_grad()`` clears the model's gradients too;
 * the model (nn.Module state-dict hooks): ``state_dict()`` holds the float32 masters
   under the usual keys, and ``load_state_dict()`` writes the values it loads into the
   masters, then refreshes the float16 weights from them;
@@ -113,9 +114,12 @@ class MasterWeights:
                                    "read them. With master weights the optimizer steps float32 masters: clip or edit "
                                    "the gradients of mp.amp.master_params(optimizer), not model.parameters()")
 
+    def weight_copies(self):
+        """(master, model weight) pairs: the optimizer writes each model weight, rounded, from its updated master."""
+        return [(m, p) for p, m in self.pairs]
+
     def after_update(self):
         self._filled = None
-        self._refresh_model(self.pairs)
 
     def zero_grad(self, set_to_none=True):
         zero_grads((p for p, _ in self.pairs), set_to_none)

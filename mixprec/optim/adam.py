@@ -16,6 +16,12 @@ The state (m, v, v_max) has the parameter's dtype and device, so float32
 parameters keep float32 state. Each line is one PyTorch kernel: for
 float16/bfloat16 tensors it computes in float32 and rounds once when it
 stores, which is what PyTorch's kernels do ("opmath").
+
+fused=True runs the same lines as one kernel over all parameters of a dtype
+(kernels/multi_tensor_optimizers.cu, twin in mixprec.amp._reference): each
+value is rounded once, when stored; the step count lives on the device, as
+a one-element int64 array in state["step"] (state_dict() still saves an int),
+and the bias corrections beta**step are computed there, by squaring.
 """
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ import math
 
 import numpy as np
 
+from .. import backend as _be
 from .. import dtypes as _dt
+from ..amp._layout import AdamRule
 from ..backend import array_module
 from .optimizer import Optimizer
 
@@ -51,13 +59,16 @@ class Adam(Optimizer):
     weight_decay adds an L2 penalty to the gradient; for decoupled weight
     decay use AdamW (or decoupled_weight_decay=True). amsgrad keeps the
     running maximum of the second moment; maximize ascends instead.
+    fused=True: one multi-tensor kernel per dtype group and step (see the
+    module docstring, and Optimizer for the GradScaler contract).
     """
 
     state_layout = {"step": "count", "exp_avg": "tensor", "exp_avg_sq": "tensor", "max_exp_avg_sq": "tensor"}
     required_state = ("step", "exp_avg", "exp_avg_sq")  # max_exp_avg_sq appears once amsgrad steps
+    fused_kind = "ADAM"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, decoupled_weight_decay=False):
+                 maximize=False, decoupled_weight_decay=False, fused=False):
         name = type(self).__name__
         if not 0.0 <= lr:
             raise ValueError(f"{name}: invalid learning rate {lr} (must be >= 0)")
@@ -72,18 +83,45 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"{name}: invalid weight_decay {weight_decay} (must be >= 0)")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay))
+                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay), fused=fused)
 
-    def _update(self, p, grad, state, group):
+    def _capture_blocker(self):
+        if not self.fused:
+            return "its step count and bias corrections are kept on the host"
+        return None
+
+    @staticmethod
+    def _init_state(p, state, group):
+        """The moments (zeros in p's dtype) on a parameter's first step; max_exp_avg_sq once amsgrad is on."""
         xp = array_module(p.data)
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
         if not state:
             state["step"] = 0
             state["exp_avg"] = xp.zeros_like(p.data)
             state["exp_avg_sq"] = xp.zeros_like(p.data)
         if group["amsgrad"] and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = xp.zeros_like(p.data)
+
+    def _fused_inputs(self, group, params):
+        beta1, beta2 = group["betas"]
+        rule = AdamRule(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                        amsgrad=bool(group["amsgrad"]), maximize=bool(group["maximize"]),
+                        decoupled_weight_decay=bool(group["decoupled_weight_decay"]))
+        states = []
+        for p in params:
+            state = self.state.setdefault(p, {})
+            self._init_state(p, state, group)
+            if not _be.is_array(state["step"]):  # the count moves to the device (int64), where the kernel adds 1
+                with _be.on_device(p.device):
+                    state["step"] = _be.xp_of(p.device).full((1,), state["step"], dtype=np.int64)
+            states.append({"EXP_AVG": state["exp_avg"], "EXP_AVG_SQ": state["exp_avg_sq"], "STEP": state["step"],
+                           "MAX_EXP_AVG_SQ": state["max_exp_avg_sq"] if rule.amsgrad else None})
+        return rule, states
+
+    def _update(self, p, grad, state, group):
+        xp = array_module(p.data)
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        self._init_state(p, state, group)
         c = np.float32 if p.dtype in _dt.LOW_PRECISION else p.dtype.type  # the kernels' scalar type
         param, exp_avg, exp_avg_sq = p.data, state["exp_avg"], state["exp_avg_sq"]
         g = -grad if group["maximize"] else grad
@@ -120,6 +158,6 @@ class AdamW(Adam):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
+                 maximize=False, fused=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         maximize=maximize, decoupled_weight_decay=True)
+                         maximize=maximize, decoupled_weight_decay=True, fused=fused)
