@@ -364,8 +364,11 @@ class GradScaler:
 
     def load_state_dict(self, state_dict):
         """Restore what state_dict() saved; the scale trajectory continues exactly. Nothing changes on an error."""
-        if not self._enabled:
-            return
+        if self._enabled:
+            self._load_checked(self._checked_state(state_dict))
+
+    def _checked_state(self, state_dict):
+        """(rule, scale, growth tracker, overflow tracker) from a state_dict, all checked; or an error."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"GradScaler.load_state_dict expects a dict from GradScaler.state_dict(), got "
                             f"{type(state_dict).__name__}")
@@ -385,7 +388,10 @@ class GradScaler:
             overflows = check_tracker(state_dict.get("_overflow_tracker", 0), "_overflow_tracker")
         except ValueError as exc:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {exc}") from None
-        # everything is valid: apply it all
+        return rule, scale, tracker, overflows
+
+    def _load_checked(self, checked):
+        rule, scale, tracker, overflows = checked
         self._rule = rule
         self._init_scale, self._init_growth_tracker, self._init_overflow_tracker = scale, tracker, overflows
         if self._state is not None:
@@ -424,10 +430,11 @@ class GradScaler:
         self._slots_used += 1
         return self._slots_used - 1
 
-    def _found_inf(self, optimizer) -> bool:
-        """Whether this iteration's unscale_(optimizer) saw an inf/NaN (a host read; mp.amp.scale_loss uses it)."""
+    def _found_inf(self, optimizer):
+        """Whether this iteration's unscale_(optimizer) saw an inf/NaN (a host read; mp.amp.scale_loss uses it);
+        None when it had no gradient to check."""
         slot = self._per_optimizer_states.get(id(optimizer), {}).get("slot")
-        return slot is not None and self._read_found_inf(slot)
+        return None if slot is None else self._read_found_inf(slot)
 
     def _read_found_inf(self, slot) -> bool:
         host = _be.to_device(self._state.flags[:2 + slot], _be.CPU)  # the one device-to-host read

@@ -2,7 +2,7 @@
 
 O2 (mp.amp.initialize) keeps the model in float16 for speed and lets the optimizer step
 float32 *masters*, so that updates smaller than half a float16 ulp are not rounded away.
-``MasterWeights(model, optimizer, pairs)`` sets that up with three documented protocols
+``MasterWeights(models, optimizer, pairs)`` sets that up with three documented protocols
 and nothing else (no attribute of the model or the optimizer is replaced):
 
 * the optimizer (mp.optim.Optimizer's step extension): its param_groups hold the
@@ -46,13 +46,14 @@ def master_params(optimizer):
 class MasterWeights:
     """float32 masters of a model's low-precision parameters (see the module docstring).
 
-    pairs: (model parameter, float32 master Parameter) for each parameter the optimizer
-    steps that has a master; the optimizer's param_groups are re-pointed at the masters.
+    models: the model, or the list of models, whose state dicts hold the masters; pairs: (model
+    parameter, float32 master Parameter) for each parameter the optimizer steps that has a
+    master; the optimizer's param_groups are re-pointed at the masters.
     Master gradients live in float32 buffers allocated once, so their addresses never
     change (the CUDA unscale kernel keeps its chunk table).
     """
 
-    def __init__(self, model, optimizer, pairs):
+    def __init__(self, models, optimizer, pairs):
         self.optimizer = optimizer
         self.pairs = list(pairs)                                   # (model param, master)
         self._master_of = {id(p): m for p, m in self.pairs}
@@ -63,9 +64,10 @@ class MasterWeights:
         for group in optimizer.param_groups:
             group["params"] = [self._master_of.get(id(p), p) for p in group["params"]]
         optimizer.set_step_extension(self)
-        model.register_state_dict_post_hook(self._state_dict_hook)
-        model.register_load_state_dict_pre_hook(self._load_pre_hook)
-        model.register_load_state_dict_post_hook(self._load_post_hook)
+        for model in models if isinstance(models, (list, tuple)) else [models]:
+            model.register_state_dict_post_hook(self._state_dict_hook)
+            model.register_load_state_dict_pre_hook(self._load_pre_hook)
+            model.register_load_state_dict_post_hook(self._load_post_hook)
 
     @classmethod
     def of(cls, optimizer):
