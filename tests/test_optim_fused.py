@@ -331,3 +331,17 @@ def test_bad_arguments_are_refused_before_anything_changes():
     with pytest.raises(ValueError, match=r"parameter of shape \(2, 2\) \(float32\) is not contiguous"):
         opt.step()
     assert p.tolist() == [1.0, 2.0] and q.tolist() == [[1.0, 3.0], [2.0, 4.0]]  # nothing stepped
+
+
+def test_a_schedule_that_counts_real_steps_refuses_steps_skipped_on_the_device():
+    p = mp.nn.Parameter(mp.tensor([1.0]))
+    opt = mp.optim.Adam([p], fused=True)
+    counting = mp.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=4, skip_unstepped=True)
+    plain = mp.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=1.0)
+    scaler = mp.amp.GradScaler("cpu")
+    scaler.scale(p.sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    plain.step()  # torch's behaviour: advances every iteration
+    with pytest.raises(RuntimeError, match="skip_unstepped=True cannot tell whether the optimizer stepped"):
+        counting.step()

@@ -37,9 +37,10 @@ def opmath(dtype) -> np.dtype:
 def rounded(y, dtype) -> np.ndarray:
     """The opmath values y stored in dtype as a kernel stores them: round to nearest even, a NaN as the
     dtype's default NaN."""
-    out = y.astype(dtype)
+    out = y.astype(dtype, copy=False)
     nan = np.isnan(y)
     if nan.any():
+        out = out.copy() if out is y else out
         uint, bits = DEFAULT_NAN_BITS[np.dtype(dtype)]
         out.view(uint)[nan] = bits
     return out
@@ -124,35 +125,89 @@ def _times(scale: np.float32, factor: float) -> np.float32:
 
 
 # ---- fused optimizers: kernels/multi_tensor_optimizers.cu ----
-def optimizer_step(kind, lists, rule, grad_scale=None, found_inf=None):
+TWIN_CHUNK = 1 << 16  # elements the optimizer twin takes at a time (the kernel's chunk): temporaries stay in cache
+
+
+def optimizer_step(kind, lists, rule, grad_scale=None, found_inf=None, flat=None):
     """One fused step of a group, as mixprec.amp._kernels.optimizer_step launches it (same arguments).
 
-    found_inf non-zero: nothing changes. Otherwise Adam counts the steps, then every list is
-    concatenated, updated with one array operation per kernel line, and written back.
+    found_inf non-zero: nothing changes. Otherwise Adam counts the steps, then the group's elements
+    are taken TWIN_CHUNK at a time, in the order of the tensors (a piece may span several small
+    tensors, or be part of a large one: elementwise, any cut gives the same bits), and each piece
+    gets one array operation per kernel line. flat: for a state list whose arrays are consecutive
+    views of one 1-D buffer, in order and covering it (the fused optimizers lay their state out
+    so), that buffer: its pieces are slices, read and written in place.
     """
     if found_inf is not None and found_inf.reshape(-1)[0] != 0:  # any non-zero value, a NaN too
         return
-    params = lists["PARAM"]
-    if kind == "ADAM":
-        for count in lists["STEP"]:
-            count += 1
-    sizes = [p.size for p in params]
-    flat = {name: np.concatenate([a.reshape(-1) for a in arrays]) for name, arrays in lists.items()
-            if name != "STEP" and arrays[0] is not None}
+    flat = flat or {}
+    sizes = [a.size for a in lists["PARAM"]]
     scale = None if grad_scale is None else grad_scale.reshape(-1)[0]
-    with np.errstate(all="ignore"):  # overflow, inf - inf: IEEE results, as on the device
-        if kind == "ADAM":
-            new = _adam(rule, flat, [int(c.reshape(-1)[0]) for c in lists["STEP"]], sizes, scale)
+    per_tensor = None
+    if kind == "ADAM":  # count_steps runs first: the update sees the new counts
+        counts = flat.get("STEP")
+        if counts is None:
+            for count in lists["STEP"]:
+                count += 1
+            counts = np.concatenate([c.reshape(-1) for c in lists["STEP"]])
         else:
-            new = _sgd(rule, flat, scale)
-        if lists["WEIGHT_COPY"][0] is not None:
-            new["WEIGHT_COPY"] = new["PARAM"]
-        for name, values in new.items():
-            arrays = lists[name]
-            stored, start = rounded(values, arrays[0].dtype), 0
-            for a, n in zip(arrays, sizes):
-                a[...] = stored[start:start + n].reshape(a.shape)
-                start += n
+            counts += 1
+        per_tensor = _adam_scalars(rule, counts, opmath(lists["PARAM"][0].dtype))
+    views = {name: [a if a.ndim == 1 else a.reshape(-1) for a in arrays] for name, arrays in lists.items()
+             if arrays[0] is not None and name not in flat and name != "STEP"}
+    with np.errstate(all="ignore"):  # overflow, inf - inf: IEEE results, as on the device
+        for lo, hi, segments in _pieces(sizes):
+            x = {name: _read(views.get(name), flat.get(name), lo, hi, segments) for name, arrays in lists.items()
+                 if arrays[0] is not None and name not in ("STEP", "WEIGHT_COPY")}
+            if kind == "ADAM":
+                new = _adam(rule, x, *_piece_scalars(per_tensor, segments), scale)
+            else:
+                new = _sgd(rule, x, scale)
+            if lists["WEIGHT_COPY"][0] is not None:
+                new["WEIGHT_COPY"] = new["PARAM"]
+            for name, result in new.items():  # every line computed, then stored (the kernel's order too)
+                _write(rounded(result, lists[name][0].dtype), views.get(name), flat.get(name), lo, hi, segments)
+
+
+def _pieces(sizes, chunk=TWIN_CHUNK):
+    """(first, last + 1 element in the concatenation, [(tensor, start, stop), ...]) for consecutive pieces of at
+    most `chunk` elements: runs of small tensors packed together, a tensor of `chunk` elements or more cut into
+    pieces of its own (slices: nothing to concatenate)."""
+    segments, filled, lo = [], 0, 0
+    for t, n in enumerate(sizes):
+        if n >= chunk and segments:  # a large tensor starts a piece of its own
+            yield lo, lo + filled, segments
+            segments, filled, lo = [], 0, lo + filled
+        start = 0
+        while start < n:
+            take = min(n - start, chunk - filled)
+            segments.append((t, start, start + take))
+            filled, start = filled + take, start + take
+            if filled == chunk:
+                yield lo, lo + filled, segments
+                segments, filled, lo = [], 0, lo + filled
+    if segments:
+        yield lo, lo + filled, segments
+
+
+def _read(views, buffer, lo, hi, segments):
+    """One piece of a list: a slice of its flat buffer or of its one tensor, or the tensors' parts concatenated."""
+    if buffer is not None:
+        return buffer[lo:hi]
+    if len(segments) == 1:
+        t, start, stop = segments[0]
+        return views[t][start:stop]
+    return np.concatenate([views[t][start:stop] for t, start, stop in segments])
+
+
+def _write(stored, views, buffer, lo, hi, segments):
+    if buffer is not None:
+        buffer[lo:hi] = stored
+        return
+    offset = 0
+    for t, start, stop in segments:
+        views[t][start:stop] = stored[offset:offset + stop - start]
+        offset += stop - start
 
 
 def power(base: float, n: int) -> float:
@@ -166,52 +221,60 @@ def power(base: float, n: int) -> float:
     return result
 
 
-def _adam(rule: AdamRule, flat, steps, sizes, scale):
-    acc = opmath(flat["PARAM"].dtype)
+def _adam_scalars(rule: AdamRule, counts, acc):
+    """(neg_step_size, bias_correction2_sqrt) in the opmath type, from each tensor's step count: one row when all
+    counts agree (the usual case), else a row per tensor."""
+    distinct, which = np.unique(counts, return_inverse=True)
+    scalars = np.array([(-(rule.lr / (1.0 - power(rule.beta1, int(n)))), math.sqrt(1.0 - power(rule.beta2, int(n))))
+                        for n in distinct]).astype(acc)
+    return scalars if distinct.size == 1 else scalars[which.reshape(-1)]
+
+
+def _piece_scalars(scalars, segments):
+    """A piece's (neg_step_size, bias_correction2_sqrt): two scalars, or one value per element where the tensors'
+    step counts differ."""
+    if len(scalars) == 1:
+        return scalars[0]
+    rows = scalars[[t for t, _, _ in segments]]
+    return np.repeat(rows, [stop - start for _, start, stop in segments], axis=0).T
+
+
+def _adam(rule: AdamRule, x, neg_step_size, bias_correction2_sqrt, scale):
+    acc = opmath(x["PARAM"].dtype)
     c = acc.type
     out = {}
-    g = flat["GRAD"].astype(acc)
+    g = x["GRAD"].astype(acc, copy=False)
     if scale is not None:
         g = out["GRAD"] = g / c(scale)
     if rule.maximize:
         g = -g
-    p = flat["PARAM"].astype(acc)
+    p = x["PARAM"].astype(acc, copy=False)
     if rule.weight_decay != 0.0:
         if rule.decoupled_weight_decay:
             p = p * c(1.0 - rule.lr * rule.weight_decay)
         else:
             g = g + p * c(rule.weight_decay)
     weight = c(1.0 - rule.beta1)
-    m = flat["EXP_AVG"].astype(acc)
+    m = x["EXP_AVG"].astype(acc, copy=False)
     m = out["EXP_AVG"] = m + weight * (g - m) if float(weight) < 0.5 else g - (g - m) * (c(1) - weight)
-    v = out["EXP_AVG_SQ"] = flat["EXP_AVG_SQ"].astype(acc) * c(rule.beta2) + c(1.0 - rule.beta2) * g * g
+    v = out["EXP_AVG_SQ"] = x["EXP_AVG_SQ"].astype(acc, copy=False) * c(rule.beta2) + c(1.0 - rule.beta2) * g * g
     if rule.amsgrad:
-        v = out["MAX_EXP_AVG_SQ"] = np.maximum(flat["MAX_EXP_AVG_SQ"].astype(acc), v)
-    # the bias corrections of each tensor's step count (one set of scalars when all counts agree)
-    per_step = {}
-    for step in set(steps):
-        bias_correction2 = 1.0 - power(rule.beta2, step)
-        per_step[step] = (c(-(rule.lr / (1.0 - power(rule.beta1, step)))), c(math.sqrt(bias_correction2)))
-    if len(per_step) == 1:
-        neg_step_size, bias_correction2_sqrt = per_step[steps[0]]
-    else:
-        neg_step_size, bias_correction2_sqrt = (np.repeat(np.array([per_step[s][k] for s in steps], acc), sizes)
-                                                for k in (0, 1))
+        v = out["MAX_EXP_AVG_SQ"] = np.maximum(x["MAX_EXP_AVG_SQ"].astype(acc, copy=False), v)
     denom = np.sqrt(v) / bias_correction2_sqrt + c(rule.eps)
     out["PARAM"] = p + neg_step_size * m / denom
     return out
 
 
-def _sgd(rule: SGDRule, flat, scale):
-    acc = opmath(flat["PARAM"].dtype)
+def _sgd(rule: SGDRule, x, scale):
+    acc = opmath(x["PARAM"].dtype)
     c = acc.type
     out = {}
-    g = flat["GRAD"].astype(acc)
+    g = x["GRAD"].astype(acc, copy=False)
     if scale is not None:
         g = out["GRAD"] = g / c(scale)
     if rule.maximize:
         g = -g
-    p = flat["PARAM"].astype(acc)
+    p = x["PARAM"].astype(acc, copy=False)
     if rule.weight_decay != 0.0:
         g = g + c(rule.weight_decay) * p
     if rule.momentum != 0.0:
@@ -219,7 +282,7 @@ def _sgd(rule: SGDRule, flat, scale):
         if rule.first_step:
             b = g
         else:
-            b = flat["MOMENTUM_BUFFER"].astype(acc) * momentum + c(1.0 - rule.dampening) * g
+            b = x["MOMENTUM_BUFFER"].astype(acc, copy=False) * momentum + c(1.0 - rule.dampening) * g
         out["MOMENTUM_BUFFER"] = b
         g = g + momentum * b if rule.nesterov else b
     out["PARAM"] = p - c(rule.lr) * g

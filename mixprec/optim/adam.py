@@ -29,7 +29,6 @@ import math
 
 import numpy as np
 
-from .. import backend as _be
 from .. import dtypes as _dt
 from ..amp._layout import AdamRule
 from ..backend import array_module
@@ -90,38 +89,27 @@ class Adam(Optimizer):
             return "its step count and bias corrections are kept on the host"
         return None
 
-    @staticmethod
-    def _init_state(p, state, group):
-        """The moments (zeros in p's dtype) on a parameter's first step; max_exp_avg_sq once amsgrad is on."""
+    def _fused_rule(self, group, params):
+        beta1, beta2 = group["betas"]
+        return AdamRule(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                        amsgrad=bool(group["amsgrad"]), maximize=bool(group["maximize"]),
+                        decoupled_weight_decay=bool(group["decoupled_weight_decay"]))
+
+    def _fused_state(self, rule):
+        # the step count lives on the device (int64), where count_steps adds one
+        uses = {"EXP_AVG": "exp_avg", "EXP_AVG_SQ": "exp_avg_sq", "STEP": "step"}
+        return dict(uses, MAX_EXP_AVG_SQ="max_exp_avg_sq") if rule.amsgrad else uses
+
+    def _update(self, p, grad, state, group):
         xp = array_module(p.data)
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
         if not state:
             state["step"] = 0
             state["exp_avg"] = xp.zeros_like(p.data)
             state["exp_avg_sq"] = xp.zeros_like(p.data)
         if group["amsgrad"] and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = xp.zeros_like(p.data)
-
-    def _fused_inputs(self, group, params):
-        beta1, beta2 = group["betas"]
-        rule = AdamRule(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                        amsgrad=bool(group["amsgrad"]), maximize=bool(group["maximize"]),
-                        decoupled_weight_decay=bool(group["decoupled_weight_decay"]))
-        states = []
-        for p in params:
-            state = self.state.setdefault(p, {})
-            self._init_state(p, state, group)
-            if not _be.is_array(state["step"]):  # the count moves to the device (int64), where the kernel adds 1
-                with _be.on_device(p.device):
-                    state["step"] = _be.xp_of(p.device).full((1,), state["step"], dtype=np.int64)
-            states.append({"EXP_AVG": state["exp_avg"], "EXP_AVG_SQ": state["exp_avg_sq"], "STEP": state["step"],
-                           "MAX_EXP_AVG_SQ": state["max_exp_avg_sq"] if rule.amsgrad else None})
-        return rule, states
-
-    def _update(self, p, grad, state, group):
-        xp = array_module(p.data)
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
-        self._init_state(p, state, group)
         c = np.float32 if p.dtype in _dt.LOW_PRECISION else p.dtype.type  # the kernels' scalar type
         param, exp_avg, exp_avg_sq = p.data, state["exp_avg"], state["exp_avg_sq"]
         g = -grad if group["maximize"] else grad

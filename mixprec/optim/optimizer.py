@@ -65,6 +65,7 @@ class Optimizer:
         self.state: dict = {}
         self._step_extension = None
         self._skip_next_step = False
+        self._fused_layouts: dict = {}  # id(group) -> the flat state buffers fused steps laid out (fused.py)
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -138,9 +139,10 @@ class Optimizer:
             if not params:
                 continue
             if self.fused:
-                rule, states = self._fused_inputs(group, params)
+                rule = self._fused_rule(group, params)
                 grads = [writable_grad(p, contiguous=True) for p in params]
-                _fused.step(self.fused_kind, rule, params, grads, states, copies, grad_scale, found_inf)
+                _fused.step(self.fused_kind, rule, params, grads, self.state, self._fused_state(rule), copies,
+                            self._fused_layouts.setdefault(id(group), {}), grad_scale, found_inf)
                 continue
             for p in params:
                 self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
@@ -160,8 +162,12 @@ class Optimizer:
         """Why step() cannot run inside a CUDA graph capture, or None when it can."""
         return None
 
-    def _fused_inputs(self, group, params):
-        """(the group's AdamRule/SGDRule, per parameter {list name: state array}) for the fused kernel."""
+    def _fused_rule(self, group, params):
+        """The group's AdamRule/SGDRule for this step (params: those with a gradient)."""
+        raise NotImplementedError
+
+    def _fused_state(self, rule) -> dict:
+        """{kernel list name: state key} of the state the fused kernel reads and writes under this rule."""
         raise NotImplementedError
 
     # ---- the extension point (see the class docstring) ----

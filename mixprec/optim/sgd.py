@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from ..amp._layout import SGDRule
-from ..backend import array_module
 from .optimizer import Optimizer
 
 
@@ -33,18 +32,15 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize), fused=fused)
 
-    def _fused_inputs(self, group, params):
+    def _fused_rule(self, group, params):
         momentum = group["momentum"]
-        buffers = [self.state.get(p, {}).get("momentum_buffer") for p in params]
-        rule = SGDRule(lr=group["lr"], momentum=momentum, dampening=group["dampening"],
+        first = bool(momentum) and all(self.state.get(p, {}).get("momentum_buffer") is None for p in params)
+        return SGDRule(lr=group["lr"], momentum=momentum, dampening=group["dampening"],
                        weight_decay=group["weight_decay"], nesterov=bool(group["nesterov"]),
-                       maximize=bool(group["maximize"]), first_step=bool(momentum) and all(b is None for b in buffers))
-        states = []
-        for p, buf in zip(params, buffers):
-            if momentum and buf is None:
-                buf = self.state.setdefault(p, {})["momentum_buffer"] = array_module(p.data).zeros_like(p.data)
-            states.append({"MOMENTUM_BUFFER": buf if momentum else None})
-        return rule, states
+                       maximize=bool(group["maximize"]), first_step=first)
+
+    def _fused_state(self, rule):
+        return {"MOMENTUM_BUFFER": "momentum_buffer"} if rule.momentum else {}
 
     def _update(self, p, grad, state, group):
         t = p.dtype.type
