@@ -45,6 +45,18 @@ __device__ __forceinline__ double power(double base, long long n) {
     return result;
 }
 
+// The gradient both optimizers start from: divided by the loss scale when there is one (the unscaled
+// value written back, as torch's fused kernels do), then negated to maximize.
+template <typename T, typename P>
+__device__ __forceinline__ T gradient(P& stored, const float* grad_scale, T scale, bool maximize) {
+    T g = widen(stored);
+    if (grad_scale) {
+        g = div(g, scale);
+        narrow(g, stored);
+    }
+    return maximize ? negate(g) : g;
+}
+
 // ---- Adam / AdamW ----
 // One thread per tensor: step += 1 unless this iteration found an inf/NaN. Launched before fused_adam,
 // which reads the new count (separate launches: all blocks of a tensor must see the same count).
@@ -74,7 +86,7 @@ __global__ void fused_adam(const long long* table, const AdamArgs* args) {
     // The scalars, from float64 host numbers, rounded once to the opmath type (torch's scalar_t(...)).
     const double bias_correction1 = 1.0 - power(a.beta1, step);
     const double bias_correction2 = 1.0 - power(a.beta2, step);
-    T neg_step_size, bias_correction2_sqrt, eps, beta2, one_minus_beta2, weight, wd, decay, scale;
+    T neg_step_size, bias_correction2_sqrt, eps, beta2, one_minus_beta2, weight, wd, decay, scale = T(1);
     from_double(-(a.lr / bias_correction1), neg_step_size);
     from_double(sqrt_f64(bias_correction2), bias_correction2_sqrt);
     from_double(a.eps, eps);
@@ -90,14 +102,7 @@ __global__ void fused_adam(const long long* table, const AdamArgs* args) {
     }
 
     for (long long i = threadIdx.x; i < w.n; i += blockDim.x) {
-        T g = widen(grad[i]);
-        if (a.grad_scale) {
-            g = div(g, scale);
-            narrow(g, grad[i]);
-        }
-        if (a.maximize) {
-            g = negate(g);
-        }
+        T g = gradient(grad[i], a.grad_scale, scale, a.maximize);
         T p = widen(param[i]);
         if (a.weight_decay != 0.0) {
             if (a.decoupled_weight_decay) {
@@ -136,7 +141,7 @@ __global__ void fused_sgd(const long long* table, const SGDArgs* args) {
     P* grad = chunk_pointer<P>(table, SGD_GRAD, w);
     P* buffer = chunk_pointer<P>(table, SGD_MOMENTUM_BUFFER, w);  // used only with momentum
     C* copy = chunk_pointer<C>(table, SGD_WEIGHT_COPY, w);
-    T lr, momentum, one_minus_dampening, wd, scale;
+    T lr, momentum, one_minus_dampening, wd, scale = T(1);
     from_double(a.lr, lr);
     from_double(a.momentum, momentum);
     from_double(1.0 - a.dampening, one_minus_dampening);
@@ -146,14 +151,7 @@ __global__ void fused_sgd(const long long* table, const SGDArgs* args) {
     }
 
     for (long long i = threadIdx.x; i < w.n; i += blockDim.x) {
-        T g = widen(grad[i]);
-        if (a.grad_scale) {
-            g = div(g, scale);
-            narrow(g, grad[i]);
-        }
-        if (a.maximize) {
-            g = negate(g);
-        }
+        T g = gradient(grad[i], a.grad_scale, scale, a.maximize);
         T p = widen(param[i]);
         if (a.weight_decay != 0.0) {
             g = add(g, mul(wd, p));

@@ -159,10 +159,13 @@ def optimizer_step(kind, lists, rule, grad_scale=None, found_inf=None, flat=None
         for lo, hi, segments in _pieces(sizes):
             x = {name: _read(views.get(name), flat.get(name), lo, hi, segments) for name, arrays in lists.items()
                  if arrays[0] is not None and name not in ("STEP", "WEIGHT_COPY")}
+            acc = opmath(x["PARAM"].dtype)
+            new = {}  # list name -> the values to store; both kernels start alike (gradient())
+            g, p = _gradient(x, scale, rule.maximize, acc, new), x["PARAM"].astype(acc, copy=False)
             if kind == "ADAM":
-                new = _adam(rule, x, *_piece_scalars(per_tensor, segments), scale)
+                _adam(rule, x, g, p, new, *_piece_scalars(per_tensor, segments))
             else:
-                new = _sgd(rule, x, scale)
+                _sgd(rule, x, g, p, new)
             if lists["WEIGHT_COPY"][0] is not None:
                 new["WEIGHT_COPY"] = new["PARAM"]
             for name, result in new.items():  # every line computed, then stored (the kernel's order too)
@@ -239,16 +242,19 @@ def _piece_scalars(scalars, segments):
     return np.repeat(rows, [stop - start for _, start, stop in segments], axis=0).T
 
 
-def _adam(rule: AdamRule, x, neg_step_size, bias_correction2_sqrt, scale):
-    acc = opmath(x["PARAM"].dtype)
-    c = acc.type
-    out = {}
+def _gradient(x, scale, maximize, acc, out):
+    """The kernels' gradient(): divided by the scale (out["GRAD"]: the unscaled value to write back), negated to
+    maximize."""
     g = x["GRAD"].astype(acc, copy=False)
     if scale is not None:
-        g = out["GRAD"] = g / c(scale)
-    if rule.maximize:
-        g = -g
-    p = x["PARAM"].astype(acc, copy=False)
+        g = out["GRAD"] = g / acc.type(scale)
+    return -g if maximize else g
+
+
+def _adam(rule: AdamRule, x, g, p, out, neg_step_size, bias_correction2_sqrt):
+    """fused_adam's lines after gradient(): x the piece's inputs, g and p in the opmath type; results into out."""
+    acc = g.dtype
+    c = acc.type
     if rule.weight_decay != 0.0:
         if rule.decoupled_weight_decay:
             p = p * c(1.0 - rule.lr * rule.weight_decay)
@@ -262,19 +268,12 @@ def _adam(rule: AdamRule, x, neg_step_size, bias_correction2_sqrt, scale):
         v = out["MAX_EXP_AVG_SQ"] = np.maximum(x["MAX_EXP_AVG_SQ"].astype(acc, copy=False), v)
     denom = np.sqrt(v) / bias_correction2_sqrt + c(rule.eps)
     out["PARAM"] = p + neg_step_size * m / denom
-    return out
 
 
-def _sgd(rule: SGDRule, x, scale):
-    acc = opmath(x["PARAM"].dtype)
+def _sgd(rule: SGDRule, x, g, p, out):
+    """fused_sgd's lines after gradient()."""
+    acc = g.dtype
     c = acc.type
-    out = {}
-    g = x["GRAD"].astype(acc, copy=False)
-    if scale is not None:
-        g = out["GRAD"] = g / c(scale)
-    if rule.maximize:
-        g = -g
-    p = x["PARAM"].astype(acc, copy=False)
     if rule.weight_decay != 0.0:
         g = g + c(rule.weight_decay) * p
     if rule.momentum != 0.0:
@@ -286,4 +285,3 @@ def _sgd(rule: SGDRule, x, scale):
         out["MOMENTUM_BUFFER"] = b
         g = g + momentum * b if rule.nesterov else b
     out["PARAM"] = p - c(rule.lr) * g
-    return out
