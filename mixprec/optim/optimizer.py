@@ -24,7 +24,7 @@ class Optimizer:
     counter, so stale autocast casts are never reused.
 
     fused=True (a subclass that names its kernel in ``fused_kind`` and implements
-    ``_fused_inputs``): every parameter of a (device, dtype) group is updated by one
+    ``_fused_rule`` and ``_fused_state``): every parameter of a (device, dtype) group is updated by one
     multi-tensor kernel per step on CUDA, by its vectorised NumPy twin on the CPU
     (mixprec/optim/fused.py). Such an optimizer supports AMP scaling
     (``supports_amp_scaling``, torch's ``_step_supports_amp_scaling``): GradScaler.step
