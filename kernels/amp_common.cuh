@@ -14,7 +14,10 @@
 // CuPy compiles every kernel with -ftz=true (appended after our options, and NVRTC
 // honours the last occurrence), which would flush float32 subnormals to zero. So
 // every float32 operation whose inputs or result may be subnormal is written as
-// explicit PTX without .ftz (mul_f32, f32_to_f64, f64_to_f32); tests check the PTX.
+// explicit PTX without .ftz (add_f32, sub_f32, mul_f32, div_f32, sqrt_f32,
+// f32_to_f64, f64_to_f32), and so is float64's square root (sqrt_f64, to need no
+// math header); tests check the PTX. Each is one IEEE operation rounded to nearest
+// even, which is what NumPy does on the CPU: the twins match bit for bit.
 // Those few PTX primitives are the only code behind the MIXPREC_HOST_EMULATION
 // switch: tools/host_kernels.py compiles these same sources with g++ and supplies
 // host equivalents (host_emulation.cuh) to check the kernels on a CPU.
@@ -42,9 +45,34 @@ __device__ __forceinline__ unsigned short float_to_half_rn(float x) {  // round 
     return r;
 }
 // IEEE float32 operations that ignore -ftz (subnormals in and out are kept).
+__device__ __forceinline__ float add_f32(float a, float b) {
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+__device__ __forceinline__ float sub_f32(float a, float b) {
+    float r;
+    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
 __device__ __forceinline__ float mul_f32(float a, float b) {
     float r;
     asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+__device__ __forceinline__ float div_f32(float a, float b) {
+    float r;
+    asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+__device__ __forceinline__ float sqrt_f32(float x) {
+    float r;
+    asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ double sqrt_f64(double x) {
+    double r;
+    asm("sqrt.rn.f64 %0, %1;" : "=d"(r) : "d"(x));
     return r;
 }
 __device__ __forceinline__ double f32_to_f64(float x) {
@@ -66,8 +94,30 @@ __device__ __forceinline__ float widen(bfloat16_bits x) {
     return __uint_as_float(((unsigned int)x.bits) << 16);
 }
 
+// The arithmetic of the opmath types, one IEEE operation each (float64 never flushes: plain C++ is enough).
+__device__ __forceinline__ float add(float a, float b) { return add_f32(a, b); }
+__device__ __forceinline__ double add(double a, double b) { return a + b; }
+__device__ __forceinline__ float sub(float a, float b) { return sub_f32(a, b); }
+__device__ __forceinline__ double sub(double a, double b) { return a - b; }
 __device__ __forceinline__ float mul(float a, float b) { return mul_f32(a, b); }
-__device__ __forceinline__ double mul(double a, double b) { return a * b; }  // float64 never flushes
+__device__ __forceinline__ double mul(double a, double b) { return a * b; }
+__device__ __forceinline__ float div(float a, float b) { return div_f32(a, b); }
+__device__ __forceinline__ double div(double a, double b) { return a / b; }
+__device__ __forceinline__ float square_root(float x) { return sqrt_f32(x); }
+__device__ __forceinline__ double square_root(double x) { return sqrt_f64(x); }
+__device__ __forceinline__ float negate(float x) { return __uint_as_float(__float_as_uint(x) ^ 0x80000000u); }
+__device__ __forceinline__ double negate(double x) {
+    return __longlong_as_double(__double_as_longlong(x) ^ (long long)0x8000000000000000ull);
+}
+// An opmath value in float64 (exact; float32 comparisons would flush subnormals under -ftz).
+__device__ __forceinline__ double as_double(float x) { return f32_to_f64(x); }
+__device__ __forceinline__ double as_double(double x) { return x; }
+// NumPy's maximum: a when a >= b or a is NaN, else b (so a NaN in either wins).
+__device__ __forceinline__ float maximum(float a, float b) { return (a != a || as_double(a) >= as_double(b)) ? a : b; }
+__device__ __forceinline__ double maximum(double a, double b) { return (a != a || a >= b) ? a : b; }
+// A host-side float64 number in the opmath type (float32: rounded to nearest even once).
+__device__ __forceinline__ void from_double(double x, float& out) { out = f64_to_f32(x); }
+__device__ __forceinline__ void from_double(double x, double& out) { out = x; }
 __device__ __forceinline__ void load_scalar(const float* p, float& out) { out = *p; }
 __device__ __forceinline__ void load_scalar(const float* p, double& out) { out = f32_to_f64(*p); }
 

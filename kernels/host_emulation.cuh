@@ -12,6 +12,7 @@
 //     operation (compiled without fast-math, fused multiply-add or flush-to-zero).
 // What this cannot show is listed in docs/grad-scaler.md ("What the host build proves").
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <utility>
@@ -28,7 +29,8 @@ inline float __uint_as_float(unsigned int u) { float x; std::memcpy(&x, &u, size
 inline long long __double_as_longlong(double x) { long long u; std::memcpy(&u, &x, sizeof u); return u; }
 inline double __longlong_as_double(long long u) { double x; std::memcpy(&x, &u, sizeof x); return x; }
 
-// The PTX primitives (cvt.f32.f16, cvt.rn.f16.f32, mul.rn.f32, cvt.f64.f32, cvt.rn.f32.f64).
+// The PTX primitives (cvt.f32.f16, cvt.rn.f16.f32, add/sub/mul/div/sqrt.rn.f32, sqrt.rn.f64, cvt.f64.f32,
+// cvt.rn.f32.f64).
 // _Float16 conversions are IEEE: exact widening, round-to-nearest-even narrowing.
 inline float half_to_float(unsigned short bits) { _Float16 h; std::memcpy(&h, &bits, sizeof h); return (float)h; }
 inline unsigned short float_to_half_rn(float x) {
@@ -37,7 +39,12 @@ inline unsigned short float_to_half_rn(float x) {
     std::memcpy(&bits, &h, sizeof bits);
     return bits;
 }
+inline float add_f32(float a, float b) { return a + b; }
+inline float sub_f32(float a, float b) { return a - b; }
 inline float mul_f32(float a, float b) { return a * b; }
+inline float div_f32(float a, float b) { return a / b; }
+inline float sqrt_f32(float x) { return std::sqrt(x); }
+inline double sqrt_f64(double x) { return std::sqrt(x); }
 inline double f32_to_f64(float x) { return (double)x; }
 inline float f64_to_f32(double x) { return (float)x; }
 

@@ -35,9 +35,14 @@ __device__ __forceinline__ ChunkWork chunk_work(const long long* table) {
     return w;
 }
 
+// Tensor `tensor`'s entry in pointer list `list` (for a per-tensor value, such as a step count).
+template <typename T>
+__device__ __forceinline__ T* list_entry(const long long* table, int list, long long tensor) {
+    return reinterpret_cast<T*>(table[CHUNK_HEADER_SIZE + list * table[CHUNK_N_TENSORS] + tensor]);
+}
+
 // The chunk's first element in pointer list `list`.
 template <typename T>
 __device__ __forceinline__ T* chunk_pointer(const long long* table, int list, const ChunkWork& w) {
-    const long long address = table[CHUNK_HEADER_SIZE + list * table[CHUNK_N_TENSORS] + w.tensor];
-    return reinterpret_cast<T*>(address) + w.start;
+    return list_entry<T>(table, list, w.tensor) + w.start;
 }

@@ -1,9 +1,10 @@
 """CUDA graphs (mp.cuda.CUDAGraph, mp.cuda.graph, make_graphed_callables): all on a GPU.
 
 test_captured_amp_step_replays_the_eager_trajectory_bit_for_bit captures a
-whole AMP training step. It passes only once GradScaler.step/update are
-capturable (no host read of found_inf inside the step), which is another
-slice of issue 14; until then it fails on a GPU with the capture error.
+whole AMP training step with a fused optimizer: GradScaler.step hands it the
+scale and found_inf, and it skips on the device, so nothing in the step reads
+the device. The same step, recorded and replayed on the kernels built for the
+host, runs on every machine (tests/test_kernels_host.py).
 """
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ def test_make_graphed_callables_refuses_autocast_caching():
 
 
 def _amp_step(model, opt, scaler, x, y):
-    opt.zero_grad(set_to_none=True)
+    opt.zero_grad(set_to_none=False)  # backward accumulates into the same memory: the kernels' tables stay valid
     with mp.autocast("cuda", dtype=mp.float16):
         loss = F.cross_entropy(model(x), y)
     scaler.scale(loss).backward()
@@ -129,16 +130,15 @@ def _amp_step(model, opt, scaler, x, y):
     return loss
 
 
-def test_captured_amp_step_replays_the_eager_trajectory_bit_for_bit():
-    """Forward, scaled backward, unscale, step, update: eager vs one graph replayed, inf/NaN steps included.
-
-    Needs a capturable GradScaler (step/update without a host read); see the module docstring.
-    """
+@pytest.mark.parametrize("make_opt", [lambda ps: mp.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True),
+                                      lambda ps: mp.optim.Adam(ps, lr=1e-2, fused=True)], ids=["SGD", "Adam"])
+def test_captured_amp_step_replays_the_eager_trajectory_bit_for_bit(make_opt):
+    """Forward, scaled backward, unscale, step, update: eager vs one graph replayed, inf/NaN steps included."""
     mp.manual_seed(0)
     runs = []
     for _ in range(2):
         model = _mlp()
-        opt = mp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        opt = make_opt(model.parameters())
         scaler = mp.amp.GradScaler("cuda", init_scale=2.0 ** 14, growth_interval=3)
         runs.append((model, opt, scaler))
     runs[1][0].load_state_dict(runs[0][0].state_dict())
@@ -167,3 +167,15 @@ def test_captured_amp_step_replays_the_eager_trajectory_bit_for_bit():
         for pe, pg in zip(runs[0][0].parameters(), runs[1][0].parameters()):
             np.testing.assert_array_equal(pg.numpy(), pe.numpy(), err_msg=f"step {i}")
     assert runs[0][2].get_scale() < 2.0 ** 14  # the injected inf/NaN did back the scale off
+
+
+def test_a_step_that_must_read_found_inf_on_the_host_refuses_capture():
+    model = _mlp()
+    opt = mp.optim.SGD(model.parameters(), lr=0.1)  # not fused: the scaler decides on the host
+    scaler = mp.amp.GradScaler("cuda")
+    x, y = mp.randn(8, 16, device="cuda"), mp.randint(0, 4, (8,), device="cuda")
+    _amp_step(model, opt, scaler, x, y)
+    with pytest.raises(RuntimeError, match="must read found_inf on the host.*fused=True"):
+        with cuda.graph(cuda.CUDAGraph()):
+            _amp_step(model, opt, scaler, x, y)
+    assert not mp.backend.is_capturing()

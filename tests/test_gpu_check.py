@@ -28,7 +28,7 @@ def test_the_plan_partitions_tests_and_lists_every_benchmark():
     steps = gpu_check.plan(gpu_check.parse_args([]))
     names = [s.name for s in steps]
     assert names == ["gpu-marked tests", "kernel parity suite", "unscale", "AMP step", "opt levels O0-O3",
-                     "graphed vs eager step"]
+                     "graphed vs eager step", "fused optimizers"]
     gpu_run, parity = steps[0].command, steps[1].command
     assert "-m" in gpu_run and "gpu" in gpu_run
     parity_files = gpu_check.parity_files()
@@ -38,7 +38,7 @@ def test_the_plan_partitions_tests_and_lists_every_benchmark():
     for s in steps[2:]:
         assert (ROOT / s.command[1]).exists(), s.command  # every benchmark script is there
     quick = gpu_check.plan(gpu_check.parse_args(["--quick", "--skip-tests", "--no-torch"]))
-    assert [s.kind for s in quick] == ["benchmark"] * 4
+    assert [s.kind for s in quick] == ["benchmark"] * 5
     assert "--no-torch" in quick[0].command and "--width" in quick[1].command
     assert gpu_check.plan(gpu_check.parse_args(["--skip-tests", "--skip-benchmarks"])) == []
 

@@ -16,8 +16,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import mixprec as mp
 from mixprec.amp import _kernels, _reference
-from mixprec.amp._layout import CHUNK_HEADER_SIZE, ScaleRule, Stat, UpdateScaleArgs, chunk_table
+from mixprec.amp._layout import (CHUNK_HEADER_SIZE, AdamRule, ScaleRule, SGDRule, Stat, UpdateScaleArgs,
+                                 chunk_table)
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -347,3 +349,174 @@ def test_a_kernel_compile_failure_for_missing_headers_names_the_package_to_insta
     with pytest.raises(_kernels.KernelCompileError, match=r"cupy-cuda12x\[ctk\]") as info:
         _kernels.CudaRunner()._kernel("update_scale.cu", "update_scale", 0)
     assert "vector_types.h" in str(info.value) and "update_scale.cu" in str(info.value)
+
+
+# ---- fused optimizers: kernels/multi_tensor_optimizers.cu against their twin (mixprec.amp._reference) ----
+ADAM_RULES = [AdamRule(1e-3, 0.9, 0.999, 1e-8, 0.0, False, False, False),
+              AdamRule(2e-2, 0.6, 0.99, 1e-6, 0.1, True, True, False),     # L2 decay, amsgrad, maximize
+              AdamRule(5e-3, 0.2, 0.9, 1e-30, 0.3, True, False, True)]     # AdamW; lerp from the gradient's end
+SGD_RULES = [SGDRule(0.1, 0.9, 0.0, 0.0, False, False, True),             # first step: buffer = gradient
+             SGDRule(0.1, 0.9, 0.3, 0.01, False, True, False),
+             SGDRule(0.05, 0.8, 0.0, 0.02, True, False, False),            # nesterov
+             SGDRule(0.3, 0.0, 0.0, 0.0, False, False, False)]             # no momentum: no buffer list
+OPTIMIZER_SIZES = (1, 0, 7, 65536 + 3, 300, 0)
+
+
+def optimizer_lists(kind, rule, dtype, copy, rng, poison=0.0):
+    """One group's lists: values over many binades (moments down in the subnormals), steps differing by tensor."""
+    sizes = OPTIMIZER_SIZES
+    lists = {"PARAM": [random_array(dtype, n, rng) for n in sizes],
+             "GRAD": [random_array(dtype, n, rng, poison if n else 0.0) for n in sizes],
+             "WEIGHT_COPY": [np.zeros(n, copy) if copy else None for n in sizes]}
+    if kind == "ADAM":
+        lists["EXP_AVG"] = [random_array(dtype, n, rng) for n in sizes]
+        lists["EXP_AVG_SQ"] = [np.abs(random_array(dtype, n, rng)) for n in sizes]
+        lists["MAX_EXP_AVG_SQ"] = [np.abs(random_array(dtype, n, rng)) if rule.amsgrad else None for n in sizes]
+        lists["STEP"] = [np.array([k % 3 * 40], np.int64) for k in range(len(sizes))]
+    else:
+        lists["MOMENTUM_BUFFER"] = [random_array(dtype, n, rng) if rule.momentum else None for n in sizes]
+    return lists
+
+
+def aligned_lists(lists):
+    return {name: [None if a is None else aligned(a) for a in arrays] for name, arrays in lists.items()}
+
+
+def assert_lists_equal(kernel, twin):
+    for name, arrays in kernel.items():
+        for k, r in zip(arrays, twin[name]):
+            if k is not None:
+                assert np.array_equal(bits(k), bits(r)), name
+
+
+@pytest.mark.parametrize("types", _kernels.OPTIMIZER_TYPES, ids=lambda t: f"{t[0]}+{t[1]}")
+@pytest.mark.parametrize("kind, rule", [("ADAM", r) for r in ADAM_RULES] + [("SGD", r) for r in SGD_RULES])
+def test_fused_optimizer_kernels_match_their_twin_bit_for_bit(runner, kind, rule, types):
+    """Every option, every (parameter, weight copy) dtype pair; tails, empty tensors, subnormals; with and
+    without a loss scale; inf/NaN gradients stepped without a scaler (the canonical NaN everywhere)."""
+    rng = np.random.default_rng(7)
+    dtype, copy = DTYPES[types[0]], None if types[1] is None else DTYPES[types[1]]
+    for grad_scale, poison in ((None, 0.0), (np.array([3.0 * 2 ** 12], np.float32), 0.0), (None, 0.002)):
+        twin = optimizer_lists(kind, rule, dtype, copy, rng, poison)
+        kernel = aligned_lists(twin)
+        found = np.zeros(1, np.float32)
+        _kernels.optimizer_step(kind, kernel, rule, grad_scale, found, runner)
+        _reference.optimizer_step(kind, twin, rule, grad_scale, found)
+        assert_lists_equal(kernel, twin)
+    assert runner.launches[-1][1] == 1 + 1 + 2 + 1  # one block per chunk of the non-empty tensors
+
+
+@pytest.mark.parametrize("kind, rule", [("ADAM", ADAM_RULES[1]), ("SGD", SGD_RULES[1])])
+def test_a_set_found_inf_skips_on_the_device_and_minus_zero_does_not(runner, kind, rule):
+    rng = np.random.default_rng(8)
+    for flag, skipped in ((1.0, True), (np.nan, True), (1e-45, True), (-0.0, False)):
+        twin = optimizer_lists(kind, rule, np.dtype(np.float32), None, rng)
+        kernel, before = aligned_lists(twin), aligned_lists(twin)
+        found = np.array([flag], np.float32)
+        _kernels.optimizer_step(kind, kernel, rule, np.array([2.0], np.float32), found, runner)
+        _reference.optimizer_step(kind, twin, rule, np.array([2.0], np.float32), found)
+        assert_lists_equal(kernel, twin)
+        changed = any(a is not None and not np.array_equal(bits(a), bits(b))
+                      for name in kernel for a, b in zip(kernel[name], before[name]))
+        assert changed != skipped
+
+
+def test_adam_counts_every_tensors_step_on_the_device_even_an_empty_ones(runner):
+    lists = {"PARAM": [np.zeros(0, np.float32)] * 2, "GRAD": [np.zeros(0, np.float32)] * 2,
+             "EXP_AVG": [np.zeros(0, np.float32)] * 2, "EXP_AVG_SQ": [np.zeros(0, np.float32)] * 2,
+             "MAX_EXP_AVG_SQ": [None] * 2, "STEP": [np.array([5], np.int64), np.array([0], np.int64)],
+             "WEIGHT_COPY": [None] * 2}
+    _kernels.optimizer_step("ADAM", lists, ADAM_RULES[0], None, np.zeros(1, np.float32), runner)
+    assert [int(s[0]) for s in lists["STEP"]] == [6, 1] and [r[0] for r in runner.launches] == ["count_steps"]
+
+
+# ---- whole AMP steps on the host-built kernels, and a captured one replayed ----
+def amp_setup(level, fused_cls):
+    mp.manual_seed(0)
+    model = mp.nn.Sequential(mp.nn.Linear(6, 16), mp.nn.LayerNorm(16), mp.nn.ReLU(), mp.nn.Linear(16, 3))
+    opt = getattr(mp.optim, fused_cls)(model.parameters(), lr=0.05, fused=True)
+    model, opt, scaler = mp.amp.initialize(model, opt, level, loss_scale="dynamic" if level == "O0" else None)
+    return model, opt, scaler
+
+
+def amp_data(steps):
+    rng = np.random.default_rng(11)
+    xs = rng.standard_normal((steps, 5, 6)).astype(np.float32)
+    xs[3, 1, 2] = np.inf  # two overflowing steps: skipped on the device, the scale backs off
+    xs[6, 0, 0] = np.nan
+    return xs, rng.integers(0, 3, (steps, 5))
+
+
+def amp_backward(model, opt, scaler, x, y):
+    opt.zero_grad(set_to_none=False)  # gradients keep their memory: the captured launches' tables stay valid
+    scaler.scale(mp.nn.functional.cross_entropy(model(mp.tensor(x)), mp.tensor(y))).backward()
+
+
+def amp_state(model, opt, scaler):
+    arrays = [p.numpy().copy() for p in model.parameters()] + [p.numpy().copy() for p in mp.amp.master_params(opt)]
+    arrays += [np.asarray(v).copy() for s in opt.state.values() for v in s.values()]
+    return arrays, scaler.get_scale(), scaler.statistics()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the injected float16 overflow
+@pytest.mark.parametrize("level, cls", [("O0", "Adam"), ("O2", "SGD"), ("O2", "AdamW")])
+def test_amp_steps_on_the_host_built_kernels_equal_the_twins(runner, level, cls):
+    """GradScaler("cpu") + a fused optimizer: unscale check, count, update and scale update all on the kernels'
+    own code (run_on_host) give the very bits of the NumPy twins."""
+    xs, ys = amp_data(8)
+    runs = []
+    for host in (False, True):
+        model, opt, scaler = amp_setup(level, cls)
+        with _kernels.run_on_host(runner if host else None):
+            for x, y in zip(xs, ys):
+                amp_backward(model, opt, scaler, x, y)
+                scaler.step(opt)
+                scaler.update()
+        runs.append(amp_state(model, opt, scaler))
+    (a, scale_a, stats_a), (b, scale_b, stats_b) = runs
+    assert all(np.array_equal(bits(u), bits(v)) for u, v in zip(a, b)) and len(a) == len(b)
+    assert scale_a == scale_b and stats_a == stats_b and stats_a["skipped_steps"] == 2
+    assert {r[0].split("<")[0] for r in runner.launches} >= {"update_scale", "multi_tensor_unscale"}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("level, cls", [("O0", "Adam"), ("O2", "SGD")])
+def test_a_captured_fused_amp_step_replays_the_eager_trajectory_bit_for_bit(library, monkeypatch, level, cls):
+    """The CPU version of tests/test_cuda_graphs.py's captured AMP step: after two eager warm-up steps the
+    scaler's check, the fused optimizer and the scale update are recorded once ("captured": no host read, no
+    table built), then replayed on new gradients, inf/NaN included. Every replay equals the eager run."""
+    runner = tool.HostRunner(library)
+    xs, ys = amp_data(10)
+    with _kernels.run_on_host(runner):
+        eager, graphed = amp_setup(level, cls), amp_setup(level, cls)
+        for model, opt, scaler in (eager, graphed):
+            for x, y in zip(xs[:2], ys[:2]):
+                amp_backward(model, opt, scaler, x, y)
+                scaler.step(opt)
+                scaler.update()
+        model, opt, scaler = graphed
+        amp_backward(model, opt, scaler, xs[2], ys[2])
+        monkeypatch.setattr(mp.amp.GradScaler, "_read_found_inf", lambda *a: pytest.fail("a host read"))
+        start, runner.capturing_now = len(runner.launches), True
+        mp.backend.set_capturing(True)
+        try:
+            scaler.step(opt)
+            scaler.update()
+        finally:
+            mp.backend.set_capturing(False)
+            runner.capturing_now = False
+        captured = runner.launches[start:]
+        assert [r[0].split("<")[0] for r in captured][-1] == "update_scale" and len(runner.tables.pinned) >= 3
+        model_e, opt_e, scaler_e = eager
+        for i in range(2, len(xs)):
+            amp_backward(model_e, opt_e, scaler_e, xs[i], ys[i])
+            scaler_e.step(opt_e)
+            scaler_e.update()
+            if i > 2:
+                amp_backward(model, opt, scaler, xs[i], ys[i])
+                for record in captured:
+                    runner.replay(record)
+            a, b = amp_state(*eager), amp_state(*graphed)
+            assert all(np.array_equal(bits(u), bits(v)) for u, v in zip(a[0], b[0])), f"step {i}"
+            assert a[1] == b[1] and a[2] == b[2], f"step {i}"
+    assert scaler_e.statistics()["skipped_steps"] == 2 and scaler_e.get_scale() < 2.0 ** 16

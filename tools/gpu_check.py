@@ -13,8 +13,9 @@ network. It runs, each as its own subprocess with a time limit:
 2. the kernel parity suite (the CUDA kernels against their NumPy twins);
 3. the benchmarks: benchmarks/unscale.py (unscale GB/s vs copy bandwidth and vs
    torch's _amp_foreach_non_finite_check_and_unscale_), benchmarks/amp_step.py
-   (AMP vs float32 vs torch AMP), benchmarks/opt_levels.py (O0-O3) and
-   benchmarks/graphs.py (graphed vs eager step).
+   (AMP vs float32 vs torch AMP), benchmarks/opt_levels.py (O0-O3),
+   benchmarks/graphs.py (graphed vs eager step) and benchmarks/optimizers.py (fused vs
+   per-tensor optimizer steps, launches per step, vs torch's fused Adam).
 
 Then it writes one report: device, driver, CUDA, CuPy, NumPy and torch
 versions, pass/fail counts with the failing tests, and each benchmark's
@@ -38,7 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks-gpu.md"
-PARITY_PATTERNS = ("test_unscale_gpu.py", "test_kernels*.py")  # the CUDA kernels against the NumPy reference
+# the CUDA kernels against their NumPy twins
+PARITY_PATTERNS = ("test_unscale_gpu.py", "test_optim_fused_gpu.py", "test_kernels*.py")
 
 
 def parity_files() -> list[str]:
@@ -101,6 +103,8 @@ def plan(args) -> list[Step]:
             ("opt levels O0-O3", ["benchmarks/opt_levels.py", "--device", "cuda",
                                   *(["--width", "512", "--batch", "256", "--steps", "5"] if quick else [])]),
             ("graphed vs eager step", ["benchmarks/graphs.py", *(["--steps", "20"] if quick else [])]),
+            ("fused optimizers", ["benchmarks/optimizers.py", "--device", "cuda",
+                                  *(["--repeat", "2"] if quick else ["--number", "20"]), *no_torch]),
         ]
         steps += [Step(name, "benchmark", [py, *cmd], args.bench_timeout) for name, cmd in benches]
     return steps

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build mixprec's CUDA kernels for the host and run them on NumPy arrays: the kernels' code, no GPU.
 
-    python tools/host_kernels.py        # build, then check each kernel against the NumPy reference once
+    python tools/host_kernels.py        # build, then check each kernel against its NumPy twin once
 
 The sources are exactly the text CuPy compiles (mixprec.amp._kernels.load_source,
 generated layout header included), compiled by a C++ compiler ($CXX, g++, clang++
@@ -127,7 +127,8 @@ class HostRunner:
 def main() -> int:
     from mixprec import dtypes
     from mixprec.amp import _reference
-    from mixprec.amp._layout import ScaleRule, UpdateScaleArgs
+    from mixprec.amp import _layout
+    from mixprec.amp._layout import AdamRule, ScaleRule, SGDRule, UpdateScaleArgs
     try:
         with tempfile.TemporaryDirectory() as tmp:
             runner = HostRunner(build(tmp))
@@ -157,6 +158,25 @@ def main() -> int:
             ok = all(states[0][k].tobytes() == states[1][k].tobytes() for k in states[0])
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} update_scale over 50 steps")
+            rules = {"ADAM": AdamRule(1e-3, 0.9, 0.999, 1e-8, 0.01, True, False, True),
+                     "SGD": SGDRule(0.1, 0.9, 0.0, 0.01, True, False, False)}
+            for kind, rule in rules.items():
+                sizes = (3, 70_001)
+                lists = {name: [(rng.standard_normal(n) * 0.1).astype(np.float32) for n in sizes]
+                         for name in _layout.LISTS[kind]}
+                lists["WEIGHT_COPY"] = [None] * len(sizes)
+                if kind == "ADAM":
+                    lists["EXP_AVG_SQ"] = [np.abs(a) for a in lists["EXP_AVG_SQ"]]
+                    lists["MAX_EXP_AVG_SQ"] = [np.abs(a) for a in lists["MAX_EXP_AVG_SQ"]]
+                    lists["STEP"] = [np.array([4], np.int64) for _ in sizes]
+                twin = {name: [None if a is None else a.copy() for a in arrays] for name, arrays in lists.items()}
+                scale, found = np.array([256.0], np.float32), np.zeros(1, np.float32)
+                _kernels.optimizer_step(kind, lists, rule, scale, found, runner)
+                _reference.optimizer_step(kind, twin, rule, scale, found)
+                ok = all(a is None or a.tobytes() == b.tobytes() for name in lists
+                         for a, b in zip(lists[name], twin[name]))
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} fused {kind.lower()} step")
             return 1 if failures else 0
     except HostBuildUnavailable as exc:
         print(f"host_kernels: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The CUDA side of loss scaling: kernel sources, compiled modules, device tables, launches.
+"""The CUDA side of mixprec's kernels (loss scaling, fused optimizers): sources, compiled modules, device tables,
+launches.
 
 Kernels live in kernels/*.cu (installed as mixprec/kernels/, so a non-editable install has
 them too) and are compiled by CuPy's RawModule through NVRTC, once per device
@@ -9,13 +10,16 @@ one device, one dtype pair per unscale call, none empty.
 Every launch goes through a *runner*: ``CudaRunner`` (CuPy, the only one mixprec uses)
 or the host emulation of tools/host_kernels.py, which builds these same sources with
 g++ and runs them on NumPy arrays so that CI checks the kernels' code against the
-NumPy reference without a GPU.
+NumPy reference without a GPU. Inside ``run_on_host(runner)`` the CPU paths of
+mixprec.amp.functional and of the fused optimizers send NumPy arrays through that
+runner instead of their NumPy twins, so a whole AMP step runs the kernels' own code.
 
 The compile settings below are what tools/compile_kernels.py checks in CI, so
 what CI compiles is exactly what runs.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import OrderedDict
 from pathlib import Path
@@ -51,10 +55,25 @@ def unscale_kernel_name(src_dtype: str, dst_dtype: str) -> str:
     return f"multi_tensor_unscale<{CTYPES[src_dtype]}, {CTYPES[dst_dtype]}>"
 
 
+# Fused optimizers: (parameter dtype, dtype of its low-precision weight copy or None) pairs, and each
+# optimizer's kernel (LISTS of mixprec.amp._layout names its pointer lists).
+OPTIMIZER_TYPES = (("float32", None), ("float16", None), ("bfloat16", None), ("float64", None),
+                   ("float32", "float16"), ("float32", "bfloat16"))
+OPTIMIZER_KERNELS = {"ADAM": "fused_adam", "SGD": "fused_sgd"}
+OPTIMIZER_SOURCE = "multi_tensor_optimizers.cu"
+
+
+def optimizer_kernel_name(kind: str, param_dtype: str, copy_dtype: str | None) -> str:
+    copy = "no_copy" if copy_dtype is None else CTYPES[copy_dtype]
+    return f"{OPTIMIZER_KERNELS[kind]}<{CTYPES[param_dtype]}, {copy}>"
+
+
 # source file -> the kernel names (C++ name expressions) it must provide
 MODULES = {
     "multi_tensor_unscale.cu": tuple(unscale_kernel_name(s, d) for s, d in UNSCALE_PAIRS),
     "update_scale.cu": ("update_scale",),
+    OPTIMIZER_SOURCE: ("count_steps",) + tuple(optimizer_kernel_name(kind, p, c) for kind in OPTIMIZER_KERNELS
+                                               for p, c in OPTIMIZER_TYPES),
 }
 # Headers that are not files: generated from Python so that both sides share one definition.
 GENERATED_HEADERS = {"amp_layout.h": _layout.layout_header}
@@ -117,9 +136,11 @@ class DeviceTables:
             if table is None:
                 if capturing:
                     raise RuntimeError("a mixprec kernel is being captured in a CUDA graph with tensors (or a scaler "
-                                       "rule) it has not seen before, so its table would have to be copied to the "
-                                       "device inside the capture. Run the captured step once before capturing "
-                                       "(a warm-up, as torch's CUDA graphs also need).")
+                                       "rule, or optimizer hyper-parameters) it has not seen before, so its table "
+                                       "would have to be copied to the device inside the capture. Run the captured "
+                                       "step once before capturing (a warm-up, as torch's CUDA graphs also need), "
+                                       "and let the gradients keep their memory: optimizer.zero_grad(set_to_none="
+                                       "False), so that backward accumulates into the gradients the warm-up made.")
                 table = self._tables[key] = runner.upload(build(), device_id)
                 self.uploads += 1
                 if len(self._tables) > self.capacity:
@@ -214,6 +235,7 @@ def _compile_failure(filename, exc) -> str:
 
 
 _cuda_runner = None
+_host_runner = None
 _launches = 0
 
 
@@ -222,6 +244,25 @@ def cuda_runner() -> CudaRunner:
     if _cuda_runner is None:
         _cuda_runner = CudaRunner()
     return _cuda_runner
+
+
+def host_runner():
+    """The runner NumPy arrays go through instead of the NumPy twins (see run_on_host), or None: the twins."""
+    return _host_runner
+
+
+@contextlib.contextmanager
+def run_on_host(runner):
+    """Within the block, run the kernels' own code on NumPy arrays through runner (tools/host_kernels.HostRunner,
+    the kernels built for the host) wherever mixprec would run a kernel's NumPy twin: unscale, the scale
+    update and the fused optimizers. Tests use it to run whole AMP steps, and to replay captured ones, on the
+    CPU."""
+    global _host_runner
+    previous, _host_runner = _host_runner, runner
+    try:
+        yield runner
+    finally:
+        _host_runner = previous
 
 
 def launch_count() -> int:
@@ -316,3 +357,32 @@ def update_scale(args: _layout.UpdateScaleArgs, runner=None):
     packed = _layout.pack_update_args(args, runner.pointer)
     table = runner.tables.get(runner, device_id, ("update", packed.tobytes()), lambda: packed)
     _launch(runner, "update_scale.cu", "update_scale", device_id, (1, 1), (table,))
+
+
+# ---- fused optimizers ----
+def optimizer_step(kind: str, lists: dict, rule, grad_scale=None, found_inf=None, runner=None):
+    """One fused optimizer step of a group of tensors on one device, of one parameter dtype.
+
+    kind: "ADAM" or "SGD"; lists: for each name of _layout.LISTS[kind], one array (or None where
+    unused) per tensor, "PARAM" giving the parameters (contiguous, updated in place); rule: an
+    AdamRule/SGDRule; grad_scale, found_inf: one-element float32 device arrays, or None (no
+    unscaling; no skipping). Adam launches count_steps, then the update; SGD the update only.
+    Nothing is read back: found_inf and the scale are read on the device.
+    """
+    runner = runner or cuda_runner()
+    params = lists["PARAM"]
+    device_id = runner.device_id(params[0])
+    pointers = [[0 if a is None else runner.pointer(a) for a in lists[name]] for name in _layout.LISTS[kind]]
+    sizes = [p.size for p in params]
+    key = (kind, tuple(sizes), tuple(v for addresses in pointers for v in addresses))
+    table = runner.tables.get(runner, device_id, key, lambda: _layout.chunk_table(pointers, sizes, CHUNK_SIZE))
+    packed = _layout.pack_optimizer_args(rule, grad_scale, found_inf, runner.pointer)
+    args = runner.tables.get(runner, device_id, (kind, packed.tobytes()), lambda: packed)
+    copy = next((a.dtype.name for a in lists["WEIGHT_COPY"] if a is not None), None)
+    if kind == "ADAM":
+        _launch(runner, OPTIMIZER_SOURCE, "count_steps", device_id, (-(-len(params) // THREADS), THREADS),
+                (table, args))
+    n_blocks = sum(-(-n // CHUNK_SIZE) for n in sizes)
+    if n_blocks:  # every tensor empty: only the step counts move
+        _launch(runner, OPTIMIZER_SOURCE, optimizer_kernel_name(kind, params[0].dtype.name, copy), device_id,
+                (n_blocks, THREADS), (table, args))

@@ -18,19 +18,25 @@ drift apart:
 * The chunk table of multi-tensor launches (``chunk_table``): one int64 device array
   that tells each block which tensor and which chunk of it to process, for any
   number of pointer lists (unscale: source and destination; a fused optimizer:
-  parameter, gradient, moments).
+  parameter, gradient, moments, step count, low-precision weight copy). ``LISTS``
+  names each kernel's lists in table order.
+* ``AdamRule``/``SGDRule`` -> ``struct AdamArgs``/``struct SGDArgs``: one fused
+  optimizer step's hyper-parameters, with the device pointers of the loss scale and
+  found_inf in front (``pack_optimizer_args``). Like UpdateArgs, one device block,
+  so a captured launch replays it unchanged.
 """
 from __future__ import annotations
 
 import enum
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 
 import numpy as np
 
 __all__ = ["ScaleRule", "UpdateScaleArgs", "Stat", "ChunkHeader", "LISTS", "chunk_table", "pack_update_args",
-           "layout_header", "check_scale", "check_count", "check_tracker"]
+           "AdamRule", "SGDRule", "pack_optimizer_args", "layout_header", "check_scale", "check_count",
+           "check_tracker"]
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -185,12 +191,18 @@ class ChunkHeader(enum.IntEnum):
 
 CHUNK_HEADER_SIZE = len(ChunkHeader)
 
-# The pointer lists of each multi-tensor kernel, in table order.
-LISTS = {"UNSCALE": ("SOURCE", "DESTINATION")}
+# The pointer lists of each multi-tensor kernel, in table order. A fused optimizer's STEP entries point at
+# one int64 count per tensor (not at its chunk); WEIGHT_COPY is the low-precision copy written from the
+# updated parameter (O2's float16 model weight), and MAX_EXP_AVG_SQ and WEIGHT_COPY hold 0 where unused.
+LISTS = {
+    "UNSCALE": ("SOURCE", "DESTINATION"),
+    "ADAM": ("PARAM", "GRAD", "EXP_AVG", "EXP_AVG_SQ", "MAX_EXP_AVG_SQ", "STEP", "WEIGHT_COPY"),
+    "SGD": ("PARAM", "GRAD", "MOMENTUM_BUFFER", "WEIGHT_COPY"),
+}
 
 
 def chunk_table(pointer_lists, sizes, chunk_size: int) -> np.ndarray:
-    """The int64 chunk table (host copy) for tensors of `sizes` elements (all > 0)."""
+    """The int64 chunk table (host copy) for tensors of `sizes` elements (a tensor of 0 elements has no block)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     chunks = -(-sizes // chunk_size)
     n_blocks = int(chunks.sum())
@@ -201,6 +213,60 @@ def chunk_table(pointer_lists, sizes, chunk_size: int) -> np.ndarray:
                            np.arange(n_blocks, dtype=np.int64) - first])              # chunk of each block
 
 
+# ---- fused optimizers: one step's hyper-parameters ----
+@dataclass(frozen=True)
+class AdamRule:
+    """One fused Adam/AdamW step of a parameter group (torch.optim.Adam's hyper-parameters; the optimizer checked
+    them). The kernel derives the bias corrections from each tensor's step count, which lives on the device."""
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    amsgrad: bool
+    maximize: bool
+    decoupled_weight_decay: bool
+
+
+@dataclass(frozen=True)
+class SGDRule:
+    """One fused SGD step of a parameter group. first_step: the group has no momentum buffers yet (torch's rule:
+    the buffer starts as the gradient itself)."""
+    lr: float
+    momentum: float
+    dampening: float
+    weight_decay: float
+    nesterov: bool
+    maximize: bool
+    first_step: bool
+
+
+_ARGS_HEAD = (("grad_scale", "const float*", _POINTER), ("found_inf", "const float*", _POINTER))
+
+
+def _rule_fields(rule_type):
+    """A rule's members as struct members: each float a double, each bool a long long (8 bytes wide each)."""
+    return _ARGS_HEAD + tuple((f.name, "double", _DOUBLE) if f.type in ("float", float) else
+                              (f.name, "long long", _INT) for f in fields(rule_type))
+
+
+# struct name -> members; every member 8 bytes wide, so C and NumPy lay them out alike
+STRUCTS = {"UpdateArgs": UPDATE_ARGS_FIELDS, "AdamArgs": _rule_fields(AdamRule), "SGDArgs": _rule_fields(SGDRule)}
+_RULE_STRUCTS = {AdamRule: "AdamArgs", SGDRule: "SGDArgs"}
+
+
+def pack_optimizer_args(rule, grad_scale, found_inf, pointer) -> np.ndarray:
+    """struct AdamArgs / SGDArgs as int64 words: the device pointers of grad_scale and found_inf (0: none: no
+    unscaling, no skipping), then the rule. pointer(array) gives an array's device address."""
+    members = STRUCTS[_RULE_STRUCTS[type(rule)]]
+    packed = np.zeros((), np.dtype([(name, kind) for name, _, kind in members]))
+    packed["grad_scale"] = 0 if grad_scale is None else pointer(grad_scale)
+    packed["found_inf"] = 0 if found_inf is None else pointer(found_inf)
+    for (name, _, _), value in zip(members[len(_ARGS_HEAD):], astuple(rule)):
+        packed[name] = value
+    return packed.reshape(1).view(np.int64)
+
+
 def layout_header() -> str:
     """The text of kernels' #include "amp_layout.h": this module's names as C."""
     lines = ["// amp_layout.h: generated from mixprec/amp/_layout.py (layout_header); not a file on disk.",
@@ -209,7 +275,8 @@ def layout_header() -> str:
     lines += [f"#define CHUNK_{h.name} {h.value}" for h in ChunkHeader]
     lines.append(f"#define CHUNK_HEADER_SIZE {CHUNK_HEADER_SIZE}")
     lines += [f"#define {kernel}_{name} {i}" for kernel, names in LISTS.items() for i, name in enumerate(names)]
-    lines.append("struct UpdateArgs {")
-    lines += [f"    {ctype} {name};" for name, ctype, _ in UPDATE_ARGS_FIELDS]
-    lines.append("};")
+    for struct, members in STRUCTS.items():
+        lines.append(f"struct {struct} {{")
+        lines += [f"    {ctype} {name};" for name, ctype, _ in members]
+        lines.append("};")
     return "\n".join(lines) + "\n"

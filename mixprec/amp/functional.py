@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
-from . import _reference
+from . import _kernels, _reference
 from ._layout import ScaleRule, Stat, UpdateScaleArgs
 
 __all__ = ["non_finite_check_and_unscale_", "update_scale_"]
@@ -75,9 +75,12 @@ def non_finite_check_and_unscale_(arrays, found_inf, inv_scale, out=None):
 
 def _unscale_on(device, pairs, found_inf, inv_scale):
     if device.type == "cpu":
-        _reference.unscale(pairs, found_inf, inv_scale)
+        runner = _kernels.host_runner()  # normally None: the NumPy reference
+        if runner is None:
+            _reference.unscale(pairs, found_inf, inv_scale)
+        else:
+            _kernels.unscale(pairs, found_inf, inv_scale, runner)
         return
-    from . import _kernels
     with _be.on_device(device):  # the contiguous copies of strided arrays are made on their device
         _kernels.unscale(pairs, found_inf, inv_scale)
 
@@ -136,11 +139,12 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
 
 def apply_update(args: UpdateScaleArgs):
     """Run one update on checked arguments: the NumPy reference on the CPU, the kernel on CUDA."""
-    if isinstance(args.scale, np.ndarray):
+    if not isinstance(args.scale, np.ndarray):
+        _kernels.update_scale(args)
+    elif _kernels.host_runner() is None:
         _reference.update_scale(args)
     else:
-        from . import _kernels
-        _kernels.update_scale(args)
+        _kernels.update_scale(args, _kernels.host_runner())
 
 
 # ---- argument checks: each names what was wrong and what was expected ----

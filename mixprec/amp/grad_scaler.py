@@ -42,6 +42,7 @@ class _DeviceState:
         with _be.on_device(device):
             self.scale = xp.full((1,), scale, dtype=np.float32)
             self.inv_scale = xp.full((1,), _inverse(scale), dtype=np.float32)
+            self.one = xp.ones((1,), dtype=np.float32)  # the inv_scale of a check that only looks for inf/NaN
             self.growth_tracker = xp.full((1,), growth_tracker, dtype=np.int32)
             self.overflow_tracker = xp.full((1,), overflow_tracker, dtype=np.int32)
             self.flags = xp.zeros((1 + slots,), dtype=np.float32)
@@ -97,9 +98,13 @@ class GradScaler:
 
     Host synchronisation: none in scale(), unscale_() or update(); their arguments
     stay on the device and are reused, so those calls can be captured in a CUDA graph
-    (after one eager iteration). step() reads the optimizer's found_inf once (it must
-    know whether to call optimizer.step()); that read also brings back the floor flag.
-    get_scale(), state_dict() and statistics() read the device too.
+    (after one eager iteration). step() with an optimizer that supports AMP scaling
+    (fused=True) reads nothing either: it hands the optimizer the scale and found_inf,
+    and the optimizer's kernel unscales and skips on the device (torch's fused
+    contract), so the whole step can be captured. With any other optimizer step()
+    reads found_inf once (it must know whether to call optimizer.step()); that read
+    also brings back the floor flag. get_scale(), state_dict() and statistics() read
+    the device too.
 
     The optimizer: unscale_ writes the (gradient, destination) pairs that
     optimizer.unscale_pairs() names (mp.optim.Optimizer's documented extension point):
@@ -184,28 +189,41 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if opt_state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
+        self._check_and_unscale(optimizer, opt_state, self._state.inv_scale, self._unscales_float16())
+        opt_state["stage"] = OptState.UNSCALED
+
+    def _check_and_unscale(self, optimizer, opt_state, inv_scale, allow_float16):
+        """One launch per dtype pair over optimizer.unscale_pairs(): multiply by inv_scale (the scale's inverse,
+        or one: a check only, as torch's _check_inf_per_device) and record inf/NaN in this optimizer's slot."""
         pairs = optimizer.unscale_pairs()
-        if not self._unscales_float16() and any(dst.dtype == _dt.float16 for _, dst in pairs):
+        if not allow_float16 and any(dst.dtype == _dt.float16 for _, dst in pairs):
             raise ValueError("Attempting to unscale FP16 gradients. Keep the parameters in float32 (autocast "
                              "runs the float16 math) or use bfloat16 parameters.")
         if pairs:
             slot = self._claim_slot()
             found_inf = self._state.flags[1 + slot:2 + slot]
             in_place = all(src is dst for src, dst in pairs)
-            _F.non_finite_check_and_unscale_([src.data for src, _ in pairs], found_inf, self._state.inv_scale,
+            _F.non_finite_check_and_unscale_([src.data for src, _ in pairs], found_inf, inv_scale,
                                              out=None if in_place else [dst.data for _, dst in pairs])
             for _, dst in pairs:
                 dst._bump_version()
             if self.found_inf_reducer is not None:
                 self.found_inf_reducer(found_inf)
             opt_state["slot"] = slot
-        opt_state["stage"] = OptState.UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
-        """unscale_ if not done, then optimizer.step(*args, **kwargs) unless its gradients had inf/NaN.
+        """Step the optimizer unless its gradients had inf/NaN; returns what optimizer.step returned.
 
-        Returns what optimizer.step returned, or None when the step was skipped.
-        The one host synchronisation of the iteration is here: reading found_inf.
+        An optimizer that supports AMP scaling (fused=True, torch's fused contract): if unscale_
+        was not called, the gradients are only checked for inf/NaN here (a multiply by one), and
+        optimizer.step(*args, grad_scale=scale, found_inf=found_inf, **kwargs) divides them by the
+        scale and skips on the device: nothing is read back to the host, and the call returns what
+        step returned even when the update was skipped (last_step_skipped is then None). After
+        unscale_, grad_scale is None: the gradients are unscaled already.
+
+        Any other optimizer: unscale_ if not done, then read found_inf (the one host
+        synchronisation of the iteration) and call optimizer.step(*args, **kwargs) unless it is
+        set; None when the step was skipped. Such a step cannot be captured in a CUDA graph.
         """
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
@@ -215,13 +233,28 @@ class GradScaler:
         opt_state = self._optimizer_state(optimizer)
         if opt_state["stage"] is OptState.STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
+        on_device = optimizer.supports_amp_scaling
+        if not on_device and _be.is_capturing():
+            raise RuntimeError(f"GradScaler.step({type(optimizer).__name__}) cannot be captured in a CUDA graph: it "
+                               "must read found_inf on the host to decide whether to call optimizer.step(). Build "
+                               "the optimizer with fused=True: its step skips on the device.")
+        grad_scale = None
         if opt_state["stage"] is OptState.READY:
-            self.unscale_(optimizer)
+            if on_device:
+                self._check_and_unscale(optimizer, opt_state, self._state.one, allow_float16=True)
+                grad_scale = self._state.scale
+            else:
+                self.unscale_(optimizer)
         if opt_state.get("slot") is None:
             raise RuntimeError("No inf checks were recorded for this optimizer: none of its parameters has a "
                                "gradient (was backward() called on the scaled loss?).")
-        found = self._read_found_inf(opt_state["slot"])
-        retval = None if found else optimizer.step(*args, **kwargs)
+        if on_device:
+            found_inf = self._state.flags[1 + opt_state["slot"]:2 + opt_state["slot"]]
+            retval = optimizer.step(*args, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+            found = None  # decided on the device; statistics() counts skipped steps
+        else:
+            found = self._read_found_inf(opt_state["slot"])
+            retval = None if found else optimizer.step(*args, **kwargs)
         opt_state["stage"] = OptState.STEPPED
         self._last_step_skipped = found
         return retval
@@ -245,7 +278,8 @@ class GradScaler:
 
     @property
     def last_step_skipped(self):
-        """Whether the last step() skipped optimizer.step() (None before the first step).
+        """Whether the last step() skipped optimizer.step() (None before the first step, and after a step of an
+        optimizer that skips on the device: the host never learnt it; statistics() counts those).
 
         step() already read found_inf to decide, so reading this costs no synchronisation.
         """
@@ -330,8 +364,11 @@ class GradScaler:
 
     def load_state_dict(self, state_dict):
         """Restore what state_dict() saved; the scale trajectory continues exactly. Nothing changes on an error."""
-        if not self._enabled:
-            return
+        if self._enabled:
+            self._load_checked(self._checked_state(state_dict))
+
+    def _checked_state(self, state_dict):
+        """(rule, scale, growth tracker, overflow tracker) from a state_dict, all checked; or an error."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"GradScaler.load_state_dict expects a dict from GradScaler.state_dict(), got "
                             f"{type(state_dict).__name__}")
@@ -351,7 +388,10 @@ class GradScaler:
             overflows = check_tracker(state_dict.get("_overflow_tracker", 0), "_overflow_tracker")
         except ValueError as exc:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {exc}") from None
-        # everything is valid: apply it all
+        return rule, scale, tracker, overflows
+
+    def _load_checked(self, checked):
+        rule, scale, tracker, overflows = checked
         self._rule = rule
         self._init_scale, self._init_growth_tracker, self._init_overflow_tracker = scale, tracker, overflows
         if self._state is not None:
@@ -389,6 +429,12 @@ class GradScaler:
             self._state.grow_flags()
         self._slots_used += 1
         return self._slots_used - 1
+
+    def _found_inf(self, optimizer):
+        """Whether this iteration's unscale_(optimizer) saw an inf/NaN (a host read; mp.amp.scale_loss uses it);
+        None when it had no gradient to check."""
+        slot = self._per_optimizer_states.get(id(optimizer), {}).get("slot")
+        return None if slot is None else self._read_found_inf(slot)
 
     def _read_found_inf(self, slot) -> bool:
         host = _be.to_device(self._state.flags[:2 + slot], _be.CPU)  # the one device-to-host read

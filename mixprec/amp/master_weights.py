@@ -2,7 +2,7 @@
 
 O2 (mp.amp.initialize) keeps the model in float16 for speed and lets the optimizer step
 float32 *masters*, so that updates smaller than half a float16 ulp are not rounded away.
-``MasterWeights(model, optimizer, pairs)`` sets that up with three documented protocols
+``MasterWeights(models, optimizer, pairs)`` sets that up with three documented protocols
 and nothing else (no attribute of the model or the optimizer is replaced):
 
 * the optimizer (mp.optim.Optimizer's step extension): its param_groups hold the
@@ -10,8 +10,9 @@ and nothing else (no attribute of the model or the optimizer is replaced):
   ``unscale_pairs()`` with (float16 model gradient, float32 master gradient) pairs, so
   GradScaler.unscale_ writes the masters' gradients in the same fused launch that
   checks for inf/NaN; ``before_update()`` makes sure the masters' gradients are the
-  model's current ones; ``after_update()`` rounds every master into its model weight;
-  ``zero_grad()`` clears the model's gradients too;
+  model's current ones; ``weight_copies()`` names each (master, model weight) pair, so
+  that the optimizer rounds every updated master into its model weight (a fused
+  optimizer in the same kernel pass); ``zero_grad()`` clears the model's gradients too;
 * the model (nn.Module state-dict hooks): ``state_dict()`` holds the float32 masters
   under the usual keys, and ``load_state_dict()`` writes the values it loads into the
   masters, then refreshes the float16 weights from them;
@@ -45,13 +46,14 @@ def master_params(optimizer):
 class MasterWeights:
     """float32 masters of a model's low-precision parameters (see the module docstring).
 
-    pairs: (model parameter, float32 master Parameter) for each parameter the optimizer
-    steps that has a master; the optimizer's param_groups are re-pointed at the masters.
+    models: the model, or the list of models, whose state dicts hold the masters; pairs: (model
+    parameter, float32 master Parameter) for each parameter the optimizer steps that has a
+    master; the optimizer's param_groups are re-pointed at the masters.
     Master gradients live in float32 buffers allocated once, so their addresses never
     change (the CUDA unscale kernel keeps its chunk table).
     """
 
-    def __init__(self, model, optimizer, pairs):
+    def __init__(self, models, optimizer, pairs):
         self.optimizer = optimizer
         self.pairs = list(pairs)                                   # (model param, master)
         self._master_of = {id(p): m for p, m in self.pairs}
@@ -62,9 +64,10 @@ class MasterWeights:
         for group in optimizer.param_groups:
             group["params"] = [self._master_of.get(id(p), p) for p in group["params"]]
         optimizer.set_step_extension(self)
-        model.register_state_dict_post_hook(self._state_dict_hook)
-        model.register_load_state_dict_pre_hook(self._load_pre_hook)
-        model.register_load_state_dict_post_hook(self._load_post_hook)
+        for model in models if isinstance(models, (list, tuple)) else [models]:
+            model.register_state_dict_post_hook(self._state_dict_hook)
+            model.register_load_state_dict_pre_hook(self._load_pre_hook)
+            model.register_load_state_dict_post_hook(self._load_post_hook)
 
     @classmethod
     def of(cls, optimizer):
@@ -113,9 +116,12 @@ class MasterWeights:
                                    "read them. With master weights the optimizer steps float32 masters: clip or edit "
                                    "the gradients of mp.amp.master_params(optimizer), not model.parameters()")
 
+    def weight_copies(self):
+        """(master, model weight) pairs: the optimizer writes each model weight, rounded, from its updated master."""
+        return [(m, p) for p, m in self.pairs]
+
     def after_update(self):
         self._filled = None
-        self._refresh_model(self.pairs)
 
     def zero_grad(self, set_to_none=True):
         zero_grads((p for p, _ in self.pairs), set_to_none)

@@ -1,9 +1,9 @@
-"""apex-style optimisation levels: ``mp.amp.initialize(model, optimizer, opt_level)``.
+"""apex-style optimisation levels: ``mp.amp.initialize(model, optimizer, opt_level)``, and apex's loop.
 
 NVIDIA apex named four recipes for mixed-precision training; users know them
-by name. ``initialize`` configures a float32 model and its optimizer for one of
-them and returns ``(model, optimizer, scaler)``; the training loop is then the
-same at every level::
+by name. ``initialize`` configures a float32 model and its optimizer (or lists of
+them) for one of them and returns ``(model, optimizer, scaler)``; the training
+loop is then the same at every level::
 
     model, opt, scaler = mp.amp.initialize(model, opt, opt_level="O2")
     for x, y in data:
@@ -27,10 +27,17 @@ kept in float32 get the same hooks; O2's float32 master weights are
 mixprec.amp.master_weights.MasterWeights, which plugs into the optimizer's one
 extension point (mp.optim.Optimizer.set_step_extension) and the model's state-dict
 hooks. See docs/opt-levels.md.
+
+apex's own loop works too: ``with mp.amp.scale_loss(loss, optimizer) as scaled:
+scaled.backward()`` then ``optimizer.step()``, with ``num_losses`` loss scalers and
+``mp.amp.state_dict()``/``load_state_dict()`` for them (apex's names and checkpoint
+format).
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import numbers
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -46,7 +53,7 @@ from .autocast_mode import autocast
 from .grad_scaler import GradScaler, StaticGradScaler
 from .master_weights import MasterWeights, master_params
 
-__all__ = ["initialize", "StaticGradScaler", "master_params"]
+__all__ = ["initialize", "scale_loss", "state_dict", "load_state_dict", "StaticGradScaler", "master_params"]
 
 _DEFAULT_MAX_LOSS_SCALE = 2.0 ** 24
 _DYNAMIC_INIT_SCALE = 2.0 ** 16  # torch's and apex's starting scale
@@ -75,12 +82,15 @@ _LEVELS = {
 }
 
 
-def initialize(model, optimizer, opt_level="O1", *, dtype=_dt.float16, keep_norm_fp32=None,
-               master_weights=None, loss_scale=None, min_loss_scale=None, max_loss_scale=_DEFAULT_MAX_LOSS_SCALE):
-    """Configure a float32 model and its optimizer for opt_level; returns (model, optimizer, scaler).
+def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_norm_fp32=None,
+               master_weights=None, loss_scale=None, num_losses=1, min_loss_scale=None,
+               max_loss_scale=_DEFAULT_MAX_LOSS_SCALE):
+    """Configure float32 models and their optimizers for opt_level; returns (models, optimizers, scaler).
 
-    model: an mp.nn.Module with float32 parameters, already on its device.
-    optimizer: an mp.optim.Optimizer over (some of) the model's parameters, not yet stepped.
+    models: an mp.nn.Module with float32 parameters, already on its device, or a list of them
+      (returned as a list, as apex did).
+    optimizers: an mp.optim.Optimizer over (some of) the models' parameters, not yet stepped, or a
+      list of them (returned as a list).
     opt_level: "O0", "O1", "O2" or "O3" (the letter O). Defaults per level:
 
         level  weights            forward                keep_norm_fp32  master_weights  loss_scale
@@ -98,6 +108,9 @@ def initialize(model, optimizer, opt_level="O1", *, dtype=_dt.float16, keep_norm
       every 2000 clean steps, bounded by min_loss_scale/max_loss_scale) or a number
       (a StaticGradScaler: that scale forever). Every scaler, static ones included,
       skips the optimizer step when a gradient is inf or NaN.
+    num_losses: how many loss scalers to make (apex's: one per loss that scale_loss
+      scales, by loss_id). The third value returned is the scaler when num_losses is 1,
+      else the list of them; mp.amp.state_dict() holds them all.
 
     The model and optimizer objects are changed in place and returned. The
     model's forward casts floating inputs to dtype (O2, O3) or runs under
@@ -108,38 +121,59 @@ def initialize(model, optimizer, opt_level="O1", *, dtype=_dt.float16, keep_norm
     """
     from ..nn import Module
     from ..optim import Optimizer
-    if not isinstance(model, Module):
-        raise TypeError(f"initialize: model must be an mp.nn.Module, got {type(model).__name__}")
-    if not isinstance(optimizer, Optimizer):
-        raise TypeError(f"initialize: optimizer must be an mp.optim.Optimizer, got {type(optimizer).__name__}")
+    model_list = _as_list(models, Module, "model", "an mp.nn.Module")
+    optimizer_list = _as_list(optimizers, Optimizer, "optimizer", "an mp.optim.Optimizer")
+    if isinstance(num_losses, bool) or not isinstance(num_losses, numbers.Integral) or num_losses < 1:
+        raise ValueError(f"initialize: num_losses must be an integer >= 1 (one loss scaler per loss), got "
+                         f"{num_losses!r}")
     props = _properties(opt_level, dtype, keep_norm_fp32, master_weights, loss_scale, min_loss_scale,
                         max_loss_scale)
-    for obj, what in ((model, "model"), (optimizer, "optimizer")):
-        done = _INITIALIZED.get(obj)
-        if done is not None:
-            raise RuntimeError(f"initialize: this {what} was already initialized at {done}; build a "
-                               "fresh float32 model and optimizer to choose another level")
-    device = _check_float32(model, optimizer)
-    if props.cast_model and optimizer.state:
-        raise ValueError("initialize: the optimizer already has state (it has stepped); call initialize before "
+    for objects, what in ((model_list, "model"), (optimizer_list, "optimizer")):
+        for obj in objects:
+            done = _INITIALIZED.get(obj)
+            if done is not None:
+                raise RuntimeError(f"initialize: this {what} was already initialized at {done}; build a "
+                                   "fresh float32 model and optimizer to choose another level")
+    device = _check_float32(model_list, optimizer_list)
+    if props.cast_model and any(opt.state for opt in optimizer_list):
+        raise ValueError("initialize: an optimizer already has state (it has stepped); call initialize before "
                          "the first step, so its state is created in the right precision")
-    if props.master_weights and optimizer.step_extension is not None:
+    taken = [opt.step_extension for opt in optimizer_list if opt.step_extension is not None]
+    if props.master_weights and taken:
         raise ValueError(f"initialize: master weights need the optimizer's step extension, but it already has one "
-                         f"({type(optimizer.step_extension).__name__})")
+                         f"({type(taken[0]).__name__})")
 
-    scaler = _make_scaler(props, device.type)
+    scalers = [_make_scaler(props, device.type) for _ in range(int(num_losses))]
     if props.cast_model:
-        pairs = _cast_model(model, optimizer, props)
-        if props.master_weights:
-            MasterWeights(model, optimizer, pairs)
-        _Casting(inputs=props.dtype).attach(model)
+        pairs = _cast_models(model_list, optimizer_list, props)
+        for optimizer in optimizer_list if props.master_weights else ():
+            MasterWeights(model_list, optimizer, pairs[id(optimizer)])
+        for model in model_list:
+            _Casting(inputs=props.dtype).attach(model)
     elif props.autocast:
-        _Casting(region=lambda: autocast(device.type, dtype=props.dtype)).attach(model)
-    _INITIALIZED[model] = _INITIALIZED[optimizer] = props.opt_level
-    return model, optimizer, scaler
+        for model in model_list:
+            _Casting(region=lambda: autocast(device.type, dtype=props.dtype)).attach(model)
+    for obj in model_list + optimizer_list:
+        _INITIALIZED[obj] = props.opt_level
+    _LOSS_SCALERS[:] = scalers
+    return (model_list if isinstance(models, (list, tuple)) else models,
+            optimizer_list if isinstance(optimizers, (list, tuple)) else optimizers,
+            scalers if num_losses > 1 else scalers[0])
 
 
 _INITIALIZED = weakref.WeakKeyDictionary()  # model or optimizer -> the level initialize gave it
+_LOSS_SCALERS: list = []  # the loss scalers of the last initialize (apex's amp state): scale_loss and state_dict
+
+
+def _as_list(value, cls, what, expected, caller="initialize"):
+    """One object or a non-empty list/tuple of them, as a list."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise ValueError(f"{caller}: the {what} list is empty; pass {expected} or a list of them")
+    for item in items:
+        if not isinstance(item, cls):
+            raise TypeError(f"{caller}: {what} must be {expected} (or a list of them), got {type(item).__name__}")
+    return items
 
 
 # ---------------------------------------------------------------- options
@@ -208,16 +242,17 @@ def _check_loss_scale(x):
                          f"got {x!r}") from None
 
 
-def _check_float32(model, optimizer):
-    """initialize casts the model itself: it must come in float32, on one device. Returns that device."""
-    named = {id(p): name for name, p in model.named_parameters()}
+def _check_float32(models, optimizers):
+    """initialize casts the models itself: they must come in float32, on one device. Returns that device."""
+    named = {id(p): name for model in models for name, p in model.named_parameters()}
     devices = set()
-    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        devices.add(t.device)
-        if _dt.is_floating(t.dtype) and t.dtype != _dt.float32:
-            raise ValueError(f"initialize expects a float32 model (it casts the model itself), but {name!r} is "
-                             f"{t.dtype.name}; build the model in float32 and do not call .half() on it")
-    for group in optimizer.param_groups:
+    for model in models:
+        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+            devices.add(t.device)
+            if _dt.is_floating(t.dtype) and t.dtype != _dt.float32:
+                raise ValueError(f"initialize expects a float32 model (it casts the model itself), but {name!r} is "
+                                 f"{t.dtype.name}; build the model in float32 and do not call .half() on it")
+    for group in (group for optimizer in optimizers for group in optimizer.param_groups):
         for p in group["params"]:
             devices.add(p.device)
             if p.dtype != _dt.float32:
@@ -244,15 +279,16 @@ def _norm_types():
     return (LayerNorm, _BatchNorm)
 
 
-def _cast_model(model, optimizer, props):
+def _cast_models(models, optimizers, props):
     """Cast every module's own floating parameters and buffers to props.dtype (norm layers stay float32
-    when keep_norm_fp32, and compute in float32). Returns [(model param, float32 master)] for the cast
-    parameters the optimizer steps, the masters holding the original float32 values (O2)."""
+    when keep_norm_fp32, and compute in float32). Returns, by id(optimizer), [(model param, float32
+    master)] for the cast parameters that optimizer steps, the masters holding the original float32
+    values (O2)."""
     from ..nn import Parameter
-    stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    stepped_by = {id(p): id(opt) for opt in optimizers for g in opt.param_groups for p in g["params"]}
     keep = _norm_types() if props.keep_norm_fp32 else ()
-    pairs, seen = [], set()
-    for module in model.modules():
+    pairs, seen = {id(opt): [] for opt in optimizers}, set()
+    for module in {id(m): m for model in models for m in model.modules()}.values():  # a shared module once
         if isinstance(module, keep):
             _Casting(inputs=_dt.float32, outputs=None).attach(module)
             continue
@@ -261,8 +297,8 @@ def _cast_model(model, optimizer, props):
                 continue
             seen.add(id(p))
             with _be.on_device(p.device):
-                if props.master_weights and id(p) in stepped:
-                    pairs.append((p, Parameter(p.data.copy(), requires_grad=p.requires_grad)))
+                if props.master_weights and id(p) in stepped_by:
+                    pairs[stepped_by[id(p)]].append((p, Parameter(p.data.copy(), requires_grad=p.requires_grad)))
                 p.data = p.data.astype(props.dtype)
                 if p.grad is not None:
                     p.grad = Tensor._wrap(p.grad.data.astype(props.dtype))
@@ -272,6 +308,106 @@ def _cast_model(model, optimizer, props):
                 with _be.on_device(b.device):
                     module._buffers[name] = Tensor._wrap(b.data.astype(props.dtype))
     return pairs
+
+
+# ---------------------------------------------------------------- apex's loop: scale_loss, state_dict
+@contextlib.contextmanager
+def scale_loss(loss, optimizers, loss_id=0):
+    """apex's amp.scale_loss, for scripts written for apex's loop::
+
+        with mp.amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()                  # does nothing if a gradient was inf/NaN
+
+    Yields the loss times the scale of loss scaler loss_id (one of initialize's
+    num_losses). On leaving the block the new gradients are unscaled (into the masters
+    at O2) and checked, the scale is updated, and each optimizer whose gradients had an
+    inf/NaN skips its next step() (Optimizer.skip_next_step). Gradients that were there
+    before the block (an earlier loss, or accumulation over iterations) are set aside
+    while it runs and added back, already unscaled, so several losses with their own
+    scales can meet in one step. As in apex, the overflow check is read on the host when
+    the block ends; the loop without any host read is GradScaler.step with a fused
+    optimizer. If the block raises, the gradients are put back as they were.
+    """
+    from ..optim import Optimizer
+    if not _LOSS_SCALERS:
+        raise RuntimeError("mp.amp.scale_loss: call mp.amp.initialize(model, optimizer, ...) first; it makes the "
+                           "loss scalers")
+    if isinstance(loss_id, bool) or not isinstance(loss_id, numbers.Integral) or \
+            not 0 <= loss_id < len(_LOSS_SCALERS):
+        raise ValueError(f"mp.amp.scale_loss: loss_id must be an integer in [0, {len(_LOSS_SCALERS)}) (initialize "
+                         f"made num_losses={len(_LOSS_SCALERS)} loss scalers), got {loss_id!r}")
+    optimizer_list = _as_list(optimizers, Optimizer, "optimizer", "an mp.optim.Optimizer", "mp.amp.scale_loss")
+    for optimizer in optimizer_list:
+        if optimizer not in _INITIALIZED:
+            raise ValueError("mp.amp.scale_loss: the optimizer was not set up by mp.amp.initialize")
+    scaler = _LOSS_SCALERS[loss_id]
+    set_aside = []  # (stepped tensor, a copy of its unscaled gradient) from before the block
+    for optimizer in optimizer_list:
+        for p in master_params(optimizer):
+            if p.grad is not None:  # copied: an O2 master's gradient buffer is reused by unscale_
+                with _be.on_device(p.device):
+                    set_aside.append((p, Tensor._wrap(p.grad.data.copy())))
+        optimizer.zero_grad(set_to_none=True)
+    try:
+        yield scaler.scale(loss)
+    except BaseException:
+        for optimizer in optimizer_list:
+            optimizer.zero_grad(set_to_none=True)
+        for p, grad in set_aside:
+            p.grad = grad
+        raise
+    checked = False
+    for optimizer in optimizer_list:
+        scaler.unscale_(optimizer)
+        found = scaler._found_inf(optimizer)  # None: this loss gave the optimizer no gradient
+        if found:
+            optimizer.skip_next_step()
+        checked = checked or found is not None
+    for p, grad in set_aside:
+        if p.grad is None:
+            p.grad = grad
+        else:
+            p.grad.data += grad.data
+            p.grad._bump_version()
+    if checked:
+        scaler.update()
+
+
+def state_dict() -> dict:
+    """apex's amp.state_dict(): {"loss_scaler0": ..., "loss_scaler1": ...}, each a GradScaler.state_dict()."""
+    if not _LOSS_SCALERS:
+        raise RuntimeError("mp.amp.state_dict: call mp.amp.initialize first; it makes the loss scalers")
+    return {f"loss_scaler{i}": scaler.state_dict() for i, scaler in enumerate(_LOSS_SCALERS)}
+
+
+def load_state_dict(state_dict):
+    """Restore what mp.amp.state_dict() (or apex's amp.state_dict()) saved into initialize's loss scalers.
+
+    Each entry is a GradScaler.state_dict(), or apex's {"loss_scale": s, "unskipped": n} (n clean steps
+    since the scale last changed: the growth tracker). Everything is checked before anything changes.
+    """
+    if not _LOSS_SCALERS:
+        raise RuntimeError("mp.amp.load_state_dict: call mp.amp.initialize first; it makes the loss scalers")
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"mp.amp.load_state_dict expects the dict mp.amp.state_dict() returned, got "
+                        f"{type(state_dict).__name__}")
+    expected = [f"loss_scaler{i}" for i in range(len(_LOSS_SCALERS))]
+    if sorted(state_dict, key=str) != sorted(expected):
+        raise ValueError(f"mp.amp.load_state_dict: expected the keys {expected} (initialize made "
+                         f"{len(_LOSS_SCALERS)} loss scalers), got {sorted(map(str, state_dict))}")
+    checked = []
+    for key, scaler in zip(expected, _LOSS_SCALERS):
+        entry = state_dict[key]
+        if isinstance(entry, Mapping) and set(entry) == {"loss_scale", "unskipped"}:  # apex's format
+            entry = {"scale": entry["loss_scale"], "_growth_tracker": entry["unskipped"],
+                     **{k: v for k, v in scaler.state_dict().items() if k not in ("scale", "_growth_tracker")}}
+        try:
+            checked.append(scaler._checked_state(entry))
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise type(exc)(f"mp.amp.load_state_dict[{key!r}]: {exc}") from None
+    for scaler, values in zip(_LOSS_SCALERS, checked):
+        scaler._load_checked(values)
 
 
 class _Casting:

@@ -16,6 +16,12 @@ The state (m, v, v_max) has the parameter's dtype and device, so float32
 parameters keep float32 state. Each line is one PyTorch kernel: for
 float16/bfloat16 tensors it computes in float32 and rounds once when it
 stores, which is what PyTorch's kernels do ("opmath").
+
+fused=True runs the same lines as one kernel over all parameters of a dtype
+(kernels/multi_tensor_optimizers.cu, twin in mixprec.amp._reference): each
+value is rounded once, when stored; the step count lives on the device, as
+a one-element int64 array in state["step"] (state_dict() still saves an int),
+and the bias corrections beta**step are computed there, by squaring.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from ..amp._layout import AdamRule
 from ..backend import array_module
 from .optimizer import Optimizer
 
@@ -51,13 +58,16 @@ class Adam(Optimizer):
     weight_decay adds an L2 penalty to the gradient; for decoupled weight
     decay use AdamW (or decoupled_weight_decay=True). amsgrad keeps the
     running maximum of the second moment; maximize ascends instead.
+    fused=True: one multi-tensor kernel per dtype group and step (see the
+    module docstring, and Optimizer for the GradScaler contract).
     """
 
     state_layout = {"step": "count", "exp_avg": "tensor", "exp_avg_sq": "tensor", "max_exp_avg_sq": "tensor"}
     required_state = ("step", "exp_avg", "exp_avg_sq")  # max_exp_avg_sq appears once amsgrad steps
+    fused_kind = "ADAM"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, decoupled_weight_decay=False):
+                 maximize=False, decoupled_weight_decay=False, fused=False):
         name = type(self).__name__
         if not 0.0 <= lr:
             raise ValueError(f"{name}: invalid learning rate {lr} (must be >= 0)")
@@ -72,7 +82,23 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"{name}: invalid weight_decay {weight_decay} (must be >= 0)")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay))
+                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay), fused=fused)
+
+    def _capture_blocker(self):
+        if not self.fused:
+            return "its step count and bias corrections are kept on the host"
+        return None
+
+    def _fused_rule(self, group, params):
+        beta1, beta2 = group["betas"]
+        return AdamRule(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                        amsgrad=bool(group["amsgrad"]), maximize=bool(group["maximize"]),
+                        decoupled_weight_decay=bool(group["decoupled_weight_decay"]))
+
+    def _fused_state(self, rule):
+        # the step count lives on the device (int64), where count_steps adds one
+        uses = {"EXP_AVG": "exp_avg", "EXP_AVG_SQ": "exp_avg_sq", "STEP": "step"}
+        return dict(uses, MAX_EXP_AVG_SQ="max_exp_avg_sq") if rule.amsgrad else uses
 
     def _update(self, p, grad, state, group):
         xp = array_module(p.data)
@@ -120,6 +146,6 @@ class AdamW(Adam):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
+                 maximize=False, fused=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         maximize=maximize, decoupled_weight_decay=True)
+                         maximize=maximize, decoupled_weight_decay=True, fused=fused)

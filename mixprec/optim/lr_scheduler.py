@@ -19,7 +19,9 @@ nothing unless optimizer.step() really ran since the previous scheduler step:
 
 The scheduler counts real optimizer steps by wrapping ``optimizer.step``
 (PyTorch's schedulers wrap it too, to warn about call order), so this works
-for any reason a step is skipped, not only the scaler's.
+for any reason a step is skipped, not only the scaler's. A fused optimizer
+stepped by a GradScaler is the exception: its step is always called and skips
+on the device, which the host never learns, so skip_unstepped=True refuses it.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ def _track_steps(optimizer):
     def step(*args, **kwargs):
         out = inner(*args, **kwargs)
         optimizer._steps_taken += 1
+        if kwargs.get("found_inf") is not None:  # whether it really stepped was decided on the device
+            optimizer._steps_decided_on_device = True
         return out
     step._counts_steps = True
     step.__doc__ = inner.__doc__
@@ -93,6 +97,10 @@ class LRScheduler:
     def step(self):
         """Advance the schedule by one (or do nothing, see skip_unstepped)."""
         if self.skip_unstepped:
+            if getattr(self.optimizer, "_steps_decided_on_device", False):
+                raise RuntimeError("skip_unstepped=True cannot tell whether the optimizer stepped: a fused optimizer "
+                                   "stepped by a GradScaler skips on the device, and nothing is read back. Use "
+                                   "skip_unstepped=False (torch's behaviour) or fused=False")
             taken = self.optimizer._steps_taken
             if taken == self._seen_optimizer_steps:
                 self.skipped_steps += 1

@@ -1,4 +1,4 @@
-"""Optimizer base: parameter groups, per-parameter state, state_dict."""
+"""Optimizer base: parameter groups, per-parameter state, state_dict, the fused step."""
 from __future__ import annotations
 
 import copy
@@ -7,10 +7,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import backend as _be
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..backend import is_array, on_device, to_device
 from ..tensor import Tensor, zero_grads
+from . import fused as _fused
 
 
 class Optimizer:
@@ -20,6 +22,14 @@ class Optimizer:
     does the bookkeeping (a subclass that overrides step() calls super().step()).
     Updates write into parameter memory in place and bump each parameter's version
     counter, so stale autocast casts are never reused.
+
+    fused=True (a subclass that names its kernel in ``fused_kind`` and implements
+    ``_fused_rule`` and ``_fused_state``): every parameter of a (device, dtype) group is updated by one
+    multi-tensor kernel per step on CUDA, by its vectorised NumPy twin on the CPU
+    (mixprec/optim/fused.py). Such an optimizer supports AMP scaling
+    (``supports_amp_scaling``, torch's ``_step_supports_amp_scaling``): GradScaler.step
+    passes ``step(grad_scale=..., found_inf=...)`` and the kernel unscales and, where
+    found_inf is set, skips on the device, without the host waiting for the GPU.
 
     Extension point: a *step extension* takes part in every step of one optimizer, for
     parameters whose gradients are computed elsewhere. mixprec.amp.master_weights is
@@ -32,13 +42,30 @@ class Optimizer:
         ext.before_update()          step() calls it after the closure, before any update
         ext.after_update()           step() calls it after the updates
         ext.zero_grad(set_to_none)   zero_grad() calls it after clearing param_groups' grads
+
+    and optionally a fifth:
+
+        ext.weight_copies()          -> (stepped parameter, low-precision copy) Tensor pairs: step()
+                                        writes each copy, rounded, from its updated parameter (a
+                                        fused optimizer in the same pass); O2's float16 model weights
     """
 
-    def __init__(self, params, defaults: dict):
+    #: The fused kernel of a subclass ("ADAM", "SGD": a key of mixprec.amp._layout.LISTS); None: no fused=True.
+    fused_kind: str | None = None
+
+    def __init__(self, params, defaults: dict, *, fused: bool = False):
+        name = type(self).__name__
+        if not isinstance(fused, bool):
+            raise TypeError(f"{name}: fused must be True or False, got {fused!r}")
+        if fused and self.fused_kind is None:
+            raise ValueError(f"{name} has no fused implementation (fused=True exists for SGD, Adam and AdamW)")
+        self.fused = fused
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
         self.state: dict = {}
         self._step_extension = None
+        self._skip_next_step = False
+        self._fused_layouts: dict = {}  # id(group) -> the flat state buffers fused steps laid out (fused.py)
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -71,25 +98,77 @@ class Optimizer:
         if self._step_extension is not None:
             self._step_extension.zero_grad(set_to_none)
 
+    @property
+    def supports_amp_scaling(self) -> bool:
+        """Whether step() takes grad_scale and found_inf (torch's _step_supports_amp_scaling): fused optimizers."""
+        return self.fused
+
     @no_grad()
-    def step(self, closure=None):
-        """Apply one update to every parameter that has a gradient; returns closure() if given."""
+    def step(self, closure=None, *, grad_scale=None, found_inf=None):
+        """Apply one update to every parameter that has a gradient; returns closure() if given.
+
+        grad_scale, found_inf (optimizers that support AMP scaling; GradScaler.step passes them):
+        one-element float32 arrays on the parameters' device. The gradients are divided by
+        grad_scale (and written back unscaled, as torch's fused optimizers do), and where found_inf
+        is non-zero nothing changes, parameters and state bit for bit: decided on the device.
+        """
+        if (grad_scale is not None or found_inf is not None) and not self.supports_amp_scaling:
+            raise TypeError(f"{type(self).__name__}.step: grad_scale and found_inf are for optimizers that support "
+                            "AMP scaling on the device (fused=True); a GradScaler decides for this one")
+        blocker = self._capture_blocker() if _be.is_capturing() else None
+        if blocker:
+            raise RuntimeError(f"{type(self).__name__}.step() cannot be captured in a CUDA graph: {blocker}. Use "
+                               "fused=True: the fused step keeps everything it reads and writes on the device")
+        grad_scale, found_inf = (None if a is None else _fused.device_scalar(a, name)
+                                 for a, name in ((grad_scale, "grad_scale"), (found_inf, "found_inf")))
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        if self._skip_next_step:
+            self._skip_next_step = False
+            return loss
         extension = self._step_extension
         if extension is not None:
             extension.before_update()
+        copies = {}
+        if callable(getattr(extension, "weight_copies", None)):
+            copies = {id(p): copy for p, copy in extension.weight_copies()}
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            if self.fused:
+                rule = self._fused_rule(group, params)
+                grads = [writable_grad(p, contiguous=True) for p in params]
+                _fused.step(self.fused_kind, rule, params, grads, self.state, self._fused_state(rule), copies,
+                            self._fused_layouts.setdefault(id(group), {}), grad_scale, found_inf)
+                continue
+            for p in params:
                 self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
                 p._bump_version()
+                if id(p) in copies:
+                    copies[id(p)]._assign("refreshing a weight copy from its parameter", p)
         if extension is not None:
             extension.after_update()
         return loss
+
+    def skip_next_step(self):
+        """Make the next step() change nothing (it still runs its closure): for loops where the code that finds
+        an overflow is not the code that calls step(), such as mp.amp.scale_loss (apex's loop)."""
+        self._skip_next_step = True
+
+    def _capture_blocker(self) -> str | None:
+        """Why step() cannot run inside a CUDA graph capture, or None when it can."""
+        return None
+
+    def _fused_rule(self, group, params):
+        """The group's AdamRule/SGDRule for this step (params: those with a gradient)."""
+        raise NotImplementedError
+
+    def _fused_state(self, rule) -> dict:
+        """{kernel list name: state key} of the state the fused kernel reads and writes under this rule."""
+        raise NotImplementedError
 
     # ---- the extension point (see the class docstring) ----
     @property
@@ -133,7 +212,8 @@ class Optimizer:
                 index.setdefault(id(p), len(index))
                 entry["params"].append(index[id(p)])
             groups.append(entry)
-        state = {index[id(p)]: {k: _export(v) for k, v in s.items()}
+        counts = {k for k, kind in (self.state_layout or {}).items() if kind == "count"}
+        state = {index[id(p)]: {k: _export_count(v) if k in counts else _export(v) for k, v in s.items()}
                  for g in self.param_groups for p in g["params"] if (s := self.state.get(p))}
         return {"state": state, "param_groups": groups}
 
@@ -235,18 +315,24 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-def writable_grad(p) -> Tensor:
+def writable_grad(p, contiguous=False) -> Tensor:
     """p.grad, replaced by a copy first when it cannot be written in place (a broadcast view: read-only,
-    or with a zero stride, as the gradient of a sum can be)."""
+    or with a zero stride, as the gradient of a sum can be), or, if asked, is not contiguous."""
     data = p.grad.data
-    if 0 in data.strides[:data.ndim] and data.size > 1 or not getattr(data.flags, "writeable", True):
+    if (0 in data.strides[:data.ndim] and data.size > 1 or not getattr(data.flags, "writeable", True)
+            or contiguous and not data.flags.c_contiguous):
         with on_device(p.grad.device):
-            p.grad = Tensor._wrap(data.copy())
+            p.grad = Tensor._wrap(data.copy(order="C"))
     return p.grad
 
 
 def _export(v):
     return Tensor._wrap(v.copy()) if is_array(v) else copy.deepcopy(v)
+
+
+def _export_count(v) -> int:
+    """A step count as an int; a fused optimizer keeps it in a one-element array on the device (a read)."""
+    return int(to_device(v, _be.CPU).reshape(-1)[0]) if is_array(v) else int(v)
 
 
 def _import(v, p):
