@@ -9,3 +9,4 @@ from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, regist
 from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
 from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, pools)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
+from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)

@@ -171,7 +171,7 @@ def _(ctx, g):
     return g * b, g * a
 
 
-@register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
+@register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP, saves=("mat1", "mat2"))
 def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
     _check("addmm", mat1.ndim == 2 and mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0], mat1, mat2,
@@ -200,7 +200,7 @@ def _addmm_tangent(ctx, tc, t1, t2, *_):
 addmm.jvp(_addmm_tangent)
 
 
-@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
+@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP, saves=("batch1", "batch2"))
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
     _check("baddbmm", batch1.ndim == 3 and batch2.ndim == 3 and batch1.shape[0] == batch2.shape[0]
@@ -213,7 +213,8 @@ baddbmm.grad(_addmm_grad)
 baddbmm.jvp(_addmm_tangent)
 
 
-@register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP)
+@register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP,
+          saves=("input", "weight"))
 def linear(ctx, input, weight, bias=None):
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
     if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:

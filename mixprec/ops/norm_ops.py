@@ -51,7 +51,7 @@ def _check_affine(name, t, what, shape):
         raise RuntimeError(f"{name}: {what} of shape {tuple(t.shape)} does not match the expected shape {tuple(shape)}")
 
 
-@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
+@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32", saves=("input", "weight"))
 def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing dims ``normalized_shape``, then scale by weight and shift by bias."""
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
@@ -93,7 +93,7 @@ def _(ctx, tx, _, tw=None, tb=None):
     return ty if tb is None else ty + tb
 
 
-@register("group_norm", functional=True, promote=(0, 2, 3), cuda="fp32")
+@register("group_norm", functional=True, promote=(0, 2, 3), cuda="fp32", saves=("input", "weight"))
 def group_norm(ctx, input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalise (N, C, *) over each group of C/num_groups channels (and all spatial positions),
     then scale and shift per channel."""

@@ -120,7 +120,7 @@ _reduction_rules(prod, _prod_partial)
 
 
 def _extreme(name, fn):
-    op = register(name, methods=(name,))(
+    op = register(name, methods=(name,), saves=("input", "output"))(
         lambda ctx, input, dim=None, keepdim=False: fn(array_module(input), input,
                                                         _reduction(ctx, input, dim, keepdim, name), keepdim))
     op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."

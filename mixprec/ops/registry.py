@@ -52,11 +52,18 @@ class Op:
     floating inputs, so its tangent is the op applied to their tangents);
     ``inplace``; ``view`` (the output may share input 0's memory, then also its
     version counter); ``broadcast`` (elementwise: shape errors name every shape).
+
+    ``saves`` names what backward reads: forward arguments by name and
+    ``"output"`` (every output) or ``"output1"`` (one of several). Only those are
+    kept in the graph (and pass through saved_tensors_hooks); backward sees
+    anything else as a NotSaved stand-in that fails when used, and only an
+    in-place change of a saved tensor makes backward fail. Default: nothing for
+    a ``linear`` op, every tensor argument for the others.
     """
 
     def __init__(self, name, forward, *, cuda=None, cpu=None, promote=(0,), same_dtype=False,
                  differentiable=True, composite=False, linear=False, inplace=False, view=False, broadcast=False,
-                 doc=None):
+                 saves=None, doc=None):
         if list(promote) != sorted(promote):
             raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
         self.name = name
@@ -78,9 +85,31 @@ class Op:
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         # where a dtype= or out= argument lands among the positional args (autocast must respect them)
         self.dtype_out_positions = tuple(i for i, n in enumerate(self.arg_names) if n in ("dtype", "out"))
+        self.takes_out = "out" in self.arg_names or "out" in code.co_varnames[:code.co_argcount
+                                                                                + code.co_kwonlyargcount]
+        self.saved_positions, self.saved_outputs = self._saves(saves, linear)
         self.methods = self.rmethods = ()
         self.functional = False
         self.__doc__ = doc or forward.__doc__
+
+    def _saves(self, saves, linear):
+        """(input positions, outputs) backward reads: outputs is True (all), a set of indices, or empty."""
+        if saves is None:
+            return (frozenset() if linear else frozenset(range(len(self.arg_names)))), frozenset()
+        if isinstance(saves, str):
+            saves = (saves,)
+        positions, outputs = set(), set()
+        for s in saves:
+            if s in self.arg_names:
+                positions.add(self.arg_names.index(s))
+            elif s == "output":
+                outputs = True
+            elif s.startswith("output") and s[6:].isdigit() and outputs is not True:
+                outputs.add(int(s[6:]))
+            else:
+                raise ValueError(f"op {self.name!r}: saves={saves!r} names {s!r}, which is neither an argument of "
+                                 f"its forward ({', '.join(self.arg_names)}) nor 'output'/'output<i>'")
+        return frozenset(positions), (outputs if outputs is True else frozenset(outputs))
 
     def grad(self, fn):
         """Decorator: set this op's backward (its vector-Jacobian product)."""
