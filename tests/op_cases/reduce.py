@@ -33,6 +33,14 @@ CASES = [
     Case("cumsum", "cumsum", [rnd(5)], lambda a: a.cumsum(0), np.cumsum),
     Case("cumsum-dim", "cumsum", [rnd(2, 3, 2)], lambda a: mp.cumsum(a, dim=1), lambda a: np.cumsum(a, 1)),
     Case("cumsum-neg-dim", "cumsum", [rnd(3, 4)], lambda a: a.cumsum(-1), lambda a: np.cumsum(a, -1)),
+    # ---- max / min: all elements, (values, indices) along a dim (the several-output ops), elementwise
+    Case("max-all", "max", [distinct(2, 3)], lambda a: a.max(), np.max),
+    Case("min-other", "min", [rnd(2, 3), rnd(3)], lambda a, b: mp.min(a, b), np.minimum),
+    Case("max-dim", "max.dim", [distinct(3, 4)], lambda a: a.max(1), lambda a: (a.max(1), a.argmax(1))),
+    Case("max-dim-keepdim-neg", "max.dim", [distinct(2, 3, 2)], lambda a: mp.max(a, -2, keepdim=True),
+         lambda a: (a.max(-2, keepdims=True), a.argmax(-2)[:, None])),
+    Case("min-dim", "min.dim", [distinct(4, 3)], lambda a: a.min(dim=0), lambda a: (a.min(0), a.argmin(0))),
+    Case("min-dim-0d", "min.dim", [const(np.array(1.5))], lambda a: a.min(0), lambda a: (a, np.array(0))),
     # ---- index and boolean reductions: exact, no gradient
     Case("argmax-argmin", "argmax", [distinct(3, 4)], lambda a: (a.argmax(1), mp.argmin(a, 0)),
          lambda a: (a.argmax(1), a.argmin(0)), grad=False),
