@@ -97,7 +97,7 @@ def make_dual(tensor, tangent, *, level=None):
     if not _dt.is_floating(tensor.dtype):
         raise ValueError(f"make_dual: expected a floating-point primal, got {tensor.dtype.name}")
     if tangent.shape != tensor.shape:
-        raise ValueError(f"make_dual: the tangent has shape {tangent.shape}, but the primal has shape "
+        raise RuntimeError(f"make_dual: the tangent has shape {tangent.shape}, but the primal has shape "
                          f"{tensor.shape}; they must match")
     if tangent.dtype != tensor.dtype:
         raise ValueError(f"make_dual: the tangent has dtype {tangent.dtype.name}, but the primal has dtype "

@@ -145,10 +145,13 @@ def _autograd_involved(t, base, others, grad_on, dual_level):
 
 def _rebase(t, new):
     """``t`` (already holding new's values) takes over new's place in both modes of autograd."""
+    old_node, old_nr = t._grad_fn, t.output_nr
     node = new._grad_fn
     if node is not None:
         node.rebase_output(new.output_nr, t)
-        if t._retains_grad:
+        if t._retains_grad:  # retain_grad follows the tensor to its new value, as in torch
+            if old_node is not None and old_node._retained:
+                old_node._retained.pop(old_nr, None)
             node._retain(new.output_nr, t)
     elif not new._requires_grad:
         t._grad_fn, t._requires_grad = None, t._requires_grad and t._grad_fn is None
