@@ -71,7 +71,8 @@ def _check_v(v, reference, ref_is_tuple, fn_name, who):
         if len(reference) != 1 or reference[0].numel() != 1:
             raise RuntimeError(f"{fn_name}: the vector v can only be None if {who} is a single Tensor with a single "
                                "element")
-        return (Tensor._wrap(reference[0].data * 0 + 1),)
+        from ..tensor import ones_like
+        return (ones_like(reference[0]),)
     _, v = _as_tuple(v, "v", fn_name)
     if len(v) != len(reference):
         if ref_is_tuple:
@@ -172,9 +173,10 @@ def _check_jacobian_depends(jac, strict):
 
 # ---------------------------------------------------------------- forward mode
 def _dual_pass(func, inputs, directions):
-    """func on duals of ``inputs`` moving along ``directions``: (is the output a tuple, outputs, tangents)."""
+    """func on duals of ``inputs`` moving along ``directions`` (None: that input is held constant):
+    (is the output a tuple, outputs, tangents -- None for an output that does not depend on them)."""
     with forward_ad.dual_level():
-        duals = tuple(forward_ad.make_dual(x, u.to(x.dtype)) if x.is_floating_point() else x
+        duals = tuple(forward_ad.make_dual(x, u.to(x.dtype)) if u is not None and x.is_floating_point() else x
                       for x, u in zip(inputs, directions))
         out_tuple, outs = _as_tuple(func(*duals), "outputs of the user-provided function", "jvp")
         unpacked = [forward_ad.unpack_dual(o) for o in outs]
@@ -264,12 +266,13 @@ def _jacobian_forward(func, inputs, create_graph, strict):
     for j, x in enumerate(inputs):
         columns = []
         for e in range(x.numel()):
-            directions = [zeros_like(y) for y in inputs]
-            directions[j].data.reshape(-1)[e] = 1
-            out_tuple, outputs, tangents = _dual_pass(func, inputs, directions)
+            direction = zeros_like(x)
+            direction.data.reshape(-1)[e] = 1
+            out_tuple, outputs, tangents = _dual_pass(func, inputs, [direction if k == j else None
+                                                                     for k in range(len(inputs))])
             columns.append(tangents)
         if outputs is None:  # an empty input: still learn the outputs' shapes
-            out_tuple, outputs, _ = _dual_pass(func, inputs, [zeros_like(y) for y in inputs])
+            out_tuple, outputs, _ = _dual_pass(func, inputs, [None] * len(inputs))
         _check_outputs(outputs, strict, "jacobian")
         per_input.append(columns)
     table = []

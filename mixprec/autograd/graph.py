@@ -421,7 +421,8 @@ class OpNode(Node):
         self._outs = outs
 
     def finish(self, outs):
-        """Become the grad_fn of each floating output; record the edges; save what backward reads."""
+        """Become the grad_fn of each floating output and record the edges (then the tangent rule may run,
+        seeing the outputs attached); ``seal`` then saves what backward reads."""
         for i, o in enumerate(outs):
             if o.data.dtype in _FLOATING:
                 o._grad_fn, o._requires_grad = self, True
@@ -440,7 +441,10 @@ class OpNode(Node):
         self._next_edges, self._metas, self._layout = edges, metas, layout
         if not all(visible):
             self._visible = visible
-        self._save(outs)
+
+    def seal(self):
+        """Keep only what the op declares its backward reads (SavedTensors), nothing else."""
+        self._save(self._outs)
         self._sealed = True
         self._outs = None
 

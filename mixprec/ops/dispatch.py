@@ -178,10 +178,12 @@ def _run(op, args, kwargs, device):
     if floating and (record or tangents):
         outs = out if type(out) is tuple else (out,)
         ctx.set_outputs(outs)
+        if record:
+            ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
         if tangents:
             _fwad.attach_tangents(ctx, args, out)
         if record:
-            ctx.finish(outs)
+            ctx.seal()
             if _gm._local.anomaly:
                 ctx.trace = "".join(traceback.format_stack()[:-3])
     return out
