@@ -145,8 +145,8 @@ class Tensor:
         if mode and self._inference:
             from .autograd.grad_mode import is_inference_mode_enabled
             if not is_inference_mode_enabled():
-                raise RuntimeError("setting requires_grad=True on an inference tensor (made under "
-                                   "mp.inference_mode()) outside inference mode is not allowed; clone() it first")
+                raise RuntimeError("setting requires_grad=True on an inference tensor outside inference mode is not "
+                                   "allowed (it was made under mp.inference_mode()); clone() it first")
         if self._grad_fn is not None and not mode:
             raise RuntimeError("you can only change requires_grad flags of leaf tensors; to use a computed "
                                "tensor without its graph, use t.detach()")

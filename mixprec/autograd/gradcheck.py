@@ -112,7 +112,7 @@ def _forward_columns(run, inputs, k, i, directions):
     for u in directions:
         with forward_ad.dual_level():
             args = list(inputs)
-            args[i] = forward_ad.make_dual(x.detach(), tensor(u, dtype=x.dtype, device=x.device))
+            args[i] = forward_ad.make_dual(x, tensor(u, dtype=x.dtype, device=x.device))
             out = run(args)[k]
             t = forward_ad.unpack_dual(out).tangent
         cols.append(np.zeros(out.numel()) if t is None else t.numpy().astype(np.float64).reshape(-1))

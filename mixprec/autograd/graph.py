@@ -140,7 +140,7 @@ class AccumulateGrad(Node):
 
 def accumulator(t) -> AccumulateGrad:
     """The AccumulateGrad node of leaf ``t`` (made on first use)."""
-    owner = t._accumulate_into or t
+    owner = t if t._accumulate_into is None else t._accumulate_into
     ref = owner._accumulator
     acc = ref() if ref is not None else None
     if acc is None:
@@ -203,7 +203,8 @@ class SavedTensor:
         pack, self._unpack = hooks
         self._packed = pack(t)
         self._grad_fn, self._requires_grad = t._grad_fn, t._requires_grad
-        self._leaf = (t._accumulate_into or t) if t._requires_grad and t._grad_fn is None else None
+        leaf = t if t._accumulate_into is None else t._accumulate_into
+        self._leaf = leaf if t._requires_grad and t._grad_fn is None else None
 
     def retarget(self, t):
         """The saved output now lives in ``t`` (an in-place op's target, holding the same values): follow its

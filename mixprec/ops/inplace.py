@@ -162,8 +162,8 @@ def _check_writable(t, what):
     if t._inference:
         from ..autograd.grad_mode import is_inference_mode_enabled
         if not is_inference_mode_enabled():
-            raise RuntimeError(f"{what}: an in-place update of an inference tensor (made under mp.inference_mode()) "
-                               "outside inference mode is not allowed; clone() it first")
+            raise RuntimeError(f"{what}: an in-place update to an inference tensor outside inference mode is not "
+                               "allowed (it was made under mp.inference_mode()); clone() it first")
     flags = getattr(t.data, "flags", None)
     if flags is not None and not flags.writeable:
         raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to tensor refers "
