@@ -61,6 +61,14 @@ def _prepare(inputs, create_graph):
     return tuple(out)
 
 
+def _inputs_and_v(inputs, v, create_graph, fn_name):
+    """(was inputs a tuple, prepared inputs, v matching them) for the functions that take a v per input."""
+    inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
+    inputs = _prepare(inputs, create_graph)
+    v = _check_v(v, inputs, inputs_tuple, fn_name, "the input to the user-provided function")
+    return inputs_tuple, inputs, v if create_graph else tuple(u.detach() for u in v)
+
+
 def _finish(tensors, create_graph):
     return tuple(t.detach() if not create_graph and isinstance(t, Tensor) else t for t in tensors)
 
@@ -137,9 +145,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T H): the vector-Hessian product of a function with one output element."""
     with grad_mode.enable_grad():
-        inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vhp")
-        inputs = _prepare(inputs, create_graph)
-        v = _check_v(v, inputs, inputs_tuple, "vhp", "the input to the user-provided function")
+        inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, "vhp")
         output = _scalar_output(func(*inputs), strict, "vhp")
         jac = _grads([output], inputs, [None], create_graph=True)
         _check_jacobian_depends(jac, strict)
@@ -186,11 +192,7 @@ def _dual_pass(func, inputs, directions):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product at ``inputs``, in one forward-mode pass."""
     with grad_mode.enable_grad():
-        inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
-        inputs = _prepare(inputs, create_graph)
-        v = _check_v(v, inputs, inputs_tuple, "jvp", "the input to the user-provided function")
-        if not create_graph:
-            v = tuple(u.detach() for u in v)
+        inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, "jvp")
         out_tuple, outputs, tangents = _dual_pass(func, inputs, v)
         _check_outputs(outputs, strict, "jvp")
     tangents = _fill(tangents, outputs, strict, create_graph, "jvp",
@@ -202,11 +204,7 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), H v): the Hessian-vector product of a function with one output element, by forward
     mode over reverse mode (a dual pass through the gradient's computation)."""
     with grad_mode.enable_grad():
-        inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
-        inputs = _prepare(inputs, create_graph)
-        v = _check_v(v, inputs, inputs_tuple, "hvp", "the input to the user-provided function")
-        if not create_graph:
-            v = tuple(u.detach() for u in v)
+        inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, "hvp")
         with forward_ad.dual_level():
             duals = tuple(forward_ad.make_dual(x, u.to(x.dtype)) for x, u in zip(inputs, v))
             output = _scalar_output(func(*duals), strict, "hvp")

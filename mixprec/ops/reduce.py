@@ -198,7 +198,7 @@ def any(ctx, input, dim=None, keepdim=False):
     return array_module(input).any(input, axis=dim, keepdims=keepdim)
 
 
-# ---------------------------------------------------------------- max / min: the value, or (values, indices) along a dim
+# ---------------------------------------------------------------- max / min: the value, or (values, indices) on a dim
 max_result = namedtuple("max", ["values", "indices"])  # torch.return_types.max
 min_result = namedtuple("min", ["values", "indices"])
 

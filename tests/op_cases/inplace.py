@@ -28,7 +28,8 @@ def _copy_slices_ref(region):
 
 
 CASES = [
-    Case("overwrite-broadcast", "_overwrite", [rnd(2, 3), rnd(3)], _overwrite, lambda a, b: np.broadcast_to(b, a.shape)),
+    Case("overwrite-broadcast", "_overwrite", [rnd(2, 3), rnd(3)], _overwrite,
+         lambda a, b: np.broadcast_to(b, a.shape)),
     Case("overwrite-number", "_overwrite", [rnd(2, 2)], lambda a: _overwrite(a, 1.5),
          lambda a: np.full(a.shape, 1.5)),
     Case("copy-slices-rows", "_copy_slices", [rnd(4, 3), rnd(2, 3)], lambda b, v: _copy_slices(b, v, _rows),
