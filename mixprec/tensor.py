@@ -23,7 +23,7 @@ class Tensor:
     _retains_grad = False
     _fw = None                 # (dual level, tangent) in forward-mode AD (autograd/forward_ad.py)
     _view = None               # how this tensor views another one's memory (ops/inplace.py ViewInfo)
-    _accumulator = None        # weakref to this leaf's AccumulateGrad node (autograd/graph.py)
+    _accumulator = None        # this leaf's AccumulateGrad node (autograd/graph.py), which holds the leaf weakly
     _accumulate_into = None    # the leaf a stand-in (an unpacked saved tensor) sends its gradient to
     _inference = False         # made under inference_mode: can never enter autograd
 

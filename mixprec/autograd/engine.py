@@ -180,11 +180,15 @@ def _num_outputs(node):
 
 def _run_node(run, node, grads, execute):
     """Hooks, capture and the node itself; returns one gradient per input slot (or None when it did not run)."""
-    variable = node.variable if isinstance(node, AccumulateGrad) else None
+    accumulates = isinstance(node, AccumulateGrad)
+    variable = node.variable if accumulates else None
+    if accumulates and variable is None:
+        return None  # the leaf is gone: nobody can read its gradient
+    tensor_hooks = node._tensor_hooks
     for nr, g in enumerate(grads):
         if g is None:
             continue
-        hooks = variable._hooks if variable is not None else (node._tensor_hooks or {}).get(nr)
+        hooks = variable._hooks if variable is not None else tensor_hooks.get(nr) if tensor_hooks else None
         if hooks:
             g = grads[nr] = _call_tensor_hooks(hooks, g, run.foreign)
         if node._retained is not None and nr in node._retained and run.accumulate:

@@ -33,6 +33,7 @@ from ..hooks import add_hook
 from ..tensor import Tensor
 
 _FLOATING = frozenset(FLOATING)
+_NUMBERS = (int, float, np.generic)
 _sequence = itertools.count()  # creation order: backward runs later nodes first, as torch's engine does
 
 INFERENCE_SAVE = ("inference tensors cannot be saved for backward: a tensor made under mp.inference_mode() was "
@@ -120,16 +121,22 @@ class Node:
 class AccumulateGrad(Node):
     """The node of a leaf that requires grad: adds the gradient that reaches it into ``variable.grad``.
 
-    One per leaf (the leaf holds it weakly, every graph that uses the leaf
-    holds it strongly), so backward runs it once, after every contribution.
-    It runs as soon as it is ready, so post-accumulate-grad hooks (DDP's
-    bucketed all-reduce) fire while the rest of backward goes on.
+    One per leaf, kept by the leaf (and by every graph that uses it); it holds
+    the leaf weakly, so a leaf nobody can read any more is not kept alive by
+    old graphs (its gradient then goes nowhere). Backward runs it once, after
+    every contribution, and as soon as it is ready, so post-accumulate-grad
+    hooks (DDP's bucketed all-reduce) fire while the rest of backward goes on.
     """
 
     def __init__(self, variable):
         super().__init__()
         self._seq = float("inf")  # ready accumulators run first
-        self.variable = variable
+        self._variable = weakref.ref(variable)
+
+    @property
+    def variable(self):
+        """The leaf tensor (None once it is gone)."""
+        return self._variable()
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -139,13 +146,11 @@ class AccumulateGrad(Node):
 
 
 def accumulator(t) -> AccumulateGrad:
-    """The AccumulateGrad node of leaf ``t`` (made on first use)."""
+    """The AccumulateGrad node of leaf ``t`` (made on first use, then kept by the leaf)."""
     owner = t if t._accumulate_into is None else t._accumulate_into
-    ref = owner._accumulator
-    acc = ref() if ref is not None else None
+    acc = owner._accumulator
     if acc is None:
-        acc = AccumulateGrad(owner)
-        owner._accumulator = weakref.ref(acc)
+        acc = owner._accumulator = AccumulateGrad(owner)
     return acc
 
 
@@ -178,8 +183,9 @@ class SavedTensor:
     backward can still be differentiated.
     """
 
-    __slots__ = ("_tensor", "_data", "_vc", "_version", "_packed", "_unpack", "_grad_fn", "_output_nr",
-                 "_requires_grad", "_leaf", "_fw", "_is_output")
+    # what most saved tensors never set, as class defaults (an instance sets only what it needs)
+    _tensor = _data = _packed = _unpack = _grad_fn = _leaf = _fw = None
+    _is_output, _requires_grad, _output_nr = False, False, 0
 
     def __init__(self, t, is_output=False):
         if t._inference:
@@ -190,18 +196,18 @@ class SavedTensor:
             if state[1] is None:
                 state[1] = t.clone()
             t = state[1]
-        self._vc, self._version, self._is_output = t._vc, t._vc[0], is_output
-        self._output_nr, self._fw = t.output_nr, t._fw
-        self._tensor = self._data = self._packed = self._unpack = None
-        hooks = _saved.hooks[-1] if _saved.hooks else None
-        if hooks is None:
-            if is_output:
-                self._data = t.data  # not the tensor: an output owns its node, not the reverse
+        self._vc = vc = t._vc
+        self._version = vc[0]
+        hooks = _saved.hooks
+        if not hooks:
+            if is_output:  # the data, not the tensor: an output owns its node, not the reverse
+                self._data, self._is_output, self._output_nr, self._fw = t.data, True, t.output_nr, t._fw
             else:
                 self._tensor = t
             return
-        pack, self._unpack = hooks
+        pack, self._unpack = hooks[-1]
         self._packed = pack(t)
+        self._is_output, self._output_nr, self._fw = is_output, t.output_nr, t._fw
         self._grad_fn, self._requires_grad = t._grad_fn, t._requires_grad
         leaf = t if t._accumulate_into is None else t._accumulate_into
         self._leaf = leaf if t._requires_grad and t._grad_fn is None else None
@@ -418,56 +424,55 @@ class OpNode(Node):
         return self._unpack_outputs()
 
     # ---- recording ----
-    def set_outputs(self, outs):
-        self._outs = outs
-
     def finish(self, outs):
-        """Become the grad_fn of each floating output and record the edges (then the tangent rule may run,
-        seeing the outputs attached); ``seal`` then saves what backward reads."""
+        """Become the grad_fn of each floating output and record the edges and what to save (the tangent rule
+        may then run, seeing the outputs attached and the call's own args); ``seal`` then keeps only the saved."""
         for i, o in enumerate(outs):
             if o.data.dtype in _FLOATING:
                 o._grad_fn, o._requires_grad = self, True
                 if i:
                     o.output_nr = i
-        promote = self.op.promote
-        edges, metas, layout, visible = [], [], [], []
+        op = self.op
+        promote, positions = op.promote, op.saved_positions
+        edges, metas, layout, sealed, hidden = [], [], [], [], None
         for i, a in enumerate(self._args):
-            if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
+            if isinstance(a, Tensor):  # the common case first
+                layout.append(None)
+                sealed.append(SavedTensor(a) if i in positions else _UNSAVED)
+                if a._requires_grad:
+                    edges.append(gradient_edge(a))
+                    metas.append((a.data.shape, a.data.dtype))
+                else:
+                    edges.append(None)
+                    metas.append(None)
+            elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):  # cat, stack, indices
                 layout.append(len(a))
+                sealed.append(type(a)((SavedTensor(x) if i in positions else _UNSAVED) if isinstance(x, Tensor)
+                                      else x for x in a))
                 for x in a:
-                    _add_slot(x, edges, metas, visible, True)
+                    grad = isinstance(x, Tensor) and x._requires_grad
+                    edges.append(gradient_edge(x) if grad else None)
+                    metas.append((x.data.shape, x.data.dtype) if grad else None)
             else:
                 layout.append(None)
-                _add_slot(a, edges, metas, visible, i in promote)
-        self._next_edges, self._metas, self._layout = edges, metas, layout
-        if not all(visible):
-            self._visible = visible
+                sealed.append(a)
+                if not (i in promote and isinstance(a, _NUMBERS)):
+                    hidden = hidden or set()
+                    hidden.add(len(edges))
+                edges.append(None)
+                metas.append(None)
+        self._next_edges, self._metas, self._layout, self._sealed_args = edges, metas, layout, tuple(sealed)
+        self._n_outputs = len(outs)
+        if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
+            self._visible = [k not in hidden for k in range(len(edges))]
 
     def seal(self):
         """Keep only what the op declares its backward reads (SavedTensors), nothing else."""
-        self._save(self._outs)
-        self._sealed = True
-        self._outs = None
-
-    def _save(self, outs):
-        op = self.op
-        positions = op.saved_positions
-        sealed = []
-        for i, a in enumerate(self._args):
-            if isinstance(a, Tensor):
-                sealed.append(SavedTensor(a) if i in positions else NotSaved(self._arg_name(i)))
-            elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
-                keep = i in positions
-                sealed.append(type(a)((SavedTensor(x) if keep else NotSaved(self._arg_name(i)))
-                                      if isinstance(x, Tensor) else x for x in a))
-            else:
-                sealed.append(a)
-        self._args = tuple(sealed)
-        self._n_outputs = len(outs)
-        wanted = op.saved_outputs
+        wanted = self.op.saved_outputs
         if wanted:
             self._saved_outputs = [SavedTensor(o, is_output=True) if (wanted is True or i in wanted) else None
-                                   for i, o in enumerate(outs)]
+                                   for i, o in enumerate(self._outs)]
+        self._args, self._sealed_args, self._sealed, self._outs = self._sealed_args, None, True, None
 
     def _arg_name(self, i):
         names = self.op.arg_names
@@ -486,12 +491,18 @@ class OpNode(Node):
         for i, a in enumerate(self._args):
             if isinstance(a, SavedTensor):
                 out.append(a.unpack(self, self._arg_name(i)))
+            elif a is _UNSAVED:
+                out.append(NotSaved(self._arg_name(i)))
             elif isinstance(a, (list, tuple)):
-                out.append(type(a)(x.unpack(self, self._arg_name(i)) if isinstance(x, SavedTensor) else x
-                                   for x in a))
+                out.append(type(a)(self._unpack_arg(i, x) for x in a))
             else:
                 out.append(a)
         return tuple(out)
+
+    def _unpack_arg(self, i, a):
+        if isinstance(a, SavedTensor):
+            return a.unpack(self, self._arg_name(i))
+        return NotSaved(self._arg_name(i)) if a is _UNSAVED else a
 
     def _unpack_outputs(self):
         self._check_alive()
@@ -519,24 +530,11 @@ class OpNode(Node):
         self.__dict__.update({k: None for k in list(self.__dict__) if k not in _KEEP})
 
 
+_UNSAVED = object()  # marks, in a sealed node's args, a tensor the op does not save (NotSaved at backward)
+
 _KEEP = {"op", "freed", "trace", "_seq", "_next_edges", "_metas", "_layout", "_visible", "_pre_hooks",
          "_post_hooks", "_tensor_hooks", "_retained", "_metadata", "_sealed", "_args", "_saved_outputs",
-         "_n_outputs"}
-
-
-def _add_slot(x, edges, metas, visible, shown):
-    if isinstance(x, Tensor):
-        if x._requires_grad:
-            edges.append(gradient_edge(x))
-            metas.append((x.data.shape, x.data.dtype))
-        else:
-            edges.append(None)
-            metas.append(None)
-        visible.append(True)
-    else:
-        edges.append(None)
-        metas.append(None)
-        visible.append(shown and isinstance(x, (int, float, np.generic)) and not isinstance(x, bool))
+         "_n_outputs", "_sealed_args"}
 
 
 def flatten_grads(grads, layout):

@@ -177,7 +177,7 @@ def _run(op, args, kwargs, device):
             o._inference = True
     if floating and (record or tangents):
         outs = out if type(out) is tuple else (out,)
-        ctx.set_outputs(outs)
+        ctx._outs = outs
         if record:
             ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
         if tangents:
@@ -195,7 +195,7 @@ def _wrap(op, data, args, arrays, kwargs):
     if op.view and _is_view_of(data, arrays[0]):
         source = args[0]
         out = Tensor._wrap(data, vc=source._vc)
-        out._view = ViewInfo.of(source, op, args[1:], kwargs, not _gm._local.grad)
+        out._view = ViewInfo(source, op, args[1:], kwargs, not _gm._local.grad)
         return out
     return Tensor._wrap(data)
 

@@ -8,38 +8,28 @@ tangent) from the base, so autograd never differentiates a stale value.
 from __future__ import annotations
 
 
-class _Replay:
-    """Recompute a view from its base: the parent replay (if the view is a view of a view), then ``op``."""
-    __slots__ = ("parent", "op", "rest", "kwargs")
-
-    def __init__(self, parent, op, rest, kwargs):
-        self.parent, self.op, self.rest, self.kwargs = parent, op, rest, kwargs
-
-    def __call__(self, x):
-        if self.parent is not None:
-            x = self.parent(x)
-        return self.op(x, *self.rest, **self.kwargs)
-
-
 class ViewInfo:
-    """How a view tensor relates to its root base: ``replay(base)`` makes the view again.
+    """How a view tensor relates to its root base: ``replay(base)`` makes the view again (the parent view's
+    replay, for a view of a view, then this view's op with its arguments).
 
     ``state`` is the base's autograd identity (grad_fn, requires_grad, tangent)
     when the view's own was last derived from it; when the base has changed
     since (an in-place op rebased it), ``refresh`` derives the view's again.
     """
-    __slots__ = ("base", "replay", "made_without_grad", "state")
+    __slots__ = ("base", "parent", "op", "rest", "kwargs", "made_without_grad", "state")
 
-    def __init__(self, base, replay, made_without_grad):
-        self.base, self.replay, self.made_without_grad = base, replay, made_without_grad
+    def __init__(self, source, op, rest, kwargs, made_without_grad):
+        parent = source._view
+        self.base = source if parent is None else parent.base
+        self.parent, self.op, self.rest, self.kwargs = parent, op, rest, kwargs
+        self.made_without_grad = made_without_grad or (parent is not None and parent.made_without_grad)
+        base = self.base
         self.state = (base._grad_fn, base._requires_grad, base._fw)
 
-    @classmethod
-    def of(cls, source, op, rest, kwargs, made_without_grad):
-        parent = source._view
-        if parent is None:
-            return cls(source, _Replay(None, op, rest, kwargs), made_without_grad)
-        return cls(parent.base, _Replay(parent.replay, op, rest, kwargs), made_without_grad or parent.made_without_grad)
+    def replay(self, x):
+        if self.parent is not None:
+            x = self.parent.replay(x)
+        return self.op(x, *self.rest, **self.kwargs)
 
     def refresh(self, view, force=False):
         base = self.base
