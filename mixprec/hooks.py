@@ -1,25 +1,28 @@
-"""The handle every ``register_*hook`` returns (torch.utils.hooks.RemovableHandle)."""
+"""RemovableHandle: what every register_*_hook returns (torch.utils.hooks.RemovableHandle's contract)."""
 from __future__ import annotations
 
 import itertools
 
-_ids = itertools.count()
+__all__ = ["RemovableHandle"]
 
 
 class RemovableHandle:
-    """``handle.remove()`` takes the hook out of the dict it was registered in (again: no-op).
+    """Removes the hook it was returned for: ``handle.remove()``, or leaving ``with handle:``.
 
-    Hooks live in dicts keyed by the handle's id, so they run in registration
-    order and removing one never disturbs the others. Also a context manager:
-    ``with x.register_hook(fn): ...`` removes the hook on exit.
+    hooks_dict is the dict the hook lives in, under ``handle.id``; extra_dicts are
+    dicts that hold options of that hook under the same id (removed with it).
+    Removing twice does nothing.
     """
+    _next_id = itertools.count()
 
-    def __init__(self, hooks: dict):
-        self.id = next(_ids)
-        self._hooks = hooks
+    def __init__(self, hooks_dict: dict, *, extra_dicts=()):
+        self.hooks_dict = hooks_dict
+        self.extra_dicts = tuple(extra_dicts)
+        self.id = next(RemovableHandle._next_id)
 
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
+    def remove(self):
+        for d in (self.hooks_dict, *self.extra_dicts):
+            d.pop(self.id, None)
 
     def __enter__(self):
         return self
@@ -27,13 +30,3 @@ class RemovableHandle:
     def __exit__(self, *exc):
         self.remove()
         return False
-
-
-def add_hook(hooks: dict | None, fn, what: str):
-    """Register ``fn`` in ``hooks`` (a dict, created when None); returns (hooks, handle)."""
-    if not callable(fn):
-        raise TypeError(f"{what}: expected a callable hook, got {type(fn).__name__}")
-    hooks = {} if hooks is None else hooks
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = fn
-    return hooks, handle

@@ -174,7 +174,7 @@ class Tensor:
         On a non-leaf the hook belongs to its grad_fn (the value it has now): an
         in-place change afterwards does not move it. Returns a handle with .remove().
         """
-        from .hooks import add_hook
+        from .autograd.graph import add_hook
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that does not require grad")
         fn = self.grad_fn
@@ -185,7 +185,7 @@ class Tensor:
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call hook(tensor) on this leaf right after backward accumulated into its .grad (DDP's trigger)."""
-        from .hooks import add_hook
+        from .autograd.graph import add_hook
         if not self.is_leaf:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._requires_grad:

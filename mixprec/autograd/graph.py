@@ -29,7 +29,7 @@ import weakref
 import numpy as np
 
 from ..dtypes import FLOATING
-from ..hooks import add_hook
+from ..hooks import RemovableHandle
 from ..tensor import Tensor
 
 _FLOATING = frozenset(FLOATING)
@@ -115,6 +115,19 @@ class Node:
 
     def __repr__(self):
         return f"<{self.name()}>"
+
+
+def add_hook(hooks, fn, what, prepend=False):
+    """Register ``fn`` in ``hooks`` (a dict keyed by handle id, made when None); returns (hooks, handle)."""
+    if not callable(fn):
+        raise TypeError(f"{what}: expected a callable hook, got {type(fn).__name__}")
+    hooks = {} if hooks is None else hooks
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    if prepend:
+        for key in [k for k in hooks if k != handle.id]:
+            hooks[key] = hooks.pop(key)  # re-insert the others after the new one
+    return hooks, handle
 
 
 # ---------------------------------------------------------------- leaves

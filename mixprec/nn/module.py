@@ -389,11 +389,8 @@ class Module:
         return self._add_backward_hook("_backward_pre_hooks", hook, prepend, "register_full_backward_pre_hook")
 
     def _add_backward_hook(self, store, hook, prepend, what):
-        from ..hooks import add_hook
-        hooks, handle = add_hook(self.__dict__.get(store), hook, what)
-        if prepend:
-            hooks = {handle.id: hooks.pop(handle.id), **hooks}
-            handle._hooks = hooks
+        from ..autograd.graph import add_hook
+        hooks, handle = add_hook(self.__dict__.get(store), hook, what, prepend)
         object.__setattr__(self, store, hooks)
         return handle
 

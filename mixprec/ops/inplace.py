@@ -164,8 +164,9 @@ def _check_writable(t, what):
         if not is_inference_mode_enabled():
             raise RuntimeError(f"{what}: an in-place update to an inference tensor outside inference mode is not "
                                "allowed (it was made under mp.inference_mode()); clone() it first")
-    flags = getattr(t.data, "flags", None)
-    if flags is not None and not flags.writeable:
+    a = t.data
+    overlapping = any(stride == 0 and n > 1 for stride, n in zip(a.strides, a.shape))  # NumPy and CuPy alike
+    if overlapping or not getattr(getattr(a, "flags", None), "writeable", True):
         raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to tensor refers "
                            "to a single memory location (an expand() view, or read-only memory); clone() the "
                            "tensor before the in-place operation")
