@@ -278,3 +278,34 @@ def test_module_full_backward_hook_can_replace_grad_input_and_be_removed():
     with mp.no_grad():  # nothing to hook without a graph
         lin.register_full_backward_hook(lambda m, gi, go: 1 / 0)
         lin(x)
+
+
+def test_saves_declarations_are_checked(user_ops):
+    """A backward that reads what its op does not save fails naming it; a wrong name fails at registration;
+    the default keeps every argument, *args included."""
+    def cube(ctx, input):
+        return input ** 3
+    op = user_ops("test_cube_saves_output", cube, saves=("output",))
+    op.grad(lambda ctx, g: (g * 3 * ctx.inputs[0] ** 2,))  # reads the input it did not declare
+    op.jvp(lambda ctx, t: t * 3 * ctx.inputs[0] ** 2)
+    x = f64(mp, [1.0, 2.0])
+    with pytest.raises(RuntimeError, match=r"backward used input 0 \(input\) of test_cube_saves_output, which the "
+                                           r"op does not save.*saves="):
+        op(x).sum().backward()
+    with pytest.raises(ValueError, match="names 'weight', which is neither an argument"):
+        user_ops("test_bad_saves", cube, saves=("weight",))
+
+    def product(ctx, *factors):
+        out = factors[0]
+        for f in factors[1:]:
+            out = out * f
+        return out
+    prod = user_ops("test_product_of_all", product)
+    prod.grad(lambda ctx, g: tuple(g * ctx.output / f for f in ctx.inputs))
+    with pytest.raises(RuntimeError, match="output 0 of test_product_of_all"):
+        prod(x, f64(mp, [3.0, 4.0])).sum().backward()
+    prod2 = user_ops("test_product_of_all_2", product, saves=("factors", "output"))
+    prod2.grad(lambda ctx, g: tuple(g * ctx.output / f for f in ctx.inputs))
+    y = f64(mp, [3.0, 4.0])
+    prod2(x, y).sum().backward()
+    assert x.grad.tolist() == [3.0, 4.0] and y.grad.tolist() == [1.0, 2.0]

@@ -94,13 +94,19 @@ class Op:
 
     def _saves(self, saves, linear):
         """(input positions, outputs) backward reads: outputs is True (all), a set of indices, or empty."""
-        if saves is None:
-            return (frozenset() if linear else frozenset(range(len(self.arg_names)))), frozenset()
+        code = self.forward.__code__
+        variadic = code.co_varnames[code.co_argcount + code.co_kwonlyargcount] \
+            if code.co_flags & inspect.CO_VARARGS else None
+        n = len(self.arg_names)
+        if saves is None:  # default: nothing for a linear op, every argument (also *args) otherwise
+            return _Positions((), None) if linear else _Positions(range(n), n if variadic else None), frozenset()
         if isinstance(saves, str):
             saves = (saves,)
-        positions, outputs = set(), set()
+        positions, outputs, rest = set(), set(), None
         for s in saves:
-            if s in self.arg_names:
+            if s == variadic and s is not None:
+                rest = s  # every argument the *args parameter takes
+            elif s in self.arg_names:
                 positions.add(self.arg_names.index(s))
             elif s == "output":
                 outputs = True
@@ -109,7 +115,7 @@ class Op:
             else:
                 raise ValueError(f"op {self.name!r}: saves={saves!r} names {s!r}, which is neither an argument of "
                                  f"its forward ({', '.join(self.arg_names)}) nor 'output'/'output<i>'")
-        return frozenset(positions), (outputs if outputs is True else frozenset(outputs))
+        return _Positions(positions, n if rest else None), (outputs if outputs is True else frozenset(outputs))
 
     def grad(self, fn):
         """Decorator: set this op's backward (its vector-Jacobian product)."""
@@ -146,6 +152,18 @@ class Op:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+
+class _Positions:
+    """The positional arguments an op saves: some named ones, and all from ``from_index`` on (its *args)."""
+    __slots__ = ("named", "from_index")
+
+    def __init__(self, named, from_index):
+        self.named = frozenset(named)
+        self.from_index = from_index
+
+    def __contains__(self, i):
+        return i in self.named or (self.from_index is not None and i >= self.from_index)
 
 
 def register(name, *, methods=(), rmethods=(), functional=False, aliases=(), **options):
