@@ -61,6 +61,9 @@ class FunctionCtx(Node):
     def _label(self):
         return self._cls.__name__
 
+    def _saved_label(self, index, is_output):
+        return f"saved tensor {index} (position {index} of save_for_backward)"
+
     # ---- called in forward / setup_context ----
     def save_for_backward(self, *tensors):
         """Keep these tensors (inputs, outputs or None) for backward: read them back with ctx.saved_tensors."""
@@ -97,8 +100,7 @@ class FunctionCtx(Node):
         if self._saved is None:
             return tuple(self._to_save)
         self._check_alive()
-        return tuple(None if s is None else s.unpack(self, f"a tensor saved by {self._label()} for backward "
-                                                           f"(position {i})") for i, s in enumerate(self._saved))
+        return tuple(None if s is None else s.unpack(self, i) for i, s in enumerate(self._saved))
 
     # ---- the graph ----
     def _finish(self, args, outs, differentiable):

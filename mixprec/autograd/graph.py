@@ -109,6 +109,10 @@ class Node:
     def _label(self):
         return self.name()
 
+    def _saved_label(self, index, is_output):
+        """How errors name saved tensor ``index`` (an argument or output position) of this node."""
+        return f"{'output' if is_output else 'saved tensor'} {index} of {self._label()}"
+
     def _release(self):
         """Drop what backward needed once it ran (retain_graph=False)."""
         self.freed = True
@@ -232,9 +236,11 @@ class SavedTensor:
         if self._data is not None:
             self._data = t.data
 
-    def unpack(self, node, what):
-        """The saved tensor for ``node``'s backward; ``what`` names it in the in-place error."""
+    def unpack(self, node, index):
+        """The saved tensor for ``node``'s backward; ``index`` (its argument or output position) names it in
+        errors, through ``node._saved_label``."""
         if self._vc[0] != self._version:
+            what = node._saved_label(index, self._is_output)
             raise RuntimeError(version_error(node, self._is_output, what, self._vc[0], self._version))
         if self._unpack is None:
             if not self._is_output:
@@ -243,7 +249,8 @@ class SavedTensor:
         else:
             value = self._unpack(self._packed)
             if not isinstance(value, Tensor):
-                raise TypeError(f"unpack_hook must return a Tensor, got {type(value).__name__} (for {what})")
+                raise TypeError(f"unpack_hook must return a Tensor, got {type(value).__name__} (for "
+                                f"{node._saved_label(index, self._is_output)})")
             t = Tensor._wrap(value.data)
             if self._is_output:
                 t._grad_fn, t._requires_grad = node, True
@@ -430,7 +437,7 @@ class OpNode(Node):
     @property
     def outputs(self):
         """Every output (a NotSaved stand-in, at backward time, for one the op does not save)."""
-        if self._unpacked is not None:
+        if self._unpacked is not None and self._unpacked[1] is not None:
             return self._unpacked[1]
         if not self._sealed:
             return self._outs
@@ -487,6 +494,9 @@ class OpNode(Node):
                                    for i, o in enumerate(self._outs)]
         self._args, self._sealed_args, self._sealed, self._outs = self._sealed_args, None, True, None
 
+    def _saved_label(self, index, is_output):
+        return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
+
     def _arg_name(self, i):
         names = self.op.arg_names
         return f"input {i} ({names[i]}) of {self.op.name}" if i < len(names) else f"input {i} of {self.op.name}"
@@ -503,7 +513,7 @@ class OpNode(Node):
         out = []
         for i, a in enumerate(self._args):
             if isinstance(a, SavedTensor):
-                out.append(a.unpack(self, self._arg_name(i)))
+                out.append(a.unpack(self, i))
             elif a is _UNSAVED:
                 out.append(NotSaved(self._arg_name(i)))
             elif isinstance(a, (list, tuple)):
@@ -514,7 +524,7 @@ class OpNode(Node):
 
     def _unpack_arg(self, i, a):
         if isinstance(a, SavedTensor):
-            return a.unpack(self, self._arg_name(i))
+            return a.unpack(self, i)
         return NotSaved(self._arg_name(i)) if a is _UNSAVED else a
 
     def _unpack_outputs(self):
@@ -524,11 +534,12 @@ class OpNode(Node):
             return tuple(NotSaved(f"output {i} of {self.op.name} (declare saves=('output',))")
                          for i in range(self._n_outputs))
         return tuple(NotSaved(f"output {i} of {self.op.name}") if s is None
-                     else s.unpack(self, f"output {i} of {self.op.name}") for i, s in enumerate(saved))
+                     else s.unpack(self, i) for i, s in enumerate(saved))
 
     def _apply(self, grads):
         """Run the op's backward (saved tensors unpacked once for the whole call)."""
-        self._unpacked = (self._unpack_inputs(), self._unpack_outputs())
+        # saved tensors are unpacked once for the whole call; outputs it does not save only if it asks
+        self._unpacked = (self._unpack_inputs(), self._unpack_outputs() if self._saved_outputs else None)
         try:
             result = self.op.backward(self, *grads)
         finally:
