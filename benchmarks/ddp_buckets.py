@@ -1,9 +1,10 @@
-"""What gradient buckets buy: DistributedDataParallel.sync_gradients() with the default
+"""What gradient buckets buy: DistributedDataParallel's averaging (sync_gradients()) with the default
 25 MiB buckets against one all-reduce per tensor (a cap so small every tensor is alone).
 
 The model is ``--tensors`` float32 parameters of ``--numel`` elements each (many small
-tensors, as in a deep network's biases and norms). Both wrappers share the same
-parameters and run in the same processes, taking turns within each round; the report
+tensors, as in a deep network's biases and norms). The two wrappers hold identical
+models (one wrapper per model: a parameter is averaged by one wrapper at a time) and
+run in the same processes, taking turns within each round; the report
 is the best of ``--repeat`` rounds of ``--number`` syncs, and the ratio
 per-tensor / bucketed (how many times faster the buckets are).
 
@@ -56,12 +57,13 @@ def main():
     args = ap.parse_args()
     dist.init_process_group(args.backend)
     model = Params(args.tensors, args.numel, dist.get_device())
+    twin = Params(args.tensors, args.numel, dist.get_device())
     bucketed = dist.DistributedDataParallel(model)
-    per_tensor = dist.DistributedDataParallel(model, bucket_cap_mb=1e-9)  # every tensor its own bucket
+    per_tensor = dist.DistributedDataParallel(twin, bucket_cap_mb=1e-9)  # every tensor its own bucket
     best = {"bucketed": float("inf"), "per tensor": float("inf")}
     for _ in range(args.repeat):
         best["bucketed"] = min(best["bucketed"], time_syncs(bucketed, model.ps, args.number))
-        best["per tensor"] = min(best["per tensor"], time_syncs(per_tensor, model.ps, args.number))
+        best["per tensor"] = min(best["per tensor"], time_syncs(per_tensor, twin.ps, args.number))
     if dist.get_rank() == 0:
         mb = args.tensors * args.numel * 4 / 2**20
         print(f"{dist.get_world_size()} ranks, backend {dist.get_backend()}, {args.tensors} float32 tensors x "

@@ -84,7 +84,7 @@ def train(data, args, amp: bool):
     mp.manual_seed(args.seed)  # both runs start from the same weights and see the same batches
     model = make_model().to(device)
     batch, sampler = args.batch_size, None
-    if args.distributed:  # each rank trains on its share; sync_gradients() averages the gradients
+    if args.distributed:  # each rank trains on its share; backward averages the gradients over the ranks
         dist = mp.distributed
         model = dist.DistributedDataParallel(model)
         sampler = dist.DistributedSampler(len(x_train), shuffle=True, seed=args.seed)
@@ -122,9 +122,7 @@ def train(data, args, amp: bool):
                 loss = F.cross_entropy(model(x), y)  # float32: cross_entropy is on autocast's fp32 list
             optimizer.zero_grad()
             scale = scaler.get_scale()
-            scaler.scale(loss).backward()
-            if args.distributed:
-                model.sync_gradients()
+            scaler.scale(loss).backward()             # (distributed: also averages over the ranks)
             scaler.step(optimizer)                    # skips optimizer.step() if a gradient is inf/NaN
             scaler.update()
             scheduler.step()

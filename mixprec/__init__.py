@@ -20,7 +20,8 @@ from .dtypes import (bfloat16, bool_, cdouble, cfloat, complex64, complex128, do
 from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
                      full_like, linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                      randn_like, randperm, tensor, zeros, zeros_like)
-from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
+from .autograd import (enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,  # noqa: F401
+                       is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
 from . import autograd, amp, nn, optim  # noqa: F401
 from .amp import autocast  # noqa: F401  (mp.autocast, torch.autocast's twin)
 from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)

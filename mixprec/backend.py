@@ -227,6 +227,21 @@ def to_device(a, dev: Device):
         return _cupy.asarray(a)
 
 
+def to_host(a, pinned: bool = False):
+    """A host (NumPy) copy of a device array; ``pinned`` puts it in page-locked memory
+    (cupyx.empty_pinned), from which the copy back to the device can be asynchronous."""
+    if not is_cupy_array(a):
+        return a
+    if not pinned:
+        return to_device(a, CPU)
+    import cupyx
+    with _cupy.cuda.Device(a.device.id):
+        out = cupyx.empty_pinned(a.shape, dtype=a.dtype)
+        _cupy.ascontiguousarray(a).get(out=out)
+    raise_device_errors(a.device.id)
+    return out
+
+
 # ---- what the installed CuPy can hold ----
 _CUPY_FOR_BFLOAT16, _NUMPY_FOR_BFLOAT16 = (14, 0, 0), (2, 1, 2)
 

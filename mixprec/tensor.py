@@ -13,14 +13,19 @@ from . import dtypes as _dt
 
 
 class Tensor:
-    __slots__ = ("data", "requires_grad", "grad_fn", "_vc", "__weakref__", "__dict__")
+    __slots__ = ("data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
     # What most tensors never set, as class-level defaults (set per tensor only when needed):
     output_nr = 0              # which output of grad_fn this tensor is
     _grad = None
-    _hooks = None              # register_hook callbacks
+    _hooks = None              # a leaf's register_hook callbacks {id: fn} (a non-leaf's live on its grad_fn)
+    _post_acc_hooks = None     # register_post_accumulate_grad_hook callbacks {id: fn}
     _retains_grad = False
     _fw = None                 # (dual level, tangent) in forward-mode AD (autograd/forward_ad.py)
+    _view = None               # how this tensor views another one's memory (ops/inplace.py ViewInfo)
+    _accumulator = None        # this leaf's AccumulateGrad node (autograd/graph.py), which holds the leaf weakly
+    _accumulate_into = None    # the leaf a stand-in (an unpacked saved tensor) sends its gradient to
+    _inference = False         # made under inference_mode: can never enter autograd
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
@@ -28,8 +33,8 @@ class Tensor:
 
     def _init(self, data, requires_grad=False, grad_fn=None, vc=None):
         self.data = data
-        self.requires_grad = requires_grad
-        self.grad_fn = grad_fn
+        self._requires_grad = requires_grad
+        self._grad_fn = grad_fn
         self._vc = vc if vc is not None else [0]  # version counter, shared with views
 
     @classmethod
@@ -37,8 +42,8 @@ class Tensor:
         """Wrap an array without copying or checking (internal fast path)."""
         t = object.__new__(cls)
         t.data = data
-        t.requires_grad = grad_fn is not None
-        t.grad_fn = grad_fn
+        t._requires_grad = grad_fn is not None
+        t._grad_fn = grad_fn
         t._vc = vc if vc is not None else [0]
         return t
 
@@ -77,7 +82,6 @@ class Tensor:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    @property
     def is_floating_point(self) -> bool:
         return _dt.is_floating(self.dtype)
 
@@ -96,9 +100,29 @@ class Tensor:
         from .ops.complex_ops import imag
         return imag(self)
 
+    def is_inference(self) -> bool:
+        """Whether this tensor was made under mp.inference_mode() (it can never enter autograd)."""
+        return self._inference
+
     @property
     def is_leaf(self) -> bool:
+        """No grad_fn: made by the user (or by ops on tensors that do not require grad), not by a recorded op."""
         return self.grad_fn is None
+
+    @property
+    def grad_fn(self):
+        """The graph node that made this tensor (None for a leaf)."""
+        if self._view is not None:
+            self._view.refresh(self)
+        return self._grad_fn
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, mode):
+        self.requires_grad_(mode)
 
     @property
     def _version(self) -> int:
@@ -128,64 +152,78 @@ class Tensor:
         self._grad = value
 
     def requires_grad_(self, mode: bool = True):
+        """Make this leaf record gradients (floating and complex dtypes only), or stop."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"requires_grad must be True or False, got {mode!r}")
         if mode and not _dt.is_differentiable(self.dtype):
             raise RuntimeError(f"only floating-point and complex tensors can require gradients, this one is "
                                f"{self.dtype.name}")
-        if not self.is_leaf and not mode:
-            raise RuntimeError("requires_grad can only be switched off on a leaf tensor; use detach()")
-        self.requires_grad = mode
+        if mode and self._inference:
+            from .autograd.grad_mode import is_inference_mode_enabled
+            if not is_inference_mode_enabled():
+                raise RuntimeError("setting requires_grad=True on an inference tensor outside inference mode is not "
+                                   "allowed (it was made under mp.inference_mode()); clone() it first")
+        if self._grad_fn is not None and not mode:
+            raise RuntimeError("you can only change requires_grad flags of leaf tensors; to use a computed "
+                               "tensor without its graph, use t.detach()")
+        if mode != self._requires_grad:
+            self._view = None  # a leaf from now on: it no longer follows its base in autograd
+        self._requires_grad = mode
         return self
 
     def retain_grad(self):
-        """Keep .grad on a non-leaf tensor after backward (leaves always keep it)."""
-        if not self.requires_grad:
-            raise RuntimeError("retain_grad() on a tensor that does not require grad")
+        """Keep .grad on a non-leaf tensor after backward (a leaf always keeps it)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that does not require grad")
+        if self.grad_fn is None or self._retains_grad:
+            return
         self._retains_grad = True
+        self._grad_fn._retain(self.output_nr, self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
 
     def register_hook(self, hook):
-        """Call hook(grad) when this tensor's gradient is computed; a non-None return replaces it."""
-        if not self.requires_grad:
+        """Call hook(grad) when this tensor's gradient is computed; a non-None return replaces it.
+
+        On a non-leaf the hook belongs to its grad_fn (the value it has now): an
+        in-place change afterwards does not move it. Returns a handle with .remove().
+        """
+        from .autograd.graph import add_hook
+        if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that does not require grad")
-        if self._hooks is None:
-            self._hooks = []
-        self._hooks.append(hook)
-        hooks = self._hooks
+        fn = self.grad_fn
+        if fn is not None:
+            return fn._add_tensor_hook(self.output_nr, hook)
+        self._hooks, handle = add_hook(self._hooks, hook, "register_hook")
+        return handle
 
-        class _Handle:
-            def remove(self_inner):
-                if hook in hooks:
-                    hooks.remove(hook)
-        return _Handle()
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call hook(tensor) on this leaf right after backward accumulated into its .grad (DDP's trigger)."""
+        from .autograd.graph import add_hook
+        if not self.is_leaf:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that does not require grad")
+        self._post_acc_hooks, handle = add_hook(self._post_acc_hooks, hook, "register_post_accumulate_grad_hook")
+        return handle
 
-    def backward(self, gradient=None, retain_graph=False, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad (gradient defaults to 1 for scalars)."""
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (gradient defaults to 1 for one-element tensors)."""
         from .autograd import engine
-        if gradient is None:
-            if self.data.size != 1:
-                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; this tensor has "
-                                   f"shape {self.shape}, so pass gradient= of that shape")
-            gradient = ones_like(self)
-        elif not isinstance(gradient, Tensor):
-            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-        if gradient.shape != self.shape:
-            raise RuntimeError(f"gradient has shape {gradient.shape}, but the output has shape {self.shape}")
-        if inputs is not None:
-            inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-            grads = engine.backward([self], [gradient], retain_graph=retain_graph or create_graph,
-                                    create_graph=create_graph, inputs=inputs)
-            for t, g in zip(inputs, grads):
-                if g is not None:
-                    t.grad = g if t.grad is None else t.grad + g
-            return
-        engine.backward([self], [gradient], retain_graph=retain_graph or create_graph, create_graph=create_graph)
+        engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def detach(self):
         """The same data (shared, with the same version counter) cut from the graph."""
         return Tensor._wrap(self.data, vc=self._vc)
 
     def detach_(self):
-        self.grad_fn = None
-        self.requires_grad = False
+        """Cut this tensor from its graph in place (it becomes a leaf that does not require grad)."""
+        if self._view is not None and self._view.base._requires_grad:
+            raise RuntimeError("can't detach views in-place; use detach() instead")
+        self._grad_fn = None
+        self._requires_grad = False
         return self
 
     # ---- conversions ----
@@ -282,70 +320,32 @@ class Tensor:
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
 
-    # ---- in-place updates (outside autograd) ----
-    def _check_inplace(self, what):
-        from .autograd.grad_mode import is_grad_enabled  # (autograd imports this module: import it here)
-        if self.requires_grad and is_grad_enabled():
-            kind = "a leaf tensor that requires grad" if self.is_leaf else "a tensor that is part of a graph"
-            raise RuntimeError(f"{what}: in-place change of {kind}; wrap it in mp.no_grad() "
-                               "(parameter updates) or use the out-of-place op")
-
-    def _assign(self, what, value):
-        """Write ``value`` (broadcast to this shape) into this tensor's memory, keeping dtype and device."""
-        self._check_inplace(what)
-        xp = _be.xp_of(self.device)
+    # ---- in-place updates ----
+    # The in-place methods (add_, mul_, copy_, __setitem__, __iadd__, ...) are bound by mixprec/ops/inplace.py,
+    # which also holds the autograd rules of in-place changes and views.
+    def _write(self, what, value, any_cast=False):
+        """Write ``value`` (an array or number, broadcast to this shape) into this tensor's memory and bump
+        its version. The raw write under every in-place op; no autograd. Like torch, an arithmetic in-place
+        op refuses a floating result for an integer tensor; copies (any_cast) cast anything."""
         if isinstance(value, Tensor):
-            value = _be.to_device(value.data, self.device)
-        value = xp.asarray(value)
+            value = value.data
+        if _be.is_array(value) and _be.device_of_array(value) != self.device:
+            value = _be.to_device(value, self.device)
+        value = _be.xp_of(self.device).asarray(value)
+        if not any_cast and _dt.is_floating(value.dtype) and not _dt.is_floating(self.dtype):
+            raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
+                               f"output type {self.dtype.name}")
         try:
-            xp.copyto(self.data, value.astype(self.dtype, copy=False), casting="unsafe")
+            _be.xp_of(self.device).copyto(self.data, value.astype(self.dtype, copy=False), casting="unsafe")
         except ValueError:
             raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
                                f"of shape {self.shape} (it must broadcast to that shape)") from None
         self._bump_version()
-        return self
 
-    def copy_(self, src):
-        """Copy src (broadcast to this shape, cast to this dtype, moved to this device) into self."""
-        return self._assign("copy_", src)
-
-    def zero_(self):
-        return self._assign("zero_", 0)
-
-    def fill_(self, value):
-        return self._assign("fill_", value)
-
-    def add_(self, other, alpha=1):
-        return self._assign("add_", (self + other * alpha) if alpha != 1 else (self + other))
-
-    def sub_(self, other, alpha=1):
-        return self._assign("sub_", (self - other * alpha) if alpha != 1 else (self - other))
-
-    def mul_(self, other):
-        return self._assign("mul_", self * other)
-
-    def div_(self, other):
-        return self._assign("div_", self / other)
-
-    def clamp_(self, min=None, max=None):
-        return self._assign("clamp_", self.clamp(min, max))
-
-    def __setitem__(self, key, value):
-        """t[key] = value in place (outside autograd, like the other in-place updates)."""
-        self._check_inplace("__setitem__")
-        key = _index_key(key)
-        if isinstance(value, Tensor):
-            value = _be.to_device(value.data, self.device)
-        if isinstance(value, (int, float, np.generic)):
-            value = self.dtype.type(value)
-        else:
-            value = _be.xp_of(self.device).asarray(value).astype(self.dtype, copy=False)
-        try:
-            self.data[key] = value
-        except ValueError:
-            raise RuntimeError(f"__setitem__: a value of shape {tuple(np.shape(value))} cannot be written into "
-                               f"the indexed part of a tensor of shape {self.shape}") from None
-        self._bump_version()
+    def _assign(self, what, value):
+        """Set this tensor's values to ``value`` (cast to its dtype), as copy_ does; for mixprec's own state
+        updates (initialisation, running statistics, checkpoint loads), made under no_grad."""
+        return self.copy_(value if isinstance(value, Tensor) else Tensor._wrap(_be.xp_of(self.device).asarray(value)))
 
     # ---- misc ----
     __hash__ = object.__hash__
@@ -354,6 +354,13 @@ class Tensor:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
+
+    def t(self):
+        """The transpose of a matrix (a vector or a scalar as it is), as a view."""
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but this one is {self.ndim}-D; use "
+                               "transpose(dim0, dim1) or mT")
+        return self.transpose(0, 1) if self.ndim == 2 else self.view(self.shape)
 
     @property
     def T(self):
@@ -372,7 +379,7 @@ class Tensor:
         if self.device != _be.CPU:
             extra.append(f"device='{self.device}'")
         if self.grad_fn is not None:
-            extra.append(f"grad_fn=<{self.grad_fn.name}Backward>")
+            extra.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self.requires_grad:
             extra.append("requires_grad=True")
         return f"tensor({body}{''.join(', ' + e for e in extra)})"
@@ -388,17 +395,6 @@ def zero_grads(tensors, set_to_none=True):
         else:
             t.grad.data[...] = 0
             t.grad._bump_version()
-
-
-def _index_key(key):
-    """Replace Tensors inside an index by their arrays."""
-    if isinstance(key, Tensor):
-        return key.data
-    if isinstance(key, tuple):
-        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
-    if isinstance(key, list):
-        return [k.data if isinstance(k, Tensor) else k for k in key]
-    return key
 
 
 # ----------------------------------------------------------- creation
@@ -423,7 +419,10 @@ def _finish(array, device, requires_grad):
         raise RuntimeError(f"only floating-point and complex tensors can require gradients, got dtype "
                            f"{array.dtype.name}")
     t = Tensor._wrap(array)
-    t.requires_grad = bool(requires_grad)
+    t._requires_grad = bool(requires_grad)
+    from .autograd.grad_mode import _local
+    if _local.inference:
+        t._inference = True
     return t
 
 

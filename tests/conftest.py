@@ -22,6 +22,12 @@ def device(request):
     return request.param
 
 
+@pytest.fixture
+def torch():
+    """PyTorch (CPU) as the oracle where torch defines the behaviour; the test is skipped without it."""
+    return pytest.importorskip("torch")
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     mp.manual_seed(0)

@@ -180,10 +180,13 @@ def test_grad_returns_instead_of_accumulating():
 
 def test_grad_with_grad_outputs_and_unused_inputs():
     x, unused = f64([1.0, 2.0]), f64([5.0])
-    (gx, gu) = mp.autograd.grad(x * 3, [x, unused], grad_outputs=f64([1.0, 10.0], requires_grad=False))
+    (gx, gu) = mp.autograd.grad(x * 3, [x, unused], grad_outputs=f64([1.0, 10.0], requires_grad=False),
+                                allow_unused=True)
     assert gx.tolist() == [3.0, 30.0] and gu is None
     with pytest.raises(RuntimeError, match="allow_unused"):
         mp.autograd.grad((x * 3).sum(), [x, unused], allow_unused=False)
+    with pytest.raises(RuntimeError, match=r"index 1 \(shape \(1,\)\).*allow_unused=True"):  # torch's default
+        mp.autograd.grad((x * 3).sum(), [x, unused])
     with pytest.raises(RuntimeError, match="does not require grad"):
         mp.autograd.grad((x * 3).sum(), [mp.ones(1)])
     with pytest.raises(RuntimeError, match="scalar outputs"):
@@ -240,7 +243,7 @@ class Cube(mp.autograd.Function):
 def test_custom_function_forward_backward_and_gradcheck():
     x = f64([0.5, -1.5, 2.0])
     y = Cube.apply(x, 2.0)
-    assert y.grad_fn is not None and y.grad_fn.name == "Cube"
+    assert y.grad_fn is not None and y.grad_fn.name() == "CubeBackward"
     np.testing.assert_allclose(y.numpy(), 2 * np.array([0.5, -1.5, 2.0]) ** 3)
     assert mp.autograd.gradcheck(lambda t: Cube.apply(t, 2.0), (x,))
 
@@ -276,7 +279,7 @@ def test_custom_function_saved_tensor_modified_in_place_is_detected():
     y = Cube.apply(base)
     with mp.no_grad():
         base.add_(1)
-    with pytest.raises(RuntimeError, match="saved by Cube.*modified in place"):
+    with pytest.raises(RuntimeError, match="saved by Cube.*modified by an in-place operation"):
         y.sum().backward()
 
 
@@ -435,3 +438,89 @@ def test_retained_grad_is_not_aliased_with_a_leaf_grad():
     assert not np.shares_memory(y.grad.data, x.grad.data)
     y.grad.data[0] = 5.0
     assert x.grad.tolist() == [1.0] * 3
+
+
+# ------------------------------------------------------------------ torch.autograd's entry points and checks
+def test_autograd_backward_with_inputs_matches_torch(torch):
+    """autograd.backward(tensors, grad_tensors, inputs=): only the listed tensors' .grad change, a non-leaf
+    among them included."""
+    results = []
+    for lib in (mp, torch):
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([3.0, -1.0], dtype=lib.float64, requires_grad=True)
+        h = x * w
+        out1, out2 = h.exp(), (h * h).sum()
+        lib.autograd.backward([out1, out2], [lib.tensor([1.0, 0.5], dtype=lib.float64), None], inputs=[w, h])
+        results.append((x.grad, w.grad.numpy().copy(), h.grad.numpy().copy()))
+    assert results[0][0] is None and results[1][0] is None
+    for a, b in zip(results[0][1:], results[1][1:]):
+        np.testing.assert_allclose(a, b)
+
+
+def test_grad_materialize_grads_and_allow_unused_rules(torch):
+    for lib in (mp, torch):
+        x, u = f64([1.0, 2.0]), f64([5.0])
+        if lib is torch:
+            x, u = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True), \
+                torch.tensor([5.0], dtype=torch.float64, requires_grad=True)
+        gx, gu = lib.autograd.grad((x * 2).sum(), [x, u], materialize_grads=True)
+        assert gu.tolist() == [0.0] and gx.tolist() == [2.0, 2.0]
+        with pytest.raises((RuntimeError, ValueError), match="allow_unused"):
+            lib.autograd.grad((x * 2).sum(), [x, u], materialize_grads=True, allow_unused=False)
+
+
+def test_gradgradcheck_and_gradcheck_error():
+    x = f64([0.4, -0.3])
+    assert mp.autograd.gradgradcheck(lambda t: (t.sin() * t).sum() * t, (x,))
+    assert mp.autograd.gradgradcheck(lambda t: t.exp() * t, (x,), check_fwd_over_rev=True)
+
+    class DetachedSecond(mp.autograd.Function):
+        """Right first derivative, but backward uses a detached copy, so the second derivative is wrong."""
+        @staticmethod
+        def forward(ctx, t):
+            ctx.save_for_backward(t)
+            return t ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (t,) = ctx.saved_tensors
+            return g * 3 * t.detach() ** 2
+    assert mp.autograd.gradcheck(DetachedSecond.apply, (x,))
+    with pytest.raises(mp.autograd.GradcheckError, match="Jacobian mismatch") as info:
+        mp.autograd.gradgradcheck(DetachedSecond.apply, (x,))
+    assert isinstance(info.value, RuntimeError)
+    assert mp.autograd.gradgradcheck(DetachedSecond.apply, (x,), raise_exception=False) is False
+
+
+def test_gradcheck_forward_mode_and_fast_mode():
+    x, w = f64([0.4, -0.3, 1.1]), f64([[0.5, 1.0, -2.0], [0.1, 0.2, 0.3]])
+    fn = lambda a, b: (b @ a.tanh()).softmax(0)  # noqa: E731
+    assert mp.autograd.gradcheck(fn, (x, w), check_forward_ad=True)
+    assert mp.autograd.gradcheck(fn, (x, w), fast_mode=True, check_forward_ad=True)
+
+    class WrongJvp(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 3
+    with pytest.raises(mp.autograd.GradcheckError, match="forward mode"):
+        mp.autograd.gradcheck(WrongJvp.apply, (x,), check_forward_ad=True)
+    with pytest.raises(mp.autograd.GradcheckError, match="fast mode"):
+        mp.autograd.gradcheck(WrongJvp.apply, (x,), check_forward_ad=True, check_backward_ad=False, fast_mode=True)
+
+
+def test_graph_of_ops_without_saved_tensors_is_still_used_once():
+    """Without retain_graph a graph can be backpropagated once (stricter than torch, which allows it again
+    through nodes that saved nothing): the error names the first node reached."""
+    x = f64([1.0])
+    y = (x + 1).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="through sum.*retain_graph=True"):
+        y.backward()

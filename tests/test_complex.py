@@ -48,7 +48,7 @@ def test_complex_tensors_are_made_like_torchs():
     assert mp.tensor(np.array([1j])).dtype == mp.complex128  # an array keeps its dtype
     assert mp.zeros(2, dtype="cdouble").dtype == mp.complex128 and mp.ones(1).to("complex64").dtype == mp.complex64
     z = mp.tensor([1 + 2j, -3j], requires_grad=True)
-    assert z.requires_grad and z.is_complex() and not z.is_floating_point
+    assert z.requires_grad and z.is_complex() and not z.is_floating_point()
     assert z.real.tolist() == [1.0, 0.0] and z.imag.tolist() == [2.0, -3.0]
     x = mp.ones(2)
     assert x.real is x and not x.is_complex()

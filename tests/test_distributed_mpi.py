@@ -162,6 +162,17 @@ def test_gradients_travel_in_few_buckets(job, reference):
         np.testing.assert_allclose(r["small_bucket_params"], reference(world), rtol=1e-5, atol=1e-6)
 
 
+def test_backward_alone_averages_as_in_torchs_loop(job, reference):
+    """No sync_gradients() anywhere: the post-accumulate-grad hooks average during backward, bucket by bucket."""
+    world, ranks = job
+    for r in ranks:
+        assert set(r["torch_loop_calls_per_step"].tolist()) == {5}  # the 5 buckets of a 4 KiB cap, every step
+        np.testing.assert_allclose(r["torch_loop_params"], reference(world), rtol=1e-5, atol=1e-6)
+        assert "already averaged by another live DistributedDataParallel" in str(r["err_wrapped_twice"])
+    for r in ranks[1:]:
+        np.testing.assert_array_equal(r["torch_loop_params"], ranks[0]["torch_loop_params"])
+
+
 def test_no_sync_accumulation_equals_the_big_batch(job, reference):
     world, ranks = job
     want = reference(world, accumulate=True)

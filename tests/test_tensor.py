@@ -230,7 +230,7 @@ def test_metadata():
     assert x.size() == (2, 3, 4) and x.size(1) == 3 and len(x) == 2
     assert x.dtype == F32 and x.dtype == np.float32
     assert x.device == mp.Device("cpu") and x.device == "cpu" and str(x.device) == "cpu" and not x.is_cuda
-    assert x.is_floating_point and not mp.tensor([1]).is_floating_point
+    assert x.is_floating_point() and not mp.tensor([1]).is_floating_point()
     with pytest.raises(TypeError, match="0-d"):
         len(mp.tensor(1.0))
 

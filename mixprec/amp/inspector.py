@@ -287,9 +287,10 @@ class _Shadow:
         cast = self.cast_of.get(id(node))
         if cast is not None and cast[0] is node and call.args and call.args[0] is not None:
             _add(state.cast_grads, cast[1], call.args[0].dtype, _host(call.args[0]).astype(np.float32))
-        for t, g in zip(node.edges(), call.out or ()):
-            if t is not None and g is not None and t.grad_fn is None and id(t) in self.params:
-                _add(state.leaf_grads, id(t), t.dtype, _host(g).astype(np.float32))
+        for edge, g in zip(node._next_edges, call.out or ()):  # (node, nr) per input, aligned with the grads
+            leaf = getattr(edge[0], "variable", None) if edge is not None else None  # an AccumulateGrad's leaf
+            if leaf is not None and g is not None and id(leaf) in self.params:
+                _add(state.leaf_grads, id(leaf), leaf.dtype, _host(g).astype(np.float32))
 
     def after_pass(self, call, state):
         """Measure the pass's low-precision gradients against the float32 shadow graph's."""
@@ -322,7 +323,7 @@ class _Shadow:
             roots.append(entry[2])
         if not wanted:
             return {}
-        from ..autograd.functional import grad
+        from ..autograd import grad
         keys = list(wanted)
         try:
             with _dispatch.unobserved(), _ac.suspended():

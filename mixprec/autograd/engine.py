@@ -1,179 +1,337 @@
-"""Reverse-mode autodiff: walk the graph from the outputs in reverse topological order."""
+"""Reverse mode: run the backward graph, and its entry points ``backward`` and ``grad``.
+
+The engine counts, for every node reachable from the outputs, how many edges
+lead into it; a node runs once all of them delivered (its gradients are then
+complete), the most recently created ready node first, ready leaves'
+accumulators before anything else. For one node, in torch's order:
+
+    tensor hooks of each output (Tensor.register_hook), retain_grad, capture for autograd.grad
+    node pre-hooks (Node.register_prehook)
+    the node: an op's backward, a Function's backward, or AccumulateGrad (.grad += g, then
+              post-accumulate-grad hooks)
+    node hooks (Node.register_hook)
+    each input's gradient reduced to its shape and dtype, and sent along its edge
+
+With ``inputs`` (``autograd.grad``, ``backward(inputs=...)``) only nodes that
+lead to one of them run. Backward runs with autocast off and, unless
+``create_graph``, grad mode off; forward mode stays on, so the ops of backward
+carry tangents (forward-over-reverse, for Hessian-vector products).
+"""
 from __future__ import annotations
+
+import heapq
+import threading
 
 from .. import dtypes as _dt
 from ..tensor import Tensor
 from . import grad_mode
+from .graph import AccumulateGrad, gradient_edge
 
 
-def _topo_order(roots):
-    """Nodes reachable from ``roots``, each after every node that consumes it."""
-    order, seen = [], set()
-    stack = [(n, False) for n in roots]
+class _Engine(threading.local):
+    runs = ()  # the backward passes running in this thread, innermost last
+
+
+_engine = _Engine()
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` when the backward pass now running finishes (torch's engine.queue_callback)."""
+    if not _engine.runs:
+        raise RuntimeError("queue_callback can only be called while backward runs (from a hook)")
+    _engine.runs[-1].callbacks.append(fn)
+
+
+class _Run:
+    """The state of one backward pass."""
+
+    def __init__(self, create_graph, retain_graph, accumulate, targets, foreign, observed):
+        self.create_graph = create_graph
+        self.retain_graph = retain_graph
+        self.accumulate = accumulate   # False: autograd.grad (capture only)
+        self.targets = targets         # {(id(node), output_nr): [input indices]} or None
+        self.captured = {}
+        self.callbacks = []
+        self.foreign = foreign         # ids of arrays others hold: a leaf's .grad must not alias them
+        self.anomaly = grad_mode.is_anomaly_enabled()
+        self.check_nan = self.anomaly and grad_mode.is_anomaly_check_nan_enabled()
+        self.observed = observed       # a dispatch observer sees each node's backward as a call
+
+
+def run_backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, inputs=None,
+                 accumulate=True):
+    """Backpropagate ``grad_outputs`` from ``outputs``.
+
+    accumulate=True: gradients go into ``.grad`` of the leaves (of ``inputs`` only,
+    when given); returns None. accumulate=False: returns the gradient of each of
+    ``inputs`` (None where none arrived); no ``.grad`` changes.
+    """
+    from ..ops import dispatch  # (the ops package imports autograd: import it when backward runs)
+    if dispatch.watching_backward():  # mp.amp.trace, mp.profiler, mp.amp.inspect: the pass is a call they see
+        device = outputs[0].device if outputs else None
+        return dispatch.observed_backward("backward pass", None, (outputs, grad_outputs), device, lambda: _run(
+            outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, observed=True))
+    return _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, observed=False)
+
+
+def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, observed):
+    from ..ops import autocast
+    roots = []
+    for i, out in enumerate(outputs):
+        if not out._requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and has no grad_fn: nothing to "
+                               "differentiate (did you call it under mp.no_grad()?)")
+        roots.append(gradient_edge(out))
+    targets = None
+    if inputs is not None:
+        targets = {}
+        for k, t in enumerate(inputs):
+            node, nr = gradient_edge(t)
+            targets.setdefault((id(node), nr), []).append(k)
+    run = _Run(create_graph, retain_graph, accumulate, targets, {id(g.data) for g in grad_outputs}, observed)
+    nodes, deps = _collect([node for node, _ in roots])
+    execute = _to_execute(nodes, targets, accumulate, inputs)
+    buffers = {}
+    for (node, nr), g in zip(roots, grad_outputs):
+        _deliver(buffers, node, nr, g)
+    ready = [(-node._seq, id(node), node) for node in nodes.values() if deps.get(id(node), 0) == 0]
+    heapq.heapify(ready)
+    _engine.runs = _engine.runs + (run,)
+    try:
+        with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
+            while ready:
+                _, _, node = heapq.heappop(ready)
+                grads = buffers.pop(id(node), None)
+                result = None
+                if grads is not None:
+                    result = _run_node(run, node, grads, execute is None or id(node) in execute)
+                    if result is not None and not retain_graph:
+                        node._release()
+                for i, edge in enumerate(node._next_edges):
+                    if edge is None:
+                        continue
+                    child, nr = edge
+                    if result is not None and result[i] is not None:
+                        _deliver(buffers, child, nr, result[i])
+                    deps[id(child)] -= 1
+                    if deps[id(child)] == 0:
+                        heapq.heappush(ready, (-child._seq, id(child), child))
+            for fn in run.callbacks:
+                fn()
+    finally:
+        _engine.runs = _engine.runs[:-1]
+    if accumulate:
+        if inputs is not None:  # a non-leaf among inputs gets its gradient in .grad too
+            for key, idx in targets.items():
+                for k in idx:
+                    t, g = inputs[k], run.captured.get(k)
+                    if g is not None and t._grad_fn is not None:
+                        _store_grad(t, g, run.foreign, create_graph)
+        return None
+    return [run.captured.get(k) for k in range(len(inputs))]
+
+
+def _collect(roots):
+    """Every node reachable from ``roots`` (by id) and how many edges lead into each."""
+    nodes, deps, stack = {}, {}, list(roots)
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = stack.pop()
+        if id(node) in nodes:
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
         node._check_alive()
-        stack.append((node, True))
-        for t in node.edges():
-            if t is not None and t.grad_fn is not None and id(t.grad_fn) not in seen:
-                stack.append((t.grad_fn, False))
-    order.reverse()
-    return order
+        nodes[id(node)] = node
+        for edge in node._next_edges:
+            if edge is not None:
+                child = edge[0]
+                deps[id(child)] = deps.get(id(child), 0) + 1
+                if id(child) not in nodes:
+                    stack.append(child)
+    return nodes, deps
 
 
-def _fit(grad, shape, dtype):
+def _to_execute(nodes, targets, accumulate, inputs):
+    """Ids of the nodes that must run (None: all): with ``inputs``, those that lead to one of them,
+    and the accumulators of leaves among them in accumulate mode."""
+    if targets is None:
+        return None if accumulate else set()
+    target_nodes = {key[0] for key in targets}
+    leads = {}
+
+    def reaches(start):  # iterative post-order over the graph
+        stack = [(start, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                leads[id(node)] = any(e is not None and (id(e[0]) in target_nodes or leads.get(id(e[0])))
+                                      for e in node._next_edges)
+                continue
+            if id(node) in leads:
+                continue
+            leads[id(node)] = False
+            stack.append((node, True))
+            stack.extend((e[0], False) for e in node._next_edges if e is not None and id(e[0]) not in leads)
+    for node in nodes.values():
+        reaches(node)
+    run = {key for key, yes in leads.items() if yes}
+    if accumulate:
+        run |= {id(n) for n in nodes.values() if isinstance(n, AccumulateGrad) and id(n) in target_nodes}
+    return run
+
+
+def _deliver(buffers, node, nr, grad):
+    grads = buffers.get(id(node))
+    if grads is None:
+        grads = buffers[id(node)] = [None] * _num_outputs(node)
+    grads[nr] = grad if grads[nr] is None else grads[nr] + grad
+
+
+def _num_outputs(node):
+    return 1 if isinstance(node, AccumulateGrad) else node._n_outputs
+
+
+def _run_node(run, node, grads, execute):
+    """Hooks, capture and the node itself; returns one gradient per input slot (or None when it did not run)."""
+    accumulates = isinstance(node, AccumulateGrad)
+    variable = node.variable if accumulates else None
+    if accumulates and variable is None:
+        return None  # the leaf is gone: nobody can read its gradient
+    tensor_hooks = node._tensor_hooks
+    for nr, g in enumerate(grads):
+        if g is None:
+            continue
+        hooks = variable._hooks if variable is not None else tensor_hooks.get(nr) if tensor_hooks else None
+        if hooks:
+            g = grads[nr] = _call_tensor_hooks(hooks, g, run.foreign)
+        if node._retained is not None and nr in node._retained and run.accumulate:
+            kept = node._retained[nr]()
+            if kept is not None:
+                _store_grad(kept, g, run.foreign, run.create_graph)
+        if run.targets is not None:
+            for k in run.targets.get((id(node), nr), ()):
+                run.captured[k] = g
+    if not execute:
+        return None
+    if node._pre_hooks:
+        for hook in list(node._pre_hooks.values()):
+            new = hook(tuple(grads))
+            if new is not None:
+                grads = _replace(grads, new, "pre-hook", node)
+    try:
+        if variable is not None:
+            _accumulate(run, variable, grads[0])
+            result = []
+        elif run.observed:  # each node's backward is a call the observers see
+            from ..ops import dispatch
+            device = next(g.device for g in grads if g is not None)
+            result = dispatch.observed_backward("backward", getattr(node, "op", None), tuple(grads), device,
+                                                lambda: node._apply(grads), node)
+            _check_count(node, result)
+        else:
+            result = node._apply(grads)
+            _check_count(node, result)
+    except Exception as exc:
+        if run.anomaly and node.trace:
+            exc.add_note(f"Traceback of the forward call that created {node.name()} (anomaly mode):\n{node.trace}")
+        raise
+    if node._post_hooks:
+        for hook in list(node._post_hooks.values()):
+            new = hook(tuple(result), tuple(grads))
+            if new is not None:
+                result = _replace(result, new, "hook", node)
+    for i, (g, meta) in enumerate(zip(result, node._metas if variable is None else ())):
+        if g is None or meta is None:
+            continue
+        if node.user_backward:
+            run.foreign.add(id(g.data))
+        if g.data.shape != meta[0] or g.data.dtype != meta[1]:
+            g = result[i] = _fit(node, i, g, *meta)
+        if run.check_nan:
+            _check_finite(node, i, g)
+    return result
+
+
+def _call_tensor_hooks(hooks, grad, foreign):
+    for hook in list(hooks.values()):
+        new = hook(grad)
+        if new is not None:
+            if not isinstance(new, Tensor):
+                raise TypeError(f"a tensor hook must return a Tensor or None, got {type(new).__name__}")
+            if new.shape != grad.shape:
+                raise RuntimeError(f"a tensor hook returned a gradient of shape {new.shape} for a tensor of shape "
+                                   f"{grad.shape}")
+            grad = new
+            foreign.add(id(grad.data))
+    return grad
+
+
+def _replace(old, new, kind, node):
+    new = list(new) if isinstance(new, (tuple, list)) else [new]
+    if len(new) != len(old):
+        raise RuntimeError(f"a {kind} of {node.name()} returned {len(new)} gradients, expected {len(old)}")
+    return new
+
+
+def _check_count(node, result):
+    n = len(node._next_edges)
+    if len(result) < n or any(g is not None for g in result[n:]):
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients (expected {n}, "
+                           f"got {len(result)})")
+    del result[n:]
+
+
+def _fit(node, index, grad, shape, dtype):
     """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype.
 
     A complex gradient reaching a real input keeps its real part: that is dL/dx for a real
     loss L (torch's convention: the gradient of a complex z is dL/dRe(z) + i dL/dIm(z)).
     """
-    if grad.shape != shape:
-        extra = grad.ndim - len(shape)
-        axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape)
-                                           if n == 1 and grad.shape[i + extra] != 1)
-        if axes:
-            grad = grad.sum(dim=axes, keepdim=True, dtype=grad.dtype)
-        if extra:
-            grad = grad.reshape(shape)
-        if grad.shape != shape:
-            raise RuntimeError(f"gradient of shape {grad.shape} does not fit an input of shape {shape}")
     if _dt.is_complex(grad.dtype) and not _dt.is_complex(dtype):
         grad = grad.real
+    if grad.shape != shape:
+        fitted = sum_to(grad, shape) if not node.user_backward or grad.numel() == _numel(shape) else None
+        if fitted is None:
+            raise RuntimeError(f"function {node.name()} returned an invalid gradient at index {index}: got shape "
+                               f"{tuple(grad.shape)}, but expected a shape compatible with {tuple(shape)}")
+        grad = fitted
     if grad.dtype != dtype:
         grad = grad.to(dtype)
     return grad
 
 
-def _add_output_grad(store, node, index, grad):
-    """Add ``grad`` to what output ``index`` of ``node`` has received so far."""
-    grads = store.get(id(node))
-    if grads is None:
-        grads = store[id(node)] = [None] * len(node.out_refs)
-    grads[index] = grad if grads[index] is None else grads[index] + grad
+def sum_to(grad, shape):
+    """The gradient of a tensor of ``shape`` that was broadcast to ``grad``'s shape: ``grad`` summed over the
+    broadcast dims (None when ``shape`` does not broadcast to grad's shape)."""
+    extra = grad.ndim - len(shape)
+    if extra < 0 or any(n != 1 and grad.shape[i + extra] != n for i, n in enumerate(shape)):
+        return None if grad.numel() != _numel(shape) else grad.reshape(shape)
+    axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
+    if axes:
+        grad = grad.sum(dim=axes, keepdim=True, dtype=grad.dtype)
+    return grad.reshape(shape) if grad.shape != tuple(shape) else grad
 
 
-def backward(outputs, grad_outputs, *, retain_graph=False, create_graph=False, inputs=None,
-             allow_unused=True):
-    """Run backward from ``outputs`` seeded with ``grad_outputs``.
-
-    With ``inputs=None`` gradients accumulate into the ``.grad`` of leaves;
-    otherwise the gradients of ``inputs`` are returned (autograd.grad). While a dispatch
-    observer that sees backward watches (mp.amp.trace, mp.profiler, mp.amp.inspect), the pass
-    and each node's backward are calls it sees (ops.dispatch.observed_backward).
-    """
-    from ..ops import dispatch  # (the ops package imports autograd: import it when backward runs)
-    if dispatch.watching_backward():
-        return dispatch.observed_backward(
-            "backward pass", None, (outputs, grad_outputs), outputs[0].device if outputs else None,
-            lambda: _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, True))
-    return _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, False)
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
-def _backward(outputs, grad_outputs, retain_graph, create_graph, inputs, allow_unused, observed):
-    from ..ops import autocast, dispatch
-    node_grads: dict[int, list] = {}
-    leaf_grads: dict[int, object] = {}
-    leaves: dict[int, object] = {}
-    roots = []
-    for out, g in zip(outputs, grad_outputs):
-        if not out.requires_grad:
-            raise RuntimeError("element of outputs does not require grad and has no grad_fn: "
-                               "nothing to differentiate (did you call it under mp.no_grad()?)")
-        if out.grad_fn is None:  # a leaf differentiated w.r.t. itself
-            _accumulate(leaf_grads, id(out), g)
-            leaves[id(out)] = out
-        else:
-            _add_output_grad(node_grads, out.grad_fn, out.output_nr, g)
-            roots.append(out.grad_fn)
-    wanted = {id(t): t for t in inputs} if inputs is not None else None
-    captured = {}
-    order = _topo_order(roots)
-    anomaly = grad_mode.is_anomaly_enabled()
-    # arrays that someone else may hold (seeds, hook results, custom backward results):
-    # a leaf's .grad must never alias them (see _store_grad)
-    foreign = {id(g.data) for g in grad_outputs}
-    # backward runs every op in the dtypes forward saved, never under autocast
-    with grad_mode.enable_grad() if create_graph else grad_mode.no_grad(), autocast.suspended():
-        for node in order:
-            grads = node_grads.pop(id(node), None)
-            if grads is None:
-                continue
-            for i, ref in enumerate(node.out_refs):
-                out = ref()
-                if out is None or grads[i] is None:
-                    continue
-                if out._hooks:
-                    grads[i] = _run_hooks(out, grads[i], foreign)
-                if wanted is not None and id(out) in wanted:
-                    captured[id(out)] = grads[i]
-                if out._retains_grad and wanted is None:
-                    _store_grad(out, grads[i], foreign, create_graph)
-            if observed:
-                result = dispatch.observed_backward("backward", node.op, tuple(grads), _device_of(grads),
-                                                    lambda: _node_backward(node, grads), node)
-            else:
-                result = _node_backward(node, grads)
-            edges = node.edges()
-            if len(result) != len(edges):
-                raise RuntimeError(f"backward of {node.name} returned {len(result)} gradients "
-                                   f"for {len(edges)} inputs")
-            for t, g in zip(edges, result):
-                if t is None or g is None:
-                    continue
-                if node.user_backward:
-                    foreign.add(id(g.data))
-                if g.data.shape != t.data.shape or g.data.dtype != t.data.dtype:
-                    g = _fit(g, t.data.shape, t.data.dtype)
-                if anomaly:
-                    _check_finite(node, g)
-                if t.grad_fn is None:
-                    _accumulate(leaf_grads, id(t), g)
-                    leaves[id(t)] = t
-                else:
-                    _add_output_grad(node_grads, t.grad_fn, t.output_nr, g)
-            if not retain_graph:
-                node.release()
-        for key, leaf in leaves.items():
-            g = leaf_grads[key]
-            if leaf._hooks:
-                g = _run_hooks(leaf, g, foreign)
-            if wanted is not None:
-                if key in wanted:
-                    captured[key] = g
-            else:
-                _store_grad(leaf, g, foreign, create_graph)
-    if wanted is None:
-        return None
-    results = []
-    for t in inputs:
-        if id(t) not in captured and not allow_unused:
-            raise RuntimeError("one of the differentiated tensors was not used to compute the outputs; "
-                               "pass allow_unused=True to get None for it")
-        results.append(captured.get(id(t)))
-    return results
+def _check_finite(node, index, g):
+    if not bool(g.isfinite().all().item()):
+        where = f"\nthe forward call of {node._label()} was made at:\n{node.trace}" if node.trace else ""
+        raise RuntimeError(f"function {node._label()}Backward returned NaN or inf values in its gradient "
+                           f"{index}{where}")
 
 
-def _node_backward(node, grads):
-    """Run one node's backward: one gradient (or None) per input edge, in node.edges() order."""
-    result = node.op.backward(node, *grads)
-    if not isinstance(result, (tuple, list)):
-        result = (result,)
-    return _flatten(result, node.args)
-
-
-def _device_of(grads):
-    return next(g.device for g in grads if g is not None)
-
-
-def _accumulate(store, key, grad):
-    prev = store.get(key)
-    store[key] = grad if prev is None else prev + grad
+# ---------------------------------------------------------------- leaves' .grad
+def _accumulate(run, variable, grad):
+    if not run.accumulate:
+        return
+    _store_grad(variable, grad, run.foreign, run.create_graph)
+    if variable._post_acc_hooks:
+        for hook in list(variable._post_acc_hooks.values()):
+            hook(variable)
 
 
 def _store_grad(leaf, g, foreign, create_graph):
@@ -193,6 +351,8 @@ def _store_grad(leaf, g, foreign, create_graph):
     if leaf.grad is None:
         if a.base is not None or not a.flags.c_contiguous or id(a) in foreign:
             g = Tensor._wrap(a.copy())
+        elif g.requires_grad:
+            g = g.detach()
         foreign.add(id(g.data))
         leaf.grad = g
     else:
@@ -200,29 +360,88 @@ def _store_grad(leaf, g, foreign, create_graph):
         leaf.grad._bump_version()
 
 
-def _flatten(grads, args):
-    """Match a backward's per-arg results to the flattened input list (lists expand, missing trailing ones are None)."""
-    flat = []
-    for i, a in enumerate(args):
-        g = grads[i] if i < len(grads) else None
-        if isinstance(a, (list, tuple)):
-            gs = g if g is not None else [None] * len(a)
-            flat.extend(gs)
-        else:
-            flat.append(g)
-    return flat
+# ---------------------------------------------------------------- entry points
+def _tensors(value, what):
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(t, Tensor) for t in value):
+        return list(value)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(value).__name__}")
 
 
-def _run_hooks(t, grad, foreign):
-    for hook in t._hooks:
-        new = hook(grad)
-        if new is not None:
-            grad = new
-            foreign.add(id(grad.data))
-    return grad
+def _seeds(outputs, grad_outputs, who):
+    """One gradient per output: given (Tensor or number) or ones for a one-element output."""
+    from ..tensor import ones_like, tensor
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    else:
+        grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"{who}: got {len(grad_outputs)} gradients for {len(outputs)} outputs")
+    seeds = []
+    for i, (o, g) in enumerate(zip(outputs, grad_outputs)):
+        if g is None:
+            if o.requires_grad and o.numel() != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; output {i} has shape "
+                                   f"{o.shape}, so pass its gradient (gradient=/grad_outputs=) of that shape")
+            g = ones_like(o)
+        elif not isinstance(g, Tensor):
+            g = tensor(g, dtype=o.dtype, device=o.device)
+        if g.shape != o.shape:
+            raise RuntimeError(f"{who}: gradient has shape {g.shape}, but output {i} has shape {o.shape}")
+        seeds.append(g)
+    return seeds
 
 
-def _check_finite(node, g):
-    if not bool(g.isfinite().all().item()):
-        where = f"\nthe forward call of {node.name} was made at:\n{node.trace}" if node.trace else ""
-        raise RuntimeError(f"function {node.name}Backward returned NaN or inf values in its gradient{where}")
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate the gradients of ``tensors`` (seeded with ``grad_tensors``) into the leaves' ``.grad``
+    (torch.autograd.backward). With ``inputs``, only those tensors' ``.grad`` change."""
+    tensors = _tensors(tensors, "backward: tensors")
+    seeds = _seeds(tensors, grad_tensors, "backward")
+    if inputs is not None:
+        inputs = _tensors(inputs, "backward: inputs")
+        if not inputs:
+            raise RuntimeError("backward: inputs= was given but is empty")
+        for i, t in enumerate(inputs):
+            if not t.requires_grad:
+                raise RuntimeError(f"backward: input {i} does not require grad")
+    retain = create_graph if retain_graph is None else retain_graph
+    run_backward(tensors, seeds, retain_graph=retain, create_graph=create_graph, inputs=inputs)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs``, returned instead of accumulated
+    (torch.autograd.grad). With create_graph=True they are themselves differentiable.
+
+    An input that does not reach the outputs is an error unless ``allow_unused``
+    (then its gradient is None) or ``materialize_grads`` (then zeros).
+    """
+    from ..tensor import zeros_like
+    if is_grads_batched:
+        raise NotImplementedError("grad: is_grads_batched=True (vmap over grad_outputs) is not supported; loop "
+                                  "over the batch of grad_outputs instead")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("grad: allow_unused must be True or not passed when materialize_grads=True")
+    allow_unused = materialize_grads if allow_unused is None else allow_unused
+    outputs = _tensors(outputs, "grad: outputs")
+    inputs_list = _tensors(inputs, "grad: inputs")
+    seeds = _seeds(outputs, grad_outputs, "grad")
+    for i, t in enumerate(inputs_list):
+        if not t.requires_grad:
+            raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad; mark it with "
+                               "requires_grad=True")
+    retain = create_graph if retain_graph is None else retain_graph
+    result = run_backward(outputs, seeds, retain_graph=retain, create_graph=create_graph, inputs=inputs_list,
+                          accumulate=False)
+    for i, (t, g) in enumerate(zip(inputs_list, result)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"the differentiated tensor at index {i} (shape {t.shape}) appears to not have "
+                                   "been used in the graph; set allow_unused=True if this is the desired behavior "
+                                   "(its gradient is then None), or materialize_grads=True (zeros)")
+            if materialize_grads:
+                result[i] = zeros_like(t)
+    return tuple(result)

@@ -14,7 +14,14 @@ graph is kept; one pass gives the directional derivative of every output::
 Tangents belong to the dual level they were made in: leaving the level forgets
 them all (the level is an object, and a tangent is read only while its level is
 the active one). One level is active at a time, as torch allows by default.
-Tangents follow their primal's dtype, also under autocast.
+
+Tangents follow their primal's dtype, also under autocast: autocast's casts
+are ordinary (linear) ops, so a float32 dual cast to bfloat16 for a matmul has
+a bfloat16 tangent, and tangent rules run with autocast off (like backward),
+each in the dtypes its op ran in. A tangent must have its primal's dtype
+(torch accepts another dtype; mixprec refuses it, so every tangent has the
+precision of the value it moves with). In-place ops update tangents (also the
+base's, through a view), and custom Functions take part through their ``jvp``.
 """
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ class _Level:
 def enter_dual_level():
     """Start a dual level (prefer ``with dual_level():``); returns its index (0: one level at a time)."""
     if STATE.level is not None:
-        raise RuntimeError("forward_ad: a dual level is already active; nested dual levels are not supported")
+        raise RuntimeError("forward_ad: nested forward mode AD is not supported: a dual level is already active")
     STATE.level = _Level(0)
     return 0
 
@@ -80,16 +87,17 @@ def make_dual(tensor, tangent, *, level=None):
     Gradients still flow back to ``tensor`` through the view (reverse mode works on duals).
     """
     if STATE.level is None:
-        raise RuntimeError("make_dual must be called inside a forward_ad.dual_level() context")
+        raise RuntimeError("make_dual: trying to create a dual tensor for forward AD, but no dual level is active; "
+                           "call it inside a forward_ad.dual_level() context")
     if level is not None and level != STATE.level.index:
         raise RuntimeError(f"make_dual: level {level} is not the active dual level {STATE.level.index}")
     for what, t in (("tensor", tensor), ("tangent", tangent)):
         if not isinstance(t, Tensor):
             raise TypeError(f"make_dual: {what} must be a Tensor, got {type(t).__name__}")
     if not _dt.is_differentiable(tensor.dtype):
-        raise TypeError(f"make_dual: expected a floating-point or complex primal, got {tensor.dtype.name}")
+        raise ValueError(f"make_dual: expected a floating-point or complex primal, got {tensor.dtype.name}")
     if tangent.shape != tensor.shape:
-        raise ValueError(f"make_dual: the tangent has shape {tangent.shape}, but the primal has shape "
+        raise RuntimeError(f"make_dual: the tangent has shape {tangent.shape}, but the primal has shape "
                          f"{tensor.shape}; they must match")
     if tangent.dtype != tensor.dtype:
         raise ValueError(f"make_dual: the tangent has dtype {tangent.dtype.name}, but the primal has dtype "
@@ -149,23 +157,28 @@ def _zeros_like(array):
 
 
 def attach_tangents(ctx, args, out):
-    """Run the op's tangent rule and give each floating output its tangent (called by dispatch)."""
+    """Run the op's tangent rule and give each floating output its tangent (called by dispatch).
+
+    The rule runs with forward mode paused (no tangents of tangents) and autocast
+    off (it computes in the dtypes the op ran in, as backward does).
+    """
+    from ..ops.autocast import suspended
     rule = ctx.op.tangent
     if rule is None:
         raise NotImplementedError(f"{ctx.op.name} has no forward-mode rule (tangent); forward-mode AD through it "
                                   "is not supported")
     level = STATE.level
     tangents = [_tangent_arg(a) for a in args]
-    with _paused():
+    with _paused(), suspended():
         result = rule(ctx, *tangents)
         several = isinstance(out, tuple)
         for o, t in zip(out if several else (out,), result if several else (result,)):
             if t is None or not _dt.is_differentiable(o.dtype):
                 continue
-            if t.shape != o.shape:
-                t = t.expand(o.shape)
             if _dt.is_complex(t.dtype) and not _dt.is_complex(o.dtype):
                 t = t.real  # a real output moves by the real part (see autograd.engine._fit)
+            if t.shape != o.shape:
+                t = t.expand(o.shape)
             if t.dtype != o.dtype:
                 t = t.to(o.dtype)
             o._fw = (level, t)

@@ -1,13 +1,22 @@
-"""Thread-local switches of the autograd engine: grad mode and anomaly mode."""
+"""Thread-local switches of autograd: grad mode, inference mode and anomaly mode.
+
+Each switch is a context manager and a decorator (a decorated function runs
+with the switch set and restores it afterwards, also for generators' bodies
+between yields they are not: use the context manager there).
+"""
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
+
 
 class _Modes(threading.local):
     """Per-thread switches; the class attributes are each new thread's defaults."""
     grad = True
+    inference = False
     anomaly = False
+    check_nan = True
 
 
 _local = _Modes()
@@ -17,58 +26,167 @@ def is_grad_enabled() -> bool:
     return _local.grad
 
 
-def set_grad_enabled(mode: bool) -> None:
-    _local.grad = bool(mode)
+def is_inference_mode_enabled() -> bool:
+    return _local.inference
 
 
-class _GradModeContext:
-    """Context manager and decorator that sets grad mode and restores it on exit."""
+class _Switch:
+    """Base of the grad-mode switches: a context manager that restores the previous state on exit,
+    and a decorator (``@no_grad()`` and ``@no_grad`` both work)."""
 
-    mode = True
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]) and cls._bare_decorator:
+            return cls()(args[0])  # @no_grad without parentheses
+        return super().__new__(cls)
+
+    _bare_decorator = True
+
+    def _enter(self):
+        raise NotImplementedError
 
     def __enter__(self):
-        self._prev = is_grad_enabled()
-        _local.grad = self.mode
+        self._saved = (_local.grad, _local.inference)
+        self._enter()
+        return self
 
     def __exit__(self, *exc):
-        _local.grad = self._prev
+        _local.grad, _local.inference = self._saved
         return False
 
+    def clone(self):
+        return self.__class__()
+
     def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__} decorates a function, got {type(fn).__name__}")
+        if inspect.isgeneratorfunction(fn):
+            raise TypeError(f"{type(self).__name__} cannot decorate a generator function; use it as a context "
+                            "manager inside the generator")
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with self.clone():
                 return fn(*args, **kwargs)
         return wrapper
 
 
-class no_grad(_GradModeContext):
+class no_grad(_Switch):
     """Ops inside record no graph: for evaluation and for optimizer updates."""
-    mode = False
+
+    def _enter(self):
+        _local.grad = False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_Switch):
     """Turn graph recording back on inside a no_grad region."""
-    mode = True
+
+    def _enter(self):
+        _local.grad = True
 
 
+class set_grad_enabled(_Switch):
+    """Set grad mode: ``set_grad_enabled(False)`` switches it at once (a plain call), and restores the
+    previous mode when used as ``with set_grad_enabled(mode):`` or ``@set_grad_enabled(mode)``."""
+
+    _bare_decorator = False
+
+    def __init__(self, mode: bool):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled: mode must be True or False, got {mode!r}")
+        self.mode = mode
+        self._prev = _local.grad
+        _local.grad = mode  # a plain call takes effect now, as torch's does
+
+    def __enter__(self):
+        self._saved = (self._prev, _local.inference)
+        _local.grad = self.mode
+        return self
+
+    def _enter(self):
+        _local.grad = self.mode
+
+    def clone(self):
+        prev = _local.grad
+        clone = set_grad_enabled(self.mode)
+        _local.grad = prev
+        return clone
+
+    def __call__(self, fn):
+        _local.grad = self._prev  # as a decorator it must not switch anything when the function is defined
+        return super().__call__(fn)
+
+    def __repr__(self):
+        return f"set_grad_enabled(mode={self.mode})"
+
+
+class inference_mode(_Switch):
+    """no_grad and more: tensors made inside are *inference tensors* that can never enter autograd.
+
+    Outside the block an inference tensor cannot be saved for backward by an op
+    that records a graph, cannot be set to require grad, and cannot be changed
+    in place (all clear errors); clone() it for a normal tensor.
+    ``inference_mode(False)`` inside a block switches it off again.
+    """
+
+    def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode: mode must be True or False, got {mode!r}")
+        self.mode = mode
+
+    def _enter(self):
+        if self.mode:
+            _local.grad, _local.inference = False, True
+        else:
+            _local.inference = False
+
+    def clone(self):
+        return inference_mode(self.mode)
+
+
+# ---------------------------------------------------------------- anomaly mode
 def is_anomaly_enabled() -> bool:
     return _local.anomaly
 
 
-class detect_anomaly:
-    """Record where each op was created and fail on the first backward that yields NaN/inf.
+def is_anomaly_check_nan_enabled() -> bool:
+    return _local.check_nan
 
-    Costs a stack capture per op, so use it to debug, not to train.
+
+class set_detect_anomaly:
+    """Switch anomaly mode on or off: a plain call sets it now; ``with``/``@`` restore it afterwards.
+
+    In anomaly mode each recorded op keeps the stack of its forward call, and an
+    error inside its backward carries that stack (as a note on the exception);
+    with ``check_nan`` a backward that yields NaN or inf fails naming the op.
+    Costs a stack capture per op: for debugging, not training.
     """
 
-    def __init__(self, check_nan: bool = True):
-        self.check_nan = check_nan
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self._prev = (_local.anomaly, _local.check_nan)
+        _local.anomaly, _local.check_nan = bool(mode), bool(check_nan)
+        self.mode, self.check_nan = bool(mode), bool(check_nan)
 
     def __enter__(self):
-        self._prev = is_anomaly_enabled()
-        _local.anomaly = self.check_nan
+        _local.anomaly, _local.check_nan = self.mode, self.check_nan
+        return self
 
     def __exit__(self, *exc):
-        _local.anomaly = self._prev
+        _local.anomaly, _local.check_nan = self._prev
         return False
+
+    def __call__(self, fn):
+        _local.anomaly, _local.check_nan = self._prev
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_detect_anomaly(self.mode, self.check_nan):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class detect_anomaly(set_detect_anomaly):
+    """Anomaly mode inside the block (``set_detect_anomaly(True, check_nan)`` as a context manager)."""
+
+    def __init__(self, check_nan: bool = True):
+        self._prev = (_local.anomaly, _local.check_nan)
+        self.mode, self.check_nan = True, bool(check_nan)

@@ -201,8 +201,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
     Differences from torch: the Modules given are left untouched (torch
     replaces their forward); a new callable is returned instead, which runs
     the module eagerly when its training flag differs from capture time.
-    Each callable must return one tensor (mixprec's autograd.Function has one
-    output). Inside an autocast region, pass cache_enabled=False to autocast,
+    Each callable must return one tensor. Inside an autocast region, pass cache_enabled=False to autocast,
     as torch requires: a cached weight cast would be captured once and read stale.
     """
     from .. import autograd

@@ -5,7 +5,7 @@
     model = mp.distributed.DistributedDataParallel(net)
     sampler = mp.distributed.DistributedSampler(len(train_set))
     ...
-    loss.backward(); model.sync_gradients(); optimizer.step()
+    loss.backward(); optimizer.step()                    # backward averages the gradients over ranks
 
 See docs/distributed.md for launching on one or several machines.
 """

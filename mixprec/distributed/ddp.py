@@ -3,28 +3,42 @@ and the ranks average their gradients so every replica takes the same step.
 
     model = mp.distributed.DistributedDataParallel(net)   # broadcasts rank 0's parameters
     loss = loss_fn(model(x), y)
-    loss.backward()
-    model.sync_gradients()      # .grad is now the mean over ranks, on every rank
+    loss.backward()             # .grad is now the mean over ranks, on every rank
     optimizer.step()
 
-Averaging is explicit (``sync_gradients()`` after backward) rather than hidden
-in backward hooks: mixprec's engine hands each leaf its gradient only at the
-very end of backward, so hooks could not overlap communication with compute
-anyway, and an explicit call cannot fire by mistake inside
-``autograd.grad`` (gradient penalties). Forgetting the call is caught: the next
-forward pass raises instead of letting the replicas drift apart.
+The loop is torch's: gradients are averaged *during* backward. Each parameter
+has a post-accumulate-grad hook; the backward engine runs a leaf's
+accumulation as soon as its gradient is complete, so the hook fires while the
+rest of backward goes on. Parameters are packed into buckets (one all-reduce
+each); a bucket is all-reduced as soon as all its parameters have reported,
+buckets strictly in one order on every rank (the last bucket first: gradients
+arrive roughly in reverse order of the parameters), so the collective calls
+match across ranks. What is left when backward ends (parameters without a
+gradient count as zero) is reduced then, from a callback the engine runs at
+the end of backward. ``autograd.grad`` accumulates nothing and so averages
+nothing (gradient penalties stay local), as in torch.
+
+``sync_gradients()`` stays for explicit control: after a backward that
+already averaged it does nothing; after gradients accumulated locally (inside
+``no_sync()``) it averages them. Forgetting to train on a forward pass is
+caught: the next forward raises instead of letting the replicas drift apart.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import weakref
 import zlib
 
 import numpy as np
 
 from .. import backend as _be
+from ..autograd.engine import queue_callback
 from ..autograd.grad_mode import is_grad_enabled
 from . import process_group as _pg
 from .buckets import DEFAULT_CAP_MB, cap_from_mb, plan_buckets
+
+_OWNERS: dict = {}  # id(parameter) -> (weakref to it, weakref to the DistributedDataParallel averaging it)
 
 
 class DistributedDataParallel:
@@ -33,15 +47,18 @@ class DistributedDataParallel:
     - On construction, rank 0's parameters are broadcast to every rank (``broadcast_parameters``)
       and the ranks check they hold the same model (same shapes and dtypes in the same order).
     - ``ddp(*args)`` calls the wrapped model; attributes not found here are looked up on it.
-    - ``sync_gradients()`` averages ``.grad`` over ranks: parameters of one dtype and device are
-      packed into flat buckets of at most ``bucket_cap_mb`` MiB, one all-reduce per bucket. After
-      it each ``.grad`` is a view into a bucket buffer that the next sync overwrites (torch's
-      ``gradient_as_bucket_view``); copy a gradient if you need to keep it.
-    - ``with ddp.no_sync():`` makes ``sync_gradients()`` a no-op, so gradients accumulate locally
-      over micro-batches; the first sync outside the block averages the accumulated sum.
+    - ``loss.backward()`` averages ``.grad`` over ranks (see the module docstring): parameters of
+      one dtype and device are packed into flat buckets of at most ``bucket_cap_mb`` MiB, one
+      all-reduce per bucket. After it each ``.grad`` is a view into a bucket buffer that the next
+      reduction overwrites (torch's ``gradient_as_bucket_view``); copy a gradient to keep it.
+    - ``with ddp.no_sync():`` backward accumulates gradients locally over micro-batches; the
+      first backward outside the block (or a ``sync_gradients()`` call) averages the sum.
     - A parameter without a gradient on some rank counts as zero there. With
-      ``find_unused_parameters=True`` one extra small all-reduce finds parameters that no rank
-      used, and those keep ``.grad = None`` (so the optimizer skips them, as in one process).
+      ``find_unused_parameters=True`` each training forward finds the parameters its output does
+      not depend on (they are ready at once), and one extra small all-reduce at the end of
+      backward finds those that no rank used: they keep ``.grad = None`` (so the optimizer skips
+      them, as in one process).
+    - A parameter can be averaged by one live DistributedDataParallel at a time.
     """
 
     def __init__(self, module, *, bucket_cap_mb: float = DEFAULT_CAP_MB, broadcast_parameters: bool = True,
@@ -68,27 +85,40 @@ class DistributedDataParallel:
                 raise RuntimeError(f"DistributedDataParallel: rank {group.rank} runs on {group.device}, but a "
                                    f"parameter is on {p.device}; move the model there first "
                                    "(mp.distributed.get_device())")
+        _claim(params, self)
         cap = cap_from_mb(bucket_cap_mb)
         self.module = module
         self.find_unused_parameters = bool(find_unused_parameters)
         self._sync_enabled = True
-        self._pending = False  # a training forward ran and its gradients are not averaged yet
+        self._pending = False   # a training forward ran and its gradients are not averaged yet
+        self._averaged = False  # the last backward averaged .grad, and nothing ran since (sync_gradients: no-op)
         _check_same_model(params)
         if broadcast_parameters and group.world_size > 1:
             _broadcast_from_rank0(params, cap)
         self.buckets = plan_buckets([p for p in params if p.requires_grad], cap)
+        self._bucket_of = {id(p): b for b, bucket in enumerate(self.buckets) for p in bucket.tensors}
+        self._launch_order = list(reversed(range(len(self.buckets))))
+        self._locally_unused = []
+        self._reset_reduction()
+        ref = weakref.ref(self)
+        handles = [p.register_post_accumulate_grad_hook(functools.partial(_grad_ready, ref))
+                   for bucket in self.buckets for p in bucket.tensors]
+        weakref.finalize(self, _remove, handles)
 
     # ---- the wrapped model ----
     def __call__(self, *args, **kwargs):
         if self._pending:
             raise RuntimeError(
                 "DistributedDataParallel: the previous training forward pass was not followed by "
-                "sync_gradients(), so the ranks' gradients were never averaged; call ddp.sync_gradients() "
-                "after loss.backward() (inside ddp.no_sync() it does nothing), and run forward passes you "
-                "do not train on under mp.no_grad()")
+                "sync_gradients() or by a backward() through its output (which averages the gradients), so the "
+                "ranks' gradients were never averaged; run forward passes you do not train on under mp.no_grad()")
         out = self.module(*args, **kwargs)
         if self._sync_enabled and is_grad_enabled():
             self._pending = True
+            self._averaged = False
+            if self.find_unused_parameters:
+                reached = _leaves_reached(out)
+                self._locally_unused = [p for b in self.buckets for p in b.tensors if id(p) not in reached]
         return out
 
     forward = __call__
@@ -116,28 +146,145 @@ class DistributedDataParallel:
             self._sync_enabled = prev
 
     def sync_gradients(self) -> None:
-        """Average every parameter's .grad over the ranks (no-op inside no_sync())."""
+        """Average every parameter's .grad over the ranks: no-op inside no_sync(), and right after a backward
+        that already averaged them."""
         if not self._sync_enabled:
             return
         self._pending = False
+        if self._averaged:
+            return
         group = _pg._require()
         if group.world_size == 1:
             return
-        used = None
+        used = self._globally_used(self._with_grad()) if self.find_unused_parameters else None
+        for b in range(len(self.buckets)):
+            self._reduce_bucket(b, used)
+
+    # ---- averaging during backward (post-accumulate-grad hooks) ----
+    def _reset_reduction(self):
+        self._ready = [set() for _ in self.buckets]
+        self._next = 0          # position in _launch_order of the next bucket to reduce
+        self._started = False   # a hook fired in the backward now running
+        self._used = set()      # parameters with a gradient of their own on this rank, in this backward
+
+    def _on_grad_ready(self, p):
+        if not self._sync_enabled:
+            self._averaged = False  # accumulating locally (no_sync)
+            return
+        if _pg._require().world_size == 1:
+            self._pending, self._averaged = False, True
+            return
+        if not self._started:
+            self._started = True
+            self._used = self._with_grad()  # (also gradients accumulated earlier, under no_sync)
+            queue_callback(self._finish_backward)
+            for q in self._locally_unused:  # a parameter the output does not depend on is ready at once
+                self._mark_ready(q)
+        self._used.add(id(p))
+        self._mark_ready(p)
+
+    def _mark_ready(self, p):
+        b = self._bucket_of[id(p)]
+        self._ready[b].add(id(p))
+        order = self._launch_order
+        while self._next < len(order) and self._full(order[self._next]):
+            self._reduce_bucket(order[self._next])
+            self._next += 1
+
+    def _full(self, b):
+        return len(self._ready[b]) == len(self.buckets[b].tensors)
+
+    def _finish_backward(self):
+        """At the end of backward: reduce the buckets still waiting, in order (missing gradients are zeros)."""
+        order = self._launch_order
+        while self._next < len(order):
+            self._reduce_bucket(order[self._next])
+            self._next += 1
         if self.find_unused_parameters:
-            ps = [p for b in self.buckets for p in b.tensors]
-            flags = np.array([p.grad is not None for p in ps], dtype=np.int32)
-            if group.name == "nccl":
-                flags = _be.to_device(flags, group.device)
-            _pg.all_reduce_array(flags, "max")
-            used = {id(p) for p, f in zip(ps, _be.to_device(flags, _be.CPU).tolist()) if f}
+            used = self._globally_used(self._used)
+            for bucket in self.buckets:
+                for p in bucket.tensors:
+                    if id(p) not in used:
+                        p.grad = None
+        self._reset_reduction()
+        self._pending, self._averaged = False, True
+
+    def _reduce_bucket(self, b, used=None):
+        """All-reduce one bucket (average) and point each parameter's .grad at its slice."""
         from ..tensor import Tensor
-        for bucket in self.buckets:
-            flat = bucket.pack([None if p.grad is None else p.grad.data for p in bucket.tensors])
-            _pg.all_reduce_array(flat, "avg")
-            for p, view in zip(bucket.tensors, bucket.views()):
-                if used is None or id(p) in used:
-                    p.grad = Tensor._wrap(view)
+        bucket = self.buckets[b]
+        flat = bucket.pack([None if p.grad is None else p.grad.data for p in bucket.tensors])
+        _pg.all_reduce_array(flat, "avg")
+        for p, view in zip(bucket.tensors, bucket.views()):
+            if used is None or id(p) in used:
+                p.grad = Tensor._wrap(view)
+
+    def _with_grad(self):
+        return {id(p) for b in self.buckets for p in b.tensors if p.grad is not None}
+
+    def _globally_used(self, used_here):
+        """Ids of the parameters some rank has a gradient for (one small all-reduce of ``used_here`` flags)."""
+        group = _pg._require()
+        ps = [p for b in self.buckets for p in b.tensors]
+        flags = np.array([id(p) in used_here for p in ps], dtype=np.int32)
+        if group.name == "nccl":
+            flags = _be.to_device(flags, group.device)
+        _pg.all_reduce_array(flags, "max")
+        return {id(p) for p, f in zip(ps, _be.to_device(flags, _be.CPU).tolist()) if f}
+
+
+def _grad_ready(ref, p):
+    ddp = ref()
+    if ddp is not None:
+        ddp._on_grad_ready(p)
+
+
+def _remove(handles):
+    for h in handles:
+        h.remove()
+
+
+def _claim(params, ddp):
+    """Refuse a parameter that another live DistributedDataParallel averages (it would be averaged twice)."""
+    for key in [k for k, (p, d) in _OWNERS.items() if p() is None or d() is None]:
+        del _OWNERS[key]
+    for p in params:
+        entry = _OWNERS.get(id(p))
+        if entry is not None and entry[0]() is p and entry[1]() is not None:
+            raise RuntimeError("DistributedDataParallel: a parameter of this model is already averaged by another "
+                               "live DistributedDataParallel; wrap each model once (its gradients would be averaged "
+                               "twice)")
+    ref = weakref.ref(ddp)
+    for p in params:
+        _OWNERS[id(p)] = (weakref.ref(p), ref)
+
+
+def _leaves_reached(out):
+    """Ids of the leaves the graph behind ``out`` (tensors, also inside tuples, lists and dicts) leads to."""
+    from ..autograd.graph import AccumulateGrad
+    from ..tensor import Tensor
+    stack, seen, leaves = [], set(), set()
+    todo = [out]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, Tensor):
+            if x.grad_fn is not None:
+                stack.append(x.grad_fn)
+            elif x.requires_grad:
+                leaves.add(id(x))
+        elif isinstance(x, (tuple, list)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            leaves.add(id(node.variable))
+        stack.extend(e[0] for e in node._next_edges if e is not None)
+    return leaves
 
 
 def _check_same_model(params):

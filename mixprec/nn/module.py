@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
+from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
 from ..hooks import RemovableHandle
 from ..tensor import Tensor, zero_grads
@@ -42,9 +43,10 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         hooks = self.__dict__.get("_hooks")
-        if hooks is None or not (hooks["forward_pre"] or hooks["forward"]):
+        backward_hooks = _BackwardHookCall.of(self)  # full backward (pre-)hooks: see the end of this file
+        if backward_hooks is None and (hooks is None or not (hooks["forward_pre"] or hooks["forward"])):
             return self.forward(*args, **kwargs)
-        return self._call_with_hooks(hooks, args, kwargs)
+        return self._call_with_hooks(hooks or _NO_HOOKS, backward_hooks, args, kwargs)
 
     # ---------------------------------------------------------------- hooks (torch's contracts)
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
@@ -90,7 +92,7 @@ class Module:
             hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def _call_with_hooks(self, hooks, args, kwargs):
+    def _call_with_hooks(self, hooks, backward_hooks, args, kwargs):
         """forward between its hooks, with torch.nn.Module.__call__'s semantics."""
         result, always_called = None, set()
         try:
@@ -106,6 +108,8 @@ class Module:
                     changed = hook(self, args)
                     if changed is not None:
                         args = changed if isinstance(changed, tuple) else (changed,)
+            if backward_hooks is not None:
+                args = backward_hooks.setup_inputs(args)
             result = self.forward(*args, **kwargs)
             for hook_id, (hook, with_kwargs, always_call) in list(hooks["forward"].items()):
                 if always_call:
@@ -113,7 +117,7 @@ class Module:
                 changed = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
                 if changed is not None:
                     result = changed
-            return result
+            return result if backward_hooks is None else backward_hooks.setup_outputs(result)
         except Exception:
             for hook_id, (hook, with_kwargs, always_call) in list(hooks["forward"].items()):
                 if not always_call or hook_id in always_called:
@@ -484,6 +488,32 @@ class Module:
                 module._run_hooks("load_state_dict_post", result)
         return result
 
+    # ---------------------------------------------------------------- backward hooks
+    _backward_hooks = None       # {id: hook(module, grad_input, grad_output)}
+    _backward_pre_hooks = None   # {id: hook(module, grad_output)}
+
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients of this module's inputs are computed.
+
+        grad_output holds the gradients of the tensors forward returned, grad_input
+        one entry per positional argument of forward (None for non-tensors and for
+        inputs that get no gradient). Returning a tuple replaces grad_input. If no
+        input requires grad, the hook runs as soon as grad_output is known. Returns
+        a handle with .remove().
+        """
+        return self._add_backward_hook("_backward_hooks", hook, prepend, "register_full_backward_hook")
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """Call ``hook(module, grad_output)`` when the gradients of this module's outputs are known, before
+        any input gradient is computed; returning a tuple replaces grad_output."""
+        return self._add_backward_hook("_backward_pre_hooks", hook, prepend, "register_full_backward_pre_hook")
+
+    def _add_backward_hook(self, store, hook, prepend, what):
+        from ..autograd.graph import add_hook
+        hooks, handle = add_hook(self.__dict__.get(store), hook, what, prepend)
+        object.__setattr__(self, store, hooks)
+        return handle
+
     # ---------------------------------------------------------------- printing
     def extra_repr(self) -> str:
         """The text inside this module's parentheses in repr (a layer's settings)."""
@@ -632,3 +662,106 @@ def _index(idx, n):
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range for a container of {n} modules")
     return int(idx) % n
+
+
+# ---------------------------------------------------------------- full backward hooks of a module call
+_NO_HOOKS = {"forward_pre": {}, "forward": {}}  # a module whose only hooks are backward hooks
+
+
+class _BackwardHookCall:
+    """One call of a module that has full backward (pre-)hooks.
+
+    The tensors going in and coming out pass through an identity Function, so
+    the backward graph has one node where the gradients of all outputs meet
+    (its pre-hook runs the backward pre-hooks and records grad_output) and one
+    where the gradients of all inputs meet (its pre-hook runs the full backward
+    hooks, which may replace grad_input).
+    """
+
+    @classmethod
+    def of(cls, module):
+        if not (module._backward_hooks or module._backward_pre_hooks):
+            return None
+        from ..autograd.grad_mode import is_grad_enabled
+        return cls(module) if is_grad_enabled() else None
+
+    def __init__(self, module):
+        self.module = module
+        self.n_args = 0
+        self.input_positions = []
+        self.grad_output = None
+
+    def setup_inputs(self, args):
+        self.n_args = len(args)
+        self.input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not self.input_positions:
+            return args
+        wrapped = _BackwardHookFunction.apply(*(args[i] for i in self.input_positions))
+        wrapped[0].grad_fn.register_prehook(self._on_grad_input)
+        args = list(args)
+        for i, t in zip(self.input_positions, wrapped):
+            args[i] = t
+        return tuple(args)
+
+    def setup_outputs(self, result):
+        single = isinstance(result, Tensor)
+        items = [result] if single else list(result) if isinstance(result, (tuple, list)) else []
+        self.output_positions = [i for i, o in enumerate(items) if isinstance(o, Tensor)]
+        flowing = [i for i in self.output_positions if items[i].requires_grad]
+        if not flowing:
+            return result
+        self.flowing = flowing
+        wrapped = _BackwardHookFunction.apply(*(items[i] for i in flowing))
+        wrapped[0].grad_fn.register_prehook(self._on_grad_output)
+        for i, t in zip(flowing, wrapped):
+            items[i] = t
+        return items[0] if single else type(result)(items)
+
+    def _on_grad_output(self, grads):
+        by_position = dict(zip(self.flowing, grads))
+        grad_output = tuple(by_position.get(i) for i in self.output_positions)
+        for hook in list((self.module._backward_pre_hooks or {}).values()):
+            new = hook(self.module, grad_output)
+            if new is not None:
+                grad_output = _checked(new, len(grad_output), "backward pre-hook", "grad_output")
+        self.grad_output = grad_output
+        if not self.input_positions:  # nothing flows to the inputs: the full hooks run now
+            self._run_hooks(tuple([None] * self.n_args))
+        return tuple(grad_output[self.output_positions.index(i)] for i in self.flowing)
+
+    def _on_grad_input(self, grads):
+        grad_input = [None] * self.n_args
+        for i, g in zip(self.input_positions, grads):
+            grad_input[i] = g
+        new = self._run_hooks(tuple(grad_input))
+        if new is None:
+            return None
+        return tuple(new[i] for i in self.input_positions)
+
+    def _run_hooks(self, grad_input):
+        changed = None
+        for hook in list((self.module._backward_hooks or {}).values()):
+            new = hook(self.module, grad_input, self.grad_output)
+            if new is not None:
+                grad_input = changed = _checked(new, len(grad_input), "full backward hook", "grad_input")
+        return changed
+
+
+def _checked(new, n, what, name):
+    new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
+    if len(new) != n:
+        raise RuntimeError(f"a {what} returned {len(new)} values for {name}, expected {n}")
+    return new
+
+
+class _BackwardHookFunction(Function):
+    """Identity on the tensors of a module call: its node is where their gradients meet."""
+
+    @staticmethod
+    def forward(ctx, *tensors):
+        ctx.set_materialize_grads(False)
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return grads

@@ -127,7 +127,7 @@ def complex_(ctx, real, imag):
 complex_.partials(lambda ctx: (1.0, 1j))
 
 
-@register("polar", promote=(0, 1), same_dtype=True, cpu="fp32", broadcast=True)
+@register("polar", promote=(0, 1), same_dtype=True, cpu="fp32", broadcast=True, saves=("abs", "angle", "output"))
 def polar(ctx, abs, angle):
     """abs * (cos(angle) + i sin(angle)), from two float32 (or two float64) tensors."""
     if abs.dtype not in (_dt.float32, _dt.float64):

@@ -26,7 +26,7 @@ from .shape import dim_index
 
 
 # ---------------------------------------------------------------- QR
-@register("linalg_qr", cpu="fp32")
+@register("linalg_qr", cpu="fp32", saves=("A", "output"))
 def linalg_qr(ctx, A, mode="reduced"):
     """(Q, R) with A = Q R, Q with orthonormal columns, R upper triangular. mode: "reduced" (Q is m x k),
     "complete" (Q is m x m) or "r" (R only; Q comes back empty)."""
@@ -41,7 +41,7 @@ def linalg_qr(ctx, A, mode="reduced"):
 
 
 def _qr_rules_apply(ctx):
-    mode = ctx.kwargs.get("mode", ctx.args[1] if len(ctx.args) > 1 else "reduced")
+    mode = ctx.kwargs.get("mode", ctx.inputs[1] if len(ctx.inputs) > 1 else "reduced")
     m, n = ctx.inputs[0].shape[-2:]
     if mode == "r":
         raise NotImplementedError("the derivative of linalg_qr depends on Q, which is not computed when mode='r'; "
@@ -182,7 +182,7 @@ def _off_diagonal_ratio(num, den, diag):
     return out if diag is None else out + diag_embed(diag)
 
 
-@register("linalg_eigh", cpu="fp32")
+@register("linalg_eigh", cpu="fp32", saves=("A", "output"))
 def linalg_eigh(ctx, A, UPLO="L"):
     """(eigenvalues ascending, eigenvectors as columns) of symmetric A; only the UPLO triangle is read."""
     _matrices("linalg_eigh", A, square=True)
@@ -228,7 +228,7 @@ def _eig_on_host(a):
     return to_device(w, dev), to_device(v, dev)
 
 
-@register("linalg_eig", cpu="fp32")
+@register("linalg_eig", cpu="fp32", saves=("A", "output"))
 def linalg_eig(ctx, A):
     """(eigenvalues, eigenvectors) of a square matrix, always complex; eigenvectors have unit norm."""
     _matrices("linalg_eig", A, square=True)
@@ -270,7 +270,7 @@ def linalg_eigvals(ctx, A):
 
 
 # ---------------------------------------------------------------- SVD
-@register("linalg_svd", cpu="fp32")
+@register("linalg_svd", cpu="fp32", saves=("A", "output"))
 def linalg_svd(ctx, A, full_matrices=True):
     """(U, S, Vh) with A = U diag(S) Vh, S descending. full_matrices=False gives the thin U (m x k) and Vh
     (k x n), k = min(m, n)."""
@@ -325,7 +325,7 @@ def _(ctx, gu, gs, gvh):
 def _(ctx, ta, *_):
     """dP = U^T dA V: dS = diag(dP); U^T dU = (dP S + S dP^T) / E, V^T dV = (S dP + dP^T S) / E (off the diagonal),
     plus the parts of dA outside the thin U, V."""
-    full = ctx.kwargs.get("full_matrices", ctx.args[1] if len(ctx.args) > 1 else True)
+    full = ctx.kwargs.get("full_matrices", ctx.inputs[1] if len(ctx.inputs) > 1 else True)
     u, s, vh = ctx.outputs
     m, n = u.shape[-2], vh.shape[-1]
     if full and m != n:
@@ -376,7 +376,7 @@ def _tolerance(s, atol, rtol, shape):
     return array_module(s).maximum(s.dtype.type(atol), s.dtype.type(rtol) * smax)
 
 
-@register("linalg_pinv")
+@register("linalg_pinv", saves=("A", "output"))
 def linalg_pinv(ctx, A, *, atol=None, rtol=None, hermitian=False):
     """The Moore-Penrose pseudo-inverse, dropping singular values below max(atol, rtol * s_max)."""
     _matrices("linalg_pinv", A)

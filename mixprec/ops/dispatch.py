@@ -30,10 +30,11 @@ from ..backend import CPU, is_array
 from ..backend import on_device as _on
 from ..autograd import forward_ad as _fwad
 from ..autograd import grad_mode as _gm
-from ..autograd.graph import Node
+from ..autograd.graph import OpNode
 from ..tensor import Tensor
 from ..tensor import tensor as _make_tensor
 from . import autocast as _autocast
+from .views import ViewInfo
 
 # Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
 SCALARS = (int, float, complex, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
@@ -46,7 +47,7 @@ class Call:
 
     kind: "op" (a dispatched op call), "backward" (the autograd engine running one
     node's backward: op is the node's op, node the Node, args the gradients of its
-    outputs, out the gradients it returned, one per node.edges() entry) or "backward pass" (a
+    outputs, out the gradients it returned, one per input edge: node._next_edges) or "backward pass" (a
     whole backward()/autograd.grad call: op is None, args is (outputs, grad_outputs)).
     op, args (as the caller passed them, after binding), kwargs, device; parent: the
     Call running when this one started (a composite, the op autocast was casting for,
@@ -160,6 +161,8 @@ def observed_backward(kind, op, args, device, run, node=None):
 # ---------------------------------------------------------------- dispatch
 def dispatch(op, args, kwargs):
     """Run one call of ``op`` (the steps are listed in the module docstring)."""
+    if kwargs and "out" in kwargs and not op.takes_out:
+        return _dispatch_out(op, args, kwargs)
     if kwargs and op.arg_names:
         args, kwargs = _keyword_args_to_positional(op, args, kwargs)
     if op.max_args is not None and len(args) > op.max_args:
@@ -205,9 +208,9 @@ def _dispatch_observed(op, args, kwargs, device):
 
 def _run(op, args, kwargs, device):
     """Forward on arrays, then the autograd bookkeeping of both modes."""
-    record = op.differentiable and _gm.is_grad_enabled() and _any_requires_grad(args)
+    record = op.differentiable and _gm._local.grad and _any_requires_grad(args)
     tangents = _fwad.STATE.level is not None and op.differentiable and _any_tangent(args)
-    ctx = Node(op, args, kwargs) if record or tangents else _Scratch()
+    ctx = OpNode(op, args, kwargs) if record or tangents else _Scratch()
     arrays = [a.data if isinstance(a, Tensor) else _arrays_in(a) for a in args]
     try:
         if device is CPU:
@@ -220,36 +223,47 @@ def _run(op, args, kwargs, device):
             _check_broadcast(op, arrays)
         raise
     if type(data) is tuple:
-        out = tuple(_wrap(op, d, args, arrays) for d in data)
+        out = tuple(_wrap(op, d, args, arrays, kwargs) for d in data)
         floating = any(o.data.dtype in _DIFFERENTIABLE for o in out)
     else:
-        out = _wrap(op, data, args, arrays)
+        out = _wrap(op, data, args, arrays, kwargs)
         floating = out.data.dtype in _DIFFERENTIABLE
+    if _gm._local.inference:
+        for o in (out if type(out) is tuple else (out,)):
+            o._inference = True
     if floating and (record or tangents):
-        ctx.finish(out, record)
-        if record and _gm.is_anomaly_enabled():
-            ctx.trace = "".join(traceback.format_stack()[:-3])
+        outs = out if type(out) is tuple else (out,)
+        ctx._outs = outs
+        if record:
+            ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
         if tangents:
             _fwad.attach_tangents(ctx, args, out)
+        if record:
+            ctx.seal()
+            if _gm._local.anomaly:
+                ctx.trace = "".join(traceback.format_stack()[:-3])
     return out
 
 
-def _wrap(op, data, args, arrays):
+def _wrap(op, data, args, arrays, kwargs):
     if not isinstance(data, np.ndarray) and isinstance(data, np.generic):
         data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
     if op.view and _is_view_of(data, arrays[0]):
-        return Tensor._wrap(data, vc=args[0]._vc)
+        source = args[0]
+        out = Tensor._wrap(data, vc=source._vc)
+        out._view = ViewInfo(source, op, args[1:], kwargs, not _gm._local.grad)
+        return out
     return Tensor._wrap(data)
 
 
 def _any_requires_grad(args):
     for a in args:
         if isinstance(a, Tensor):
-            if a.requires_grad:
+            if a._requires_grad:
                 return True
         elif isinstance(a, (list, tuple)):
             for x in a:
-                if isinstance(x, Tensor) and x.requires_grad:
+                if isinstance(x, Tensor) and x._requires_grad:
                     return True
     return False
 
@@ -266,6 +280,47 @@ def _is_view_of(out, a):
 
 class _Scratch:
     """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
+
+
+# ---------------------------------------------------------------- out=
+def _dispatch_out(op, args, kwargs):
+    """``op(..., out=t)``: compute, then write into ``t`` (a tuple of tensors for several outputs).
+
+    As in torch, such a call is not autocast (it runs in the types it is given)
+    and not differentiable: with grad mode on it refuses inputs (or an out
+    tensor) that require grad. The result is cast to out's dtype when that is
+    the same kind or wider (float32 into float64, not float into int); out must
+    have the result's shape and device.
+    """
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out")
+    if out is None:
+        return dispatch(op, args, kwargs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise TypeError(f"{op.name}(): out= must be a Tensor (or a tuple of them), got {type(o).__name__}")
+    if _gm._local.grad and (any(o._requires_grad for o in outs) or any(t._requires_grad for t in tensors_in(args))
+                            or any(isinstance(v, Tensor) and v._requires_grad for v in kwargs.values())):
+        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support automatic differentiation, "
+                           "but one of the arguments requires grad")
+    with _autocast.suspended(), _gm.no_grad():
+        result = dispatch(op, args, kwargs)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(results) != len(outs):
+        raise TypeError(f"{op.name}(): out= needs {len(results)} tensor(s) for its {len(results)} output(s), got "
+                        f"{len(outs)}")
+    for i, (o, r) in enumerate(zip(outs, results)):
+        what = f"{op.name}(): out={'' if len(outs) == 1 else f'[{i}]'}"
+        if o.shape != r.shape:
+            raise RuntimeError(f"{what} has shape {o.shape}, but the result has shape {r.shape}")
+        if o.device != r.device:
+            raise RuntimeError(f"{what} is on {o.device}, but the result is on {r.device}")
+        if not np.can_cast(r.dtype, o.dtype, casting="same_kind"):
+            raise RuntimeError(f"{what}: result type {r.dtype.name} can't be cast to the desired output type "
+                               f"{o.dtype.name}")
+        o._write(f"{op.name}(out=)", r.data)
+    return out
 
 
 # ---------------------------------------------------------------- forward mode for linear ops
@@ -344,8 +399,14 @@ def _find_tensors(op, args):
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             tensors.append(a)
+            if a._view is not None:
+                a._view.refresh(a)  # a view whose base was changed in place since: follow the base
         elif isinstance(a, (list, tuple)):
-            tensors.extend(x for x in a if isinstance(x, Tensor))
+            for x in a:
+                if isinstance(x, Tensor):
+                    tensors.append(x)
+                    if x._view is not None:
+                        x._view.refresh(x)
         elif is_array(a) and i in data_positions(op, len(args)):
             _dt.as_dtype(a.dtype)  # names an unsupported dtype
             if wrapped is None:

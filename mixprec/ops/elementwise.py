@@ -113,13 +113,15 @@ def _(ctx):
     return _partial(a, 1 / b), _partial(b, -a / (b * b))
 
 
-@register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True)
+@register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True,
+          saves=("input", "exponent", "output"))
 def pow(ctx, input, exponent):
     """input ** exponent (float32 under CUDA autocast); integers stay integers."""
     return opmath(np.power, input, exponent, ints="keep")
 
 
-@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32", broadcast=True)
+@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32", broadcast=True,
+          saves=("input", "exponent", "output"))
 def rpow(ctx, input, exponent):
     """``2 ** x``, called as rpow(2, x)."""
     return opmath(np.power, input, exponent, ints="keep")
@@ -148,7 +150,8 @@ def unary(name, fn, *, d_in=None, d_out=None, ints="float", functional=False, **
     def forward(ctx, input):
         return opmath(fn, input, ints=ints)
     forward.__name__ = forward.__qualname__ = name
-    op = register(name, methods=(name,), functional=functional, **policy)(forward)
+    saves = ("input",) if d_in is not None else ("output",)
+    op = register(name, methods=(name,), functional=functional, saves=saves, **policy)(forward)
     op.__doc__ = f"Elementwise {name}."
     op.partials((lambda ctx: (d_in(ctx.inputs[0]),)) if d_in is not None else (lambda ctx: (d_out(ctx.output),)))
     return op
@@ -182,7 +185,7 @@ cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
 tanh = unary("tanh", ufunc("tanh"), d_out=lambda y: 1 - y * y, functional=True)
 sigmoid = unary("sigmoid", _sigmoid, d_out=lambda y: y * (1 - y), functional=True)
 silu = unary("silu", lambda a: a * _sigmoid(a), d_in=lambda x: _silu_slope(x.sigmoid(), x), functional=True)
-relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_in=lambda x: x > 0,
+relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_out=lambda y: y > 0,
              functional=True, ints="keep")
 erf_op = unary("erf", erf, d_in=lambda x: (x * x * -1).exp() * (2 / math.sqrt(math.pi)))
 
@@ -249,12 +252,12 @@ def _minmax_partials(ctx):
     return wa, wb
 
 
-@register("maximum", methods=("maximum",), promote=(0, 1), broadcast=True)
+@register("maximum", methods=("maximum",), promote=(0, 1), broadcast=True, saves=("input", "other", "output"))
 def maximum(ctx, input, other):
     return array_module(input).maximum(input, other)
 
 
-@register("minimum", methods=("minimum",), promote=(0, 1), broadcast=True)
+@register("minimum", methods=("minimum",), promote=(0, 1), broadcast=True, saves=("input", "other", "output"))
 def minimum(ctx, input, other):
     return array_module(input).minimum(input, other)
 
@@ -263,7 +266,7 @@ maximum.partials(_minmax_partials)
 minimum.partials(_minmax_partials)
 
 
-@register("where", promote=(1, 2), broadcast=True, linear=True)
+@register("where", promote=(1, 2), broadcast=True, linear=True, saves=("condition",))
 def where(ctx, condition, input, other):
     """input where condition holds, else other."""
     if condition.dtype != np.bool_:

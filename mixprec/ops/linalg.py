@@ -195,7 +195,7 @@ vdot.grad(_dot_grad)
 vdot.jvp(_bilinear_tangent)
 
 
-@register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
+@register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP, saves=("mat1", "mat2"))
 def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
     _check("addmm", mat1.ndim == 2 and mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0], mat1, mat2,
@@ -235,7 +235,7 @@ def _check_batches(name, batch1, batch2):
            and batch1.shape[2] == batch2.shape[1], batch1, batch2, f"{name} needs matching 3-D batches")
 
 
-@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
+@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP, saves=("batch1", "batch2"))
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
     _check_batches("baddbmm", batch1, batch2)
@@ -288,7 +288,8 @@ addr.grad(_fused_grad(lambda ga, v1, v2: (ga @ _c(v2), ga.mT @ _c(v1))))
 addr.jvp(_fused_tangent(lambda v1, v2: v1.unsqueeze(-1) * v2))
 
 
-@register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP)
+@register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP,
+          saves=("input", "weight"))
 def linear(ctx, input, weight, bias=None):
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
     if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:

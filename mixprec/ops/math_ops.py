@@ -88,7 +88,7 @@ def _(ctx):
     return x / r2, -y / r2
 
 
-@register("addcmul", methods=("addcmul",), promote=(0, 1, 2), cuda="promote")
+@register("addcmul", methods=("addcmul",), promote=(0, 1, 2), cuda="promote", saves=("tensor1", "tensor2"))
 def addcmul(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 * tensor2, in one rounding for half inputs."""
     ctx.value = value
@@ -101,7 +101,7 @@ def _(ctx):
     return 1.0, t2 * ctx.value, t1 * ctx.value
 
 
-@register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), cuda="promote")
+@register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), cuda="promote", saves=("tensor1", "tensor2"))
 def addcdiv(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 / tensor2, in one rounding for half inputs."""
     if input.dtype.kind in "biu" and tensor1.dtype.kind in "biu" and tensor2.dtype.kind in "biu":
@@ -127,7 +127,7 @@ def _parse_p(p):
     return float(p)
 
 
-@register("norm", methods=("norm",), cuda="fp32")
+@register("norm", methods=("norm",), cuda="fp32", saves=("input", "output"))
 def norm(ctx, input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm over dim (all elements when None): 'fro' and 2 are Euclidean, inf the max |x|.
 
@@ -356,7 +356,7 @@ def _cdist_array(a, b, p, use_mm):
     return (diff ** p).sum(-1) ** (1 / p)
 
 
-@register("cdist", promote=(0, 1), same_dtype=True, cuda="fp32", cpu="fp32")
+@register("cdist", promote=(0, 1), same_dtype=True, cuda="fp32", cpu="fp32", saves=("x1", "x2", "output"))
 def cdist(ctx, x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): shape (..., P, R).
 

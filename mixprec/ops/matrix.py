@@ -240,7 +240,7 @@ def diagonal(ctx, input, offset=0, dim1=0, dim2=1):
 def _(ctx, g):
     from ..tensor import zeros
     base = zeros(*ctx.in_shape, dtype=g.dtype, device=g.device)
-    return diagonal_scatter(base, g, *ctx.args[1:], **ctx.kwargs),
+    return diagonal_scatter(base, g, *ctx.inputs[1:], **ctx.kwargs),
 
 
 @register("diagonal_scatter", methods=("diagonal_scatter",), promote=(0, 1), linear=True)
@@ -260,7 +260,7 @@ def diagonal_scatter(ctx, input, src, offset=0, dim1=0, dim2=1):
 @diagonal_scatter.grad
 def _(ctx, g):
     from ..tensor import zeros_like
-    rest = ctx.args[2:]
+    rest = ctx.inputs[2:]
     kept = diagonal(g, *rest, **ctx.kwargs)
     return diagonal_scatter(g, zeros_like(kept), *rest, **ctx.kwargs), kept
 
@@ -288,10 +288,10 @@ def _inv_grad(ctx, g, *_):
 def _inv_tangent(ctx, t, *_):
     y = ctx.outputs[0]
     out = -(y @ t @ y)
-    return out if len(ctx.out_refs) == 1 else (out, None)
+    return out if len(ctx.outputs) == 1 else (out, None)
 
 
-@register("linalg_inv", methods=("inverse",), aliases=("inverse",), cpu="fp32")
+@register("linalg_inv", methods=("inverse",), aliases=("inverse",), cpu="fp32", saves=("A", "output"))
 def linalg_inv(ctx, A):
     """The inverse of each square matrix; a singular one raises LinAlgError."""
     _matrices("linalg_inv", A, square=True, complex_ok=True)
@@ -303,7 +303,7 @@ linalg_inv.grad(_inv_grad)
 linalg_inv.jvp(_inv_tangent)
 
 
-@register("linalg_inv_ex", cpu="fp32")
+@register("linalg_inv_ex", cpu="fp32", saves=("A", "output"))
 def linalg_inv_ex(ctx, A, *, check_errors=False):
     """(inverse, info): info is 0, or k > 0 when the k-th pivot is zero (that matrix's inverse is NaN here)."""
     _matrices("linalg_inv_ex", A, square=True, complex_ok=True)
@@ -327,7 +327,7 @@ def _is_vector_rhs(A, B):
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
 
 
-@register("linalg_solve", promote=(0, 1), same_dtype=True, cpu="fp32")
+@register("linalg_solve", promote=(0, 1), same_dtype=True, cpu="fp32", saves=("A", "B", "output"))
 def linalg_solve(ctx, A, B, *, left=True):
     """X with A X = B (X A = B for left=False); batches broadcast, B may be a vector."""
     _matrices("linalg_solve", A, square=True, complex_ok=True)
@@ -392,7 +392,7 @@ def _substitute(t, b, upper):
     return x
 
 
-@register("linalg_solve_triangular", promote=(0, 1), same_dtype=True)
+@register("linalg_solve_triangular", promote=(0, 1), same_dtype=True, saves=("A", "B", "output"))
 def linalg_solve_triangular(ctx, A, B, *, upper, left=True, unitriangular=False):
     """X with T X = B (X T = B for left=False), T the upper or lower triangle of A (unit diagonal if asked)."""
     _matrices("linalg_solve_triangular", A, square=True)
@@ -455,7 +455,7 @@ def triangular_solve(ctx, b, A, upper=True, transpose=False, unitriangular=False
     return x, A.clone()
 
 
-@register("linalg_lu_factor")
+@register("linalg_lu_factor", saves=("A", "output"))
 def linalg_lu_factor(ctx, A, *, pivot=True):
     """(LU, pivots): A = P L U packed as LAPACK's getrf (unit L below the diagonal, U on and above; 1-based
     int32 row swaps). A singular matrix raises LinAlgError (it could not be used by lu_solve)."""
@@ -620,7 +620,7 @@ def _cholesky_forward(name, A, upper, fail):
 
 def _cholesky_grad(ctx, g, *_):
     """gA = L^-T phi(L^T gL) L^-1, made symmetric (A is symmetric, and only its lower triangle was read)."""
-    upper = ctx.kwargs.get("upper", ctx.args[1] if len(ctx.args) > 1 else False)
+    upper = ctx.kwargs.get("upper", ctx.inputs[1] if len(ctx.inputs) > 1 else False)
     low = ctx.outputs[0].mT if upper else ctx.outputs[0]
     g = g.mT if upper else g
     inner = _phi(low.mT @ g)
@@ -631,23 +631,23 @@ def _cholesky_grad(ctx, g, *_):
 
 def _cholesky_tangent(ctx, ta, *_):
     """dL = L phi(L^-1 dA L^-T)."""
-    upper = ctx.kwargs.get("upper", ctx.args[1] if len(ctx.args) > 1 else False)
+    upper = ctx.kwargs.get("upper", ctx.inputs[1] if len(ctx.inputs) > 1 else False)
     low = ctx.outputs[0].mT if upper else ctx.outputs[0]
     s = linalg_solve_triangular(low, ta, upper=False)
     s = linalg_solve_triangular(low.mT, s, upper=True, left=False)
     dl = low @ _phi(s)
     dl = dl.mT if upper else dl
-    return dl if len(ctx.out_refs) == 1 else (dl, None)
+    return dl if len(ctx.outputs) == 1 else (dl, None)
 
 
-@register("linalg_cholesky", methods=("cholesky",), aliases=("cholesky",), cpu="fp32")
+@register("linalg_cholesky", methods=("cholesky",), aliases=("cholesky",), cpu="fp32", saves=("A", "output"))
 def linalg_cholesky(ctx, A, upper=False):
     """L (lower) with A = L L^T for symmetric positive-definite A (U = L^T with A = U^T U for upper=True).
     Only the lower triangle of A is read."""
     return _cholesky_forward("linalg_cholesky", A, upper, fail=True)[0]
 
 
-@register("linalg_cholesky_ex", cpu="fp32")
+@register("linalg_cholesky_ex", cpu="fp32", saves=("A", "output"))
 def linalg_cholesky_ex(ctx, A, *, upper=False, check_errors=False):
     """(L, info): info is 0, or the order of the first leading minor that is not positive-definite."""
     return _cholesky_forward("linalg_cholesky_ex", A, upper, fail=check_errors)

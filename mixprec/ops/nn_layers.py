@@ -115,7 +115,7 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
 
 
 # ---------------------------------------------------------------- embedding
-@register("embedding", functional=True, promote=(1,), linear=True)
+@register("embedding", functional=True, promote=(1,), linear=True, saves=("input",))
 def embedding(ctx, input, weight, padding_idx=None):
     """Rows of ``weight`` picked by the integer tensor ``input``: shape input.shape + (dim,).
 
@@ -145,7 +145,7 @@ def _padding_idx(padding_idx, num):
 @embedding.grad
 def _(ctx, g):
     from .shape import index_put
-    idx = ctx.args[0].data.reshape(-1)
+    idx = ctx.inputs[0].data.reshape(-1)
     dim = g.shape[-1]
     xp = array_module(g.data)
     gw = index_put(_wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(-1, dim), accumulate=True)
@@ -211,7 +211,7 @@ def _batched(x):
     return (x[None], True) if x.ndim == 3 else (x, False)
 
 
-@register("max_pool2d", functional=True)
+@register("max_pool2d", functional=True, saves=())
 def max_pool2d(ctx, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Maximum over each kernel_size window (stride defaults to kernel_size); NaN propagates."""
     k, s, p, d, out = _geometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)

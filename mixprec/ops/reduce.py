@@ -7,6 +7,8 @@ mode sums tangent times partial over the reduced dims.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -123,7 +125,7 @@ _reduction_rules(prod, _prod_partial)
 
 
 def _extreme(name, fn):
-    op = register(name, methods=(name,))(
+    op = register(name, methods=(name,), saves=("input", "output"))(
         lambda ctx, input, dim=None, keepdim=False: fn(array_module(input), input,
                                                         _reduction(ctx, input, dim, keepdim, name), keepdim))
     op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."
@@ -142,7 +144,7 @@ amax = _extreme("amax", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims
 amin = _extreme("amin", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep))
 
 
-@register("logsumexp", methods=("logsumexp",))
+@register("logsumexp", methods=("logsumexp",), saves=("input", "output"))
 def logsumexp(ctx, input, dim, keepdim=False):
     """log(sum(exp(input))) over dim, stably: the max is taken out first, so no exp overflows.
 
@@ -215,7 +217,7 @@ def cumsum(ctx, input, dim, dtype=None):
 cumsum.grad(lambda ctx, g: (_reverse_cumsum(g, ctx.dim) if g.ndim else g,))
 
 
-@register("cumprod", methods=("cumprod",), cuda="fp32")
+@register("cumprod", methods=("cumprod",), cuda="fp32", saves=("input", "output"))
 def cumprod(ctx, input, dim, dtype=None):
     """Running product along dim; float32 under CUDA autocast."""
     return _scan("cumprod", ctx, input, dim, dtype)
@@ -296,3 +298,82 @@ def all(ctx, input, dim=None, keepdim=False):
 @register("any", methods=("any",), differentiable=False)
 def any(ctx, input, dim=None, keepdim=False):
     return array_module(input).any(input, axis=dim, keepdims=keepdim)
+
+
+# ---------------------------------------------------------------- max / min: the value, or (values, indices) on a dim
+max_result = namedtuple("max", ["values", "indices"])  # torch.return_types.max
+min_result = namedtuple("min", ["values", "indices"])
+
+
+def _selection_along(name, pick):
+    """A several-output op: (values, indices) of the extreme along ``dim``. Indices are int64 and not
+    differentiable; the gradient goes to the one element each index names (torch's rule: the first
+    extreme in a tie, a NaN when there is one)."""
+    def forward(ctx, input, dim, keepdim=False):
+        xp = array_module(input)
+        d = _axes(dim, input.ndim, name)[0] if input.ndim else 0
+        if input.ndim and input.shape[d] == 0:
+            raise IndexError(f"{name}: cannot take the extreme of an empty dim {dim} (input of shape {input.shape})")
+        work = input.astype(compute_dtype(input.dtype), copy=False) if input.dtype.kind == "f" or \
+            input.dtype == _dt.bfloat16 else input
+        flat = input.reshape(1) if input.ndim == 0 else input
+        idx = pick(xp, work.reshape(1) if input.ndim == 0 else work, d)
+        values = xp.take_along_axis(flat, idx, axis=d)
+        ctx.dim, ctx.keepdim, ctx.scalar, ctx.in_shape = d, keepdim, input.ndim == 0, input.shape
+        if input.ndim == 0:
+            return values.reshape(()), idx.reshape(()).astype(np.int64)
+        if not keepdim:
+            values, idx = values.squeeze(d), idx.squeeze(d)
+        return values, idx.astype(np.int64, copy=False)
+    forward.__name__ = forward.__qualname__ = name.replace(".", "_")
+    op = register(name, saves=("output1",))(forward)
+
+    def kept(ctx, t):  # values/indices with the reduced dim in place (length 1)
+        return t.reshape(1) if ctx.scalar else t if ctx.keepdim else t.unsqueeze(ctx.dim)
+
+    @op.grad
+    def _(ctx, g, _):
+        from .shape import _zeros_of
+        indices = ctx.outputs[1]
+        shape = (1,) if ctx.scalar else ctx.in_shape
+        gx = _zeros_of(g, shape).scatter_add(ctx.dim, kept(ctx, indices), kept(ctx, g))
+        return gx.reshape(ctx.in_shape) if ctx.scalar else gx,
+
+    @op.jvp
+    def _(ctx, t, *_):
+        indices = ctx.outputs[1]
+        picked = (t.reshape(1) if ctx.scalar else t).gather(ctx.dim, kept(ctx, indices))
+        return (picked.reshape(()) if ctx.scalar else picked if ctx.keepdim else picked.squeeze(ctx.dim)), None
+
+    return op
+
+
+max_dim = _selection_along("max.dim", lambda xp, a, d: xp.argmax(a, axis=d, keepdims=True))
+min_dim = _selection_along("min.dim", lambda xp, a, d: xp.argmin(a, axis=d, keepdims=True))
+
+
+def _max_or_min(name, along, whole, elementwise, result):
+    def forward(ctx, input, dim=None, keepdim=False):
+        from ..tensor import Tensor
+        if isinstance(dim, Tensor):  # max(input, other): the elementwise maximum
+            return elementwise(input, dim)
+        if dim is None:
+            if input.numel() == 0:
+                raise RuntimeError(f"{name}(): expected a dim to reduce for an empty input (shape {input.shape})")
+            return whole(input)
+        return result(*along(input, dim, keepdim))
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = (f"{name}(input): the {name} of all elements (the gradient shared by ties); {name}(input, dim, "
+                       f"keepdim=False): (values, indices) along dim; {name}(input, other): elementwise.")
+    return register(name, methods=(name,), composite=True)(forward)
+
+
+def _elementwise(name):
+    def call(a, b):
+        from . import elementwise
+        return getattr(elementwise, name)(a, b)
+    return call
+
+
+max_op = _max_or_min("max", max_dim, amax, _elementwise("maximum"), max_result)  # (not named max: the builtin
+min_op = _max_or_min("min", min_dim, amin, _elementwise("minimum"), min_result)  # is used above)

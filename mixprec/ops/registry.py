@@ -53,11 +53,18 @@ class Op:
     floating inputs, so its tangent is the op applied to their tangents);
     ``inplace``; ``view`` (the output may share input 0's memory, then also its
     version counter); ``broadcast`` (elementwise: shape errors name every shape).
+
+    ``saves`` names what backward reads: forward arguments by name and
+    ``"output"`` (every output) or ``"output1"`` (one of several). Only those are
+    kept in the graph (and pass through saved_tensors_hooks); backward sees
+    anything else as a NotSaved stand-in that fails when used, and only an
+    in-place change of a saved tensor makes backward fail. Default: nothing for
+    a ``linear`` op, every tensor argument for the others.
     """
 
     def __init__(self, name, forward, *, cuda=None, cpu=None, promote=(0,), same_dtype=False,
                  differentiable=True, composite=False, linear=False, inplace=False, view=False, broadcast=False,
-                 doc=None):
+                 saves=None, doc=None):
         if list(promote) != sorted(promote):
             raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
         self.name = name
@@ -81,9 +88,37 @@ class Op:
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         # where a dtype= or out= argument lands among the positional args (autocast must respect them)
         self.dtype_out_positions = tuple(i for i, n in enumerate(self.arg_names) if n in ("dtype", "out"))
+        self.takes_out = "out" in self.arg_names or "out" in code.co_varnames[:code.co_argcount
+                                                                                + code.co_kwonlyargcount]
+        self.saved_positions, self.saved_outputs = self._saves(saves, linear)
         self.methods = self.rmethods = ()
         self.functional = False
         self.__doc__ = doc or forward.__doc__
+
+    def _saves(self, saves, linear):
+        """(input positions, outputs) backward reads: outputs is True (all), a set of indices, or empty."""
+        code = self.forward.__code__
+        variadic = code.co_varnames[code.co_argcount + code.co_kwonlyargcount] \
+            if code.co_flags & inspect.CO_VARARGS else None
+        n = len(self.arg_names)
+        if saves is None:  # default: nothing for a linear op, every argument (also *args) otherwise
+            return _Positions((), None) if linear else _Positions(range(n), n if variadic else None), frozenset()
+        if isinstance(saves, str):
+            saves = (saves,)
+        positions, outputs, rest = set(), set(), None
+        for s in saves:
+            if s == variadic and s is not None:
+                rest = s  # every argument the *args parameter takes
+            elif s in self.arg_names:
+                positions.add(self.arg_names.index(s))
+            elif s == "output":
+                outputs = True
+            elif s.startswith("output") and s[6:].isdigit() and outputs is not True:
+                outputs.add(int(s[6:]))
+            else:
+                raise ValueError(f"op {self.name!r}: saves={saves!r} names {s!r}, which is neither an argument of "
+                                 f"its forward ({', '.join(self.arg_names)}) nor 'output'/'output<i>'")
+        return _Positions(positions, n if rest else None), (outputs if outputs is True else frozenset(outputs))
 
     def grad(self, fn):
         """Decorator: set this op's backward (its vector-Jacobian product)."""
@@ -131,6 +166,18 @@ def _conj(p):
     if isinstance(p, complex) or getattr(getattr(p, "dtype", None), "kind", "") == "c":
         return p.conjugate()
     return p
+
+
+class _Positions:
+    """The positional arguments an op saves: some named ones, and all from ``from_index`` on (its *args)."""
+    __slots__ = ("named", "from_index")
+
+    def __init__(self, named, from_index):
+        self.named = frozenset(named)
+        self.from_index = from_index
+
+    def __contains__(self, i):
+        return i in self.named or (self.from_index is not None and i >= self.from_index)
 
 
 def register(name, *, methods=(), rmethods=(), functional=False, aliases=(), **options):

@@ -295,13 +295,11 @@ def _(ctx, *grads):
 
 
 # ---------------------------------------------------------------- indexing
-@register("__getitem__", methods=("__getitem__",), promote=(), view=True, linear=True)
+@register("__getitem__", methods=("__getitem__",), promote=(), view=True, linear=True, saves=("key",))
 def getitem(ctx, input, key):
     """Basic (ints, slices, None, ...) and integer/bool array indexing."""
     ctx.in_shape = input.shape
-    if isinstance(key, list):
-        key = array_module(input).asarray(key)
-    ctx.key = key
+    key = _array_key(input, key)
     try:
         return input[key]
     except IndexError as exc:
@@ -310,7 +308,13 @@ def getitem(ctx, input, key):
 
 @getitem.grad
 def _(ctx, g):
-    return index_put(_zeros_of(g, ctx.in_shape), ctx.key, g, accumulate=True), None
+    key = _array_key(g.data, ctx.inputs[1])
+    return index_put(_zeros_of(g, ctx.in_shape), key, g, accumulate=True), None
+
+
+def _array_key(input, key):
+    """A list index is an integer array index (as NumPy >= 1.23 reads it), not a tuple of indices."""
+    return array_module(input).asarray(key) if isinstance(key, list) else key
 
 
 def _zeros_of(like, shape):
@@ -319,12 +323,12 @@ def _zeros_of(like, shape):
     return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
 
 
-@register("index_put", promote=(0, 2), cuda="promote", linear=True)
+@register("index_put", promote=(0, 2), cuda="promote", linear=True, saves=("indices",))
 def index_put(ctx, input, indices, values, accumulate=False):
     """A copy of input with input[indices] = values (or += values when accumulate)."""
     if isinstance(indices, list):
         indices = tuple(indices)
-    ctx.indices, ctx.accumulate = indices, accumulate
+    ctx.accumulate = accumulate
     out = input.copy()
     try:
         if accumulate:
@@ -340,11 +344,13 @@ def index_put(ctx, input, indices, values, accumulate=False):
 
 @index_put.grad
 def _(ctx, g):
-    gx = g if ctx.accumulate else index_put(g, ctx.indices, 0.0)
-    gv = g[ctx.indices]
+    indices = ctx.inputs[1]
+    indices = tuple(indices) if isinstance(indices, list) else indices
+    gx = g if ctx.accumulate else index_put(g, indices, 0.0)
+    gv = g[indices]
     if gv.shape != ctx.values_shape:  # values were broadcast into the indexed slots
-        from ..autograd.engine import _fit
-        gv = _fit(gv, ctx.values_shape, gv.dtype)
+        from ..autograd.engine import sum_to
+        gv = sum_to(gv, ctx.values_shape)
     return gx, None, gv
 
 
@@ -369,7 +375,7 @@ def _along(name, input, dim, index):
     return d
 
 
-@register("gather", methods=("gather",), promote=(0,), linear=True)
+@register("gather", methods=("gather",), promote=(0,), linear=True, saves=("index",))
 def gather(ctx, input, dim, index):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
     ctx.dim = _along("gather", input, dim, index)
@@ -379,10 +385,10 @@ def gather(ctx, input, dim, index):
 
 @gather.grad
 def _(ctx, g):
-    return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.args[2], g), None, None
+    return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
 
 
-@register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote", linear=True)
+@register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote", linear=True, saves=("index",))
 def scatter_add(ctx, input, dim, index, src):
     """A copy of input with src added at index along dim (repeated indices add up)."""
     ctx.dim = _along("scatter_add", input, dim, index)
@@ -390,6 +396,7 @@ def scatter_add(ctx, input, dim, index, src):
             any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != ctx.dim):
         raise RuntimeError(f"scatter_add: index of shape {index.shape} must not be larger than src "
                            f"{src.shape}, nor than the input {input.shape} outside dim {ctx.dim}")
+    ctx.src_shape = src.shape
     xp = array_module(input)
     grids = _be.open_grid(xp, index.shape)
     key = tuple(index if i == ctx.dim else grids[i] for i in range(input.ndim))
@@ -403,9 +410,9 @@ def scatter_add(ctx, input, dim, index, src):
 
 @scatter_add.grad
 def _(ctx, g):
-    index = ctx.args[2]
+    index = ctx.inputs[2]
     gsrc = g.gather(ctx.dim, index)
-    src_shape = ctx.args[3].shape
+    src_shape = ctx.src_shape
     if gsrc.shape != src_shape:  # src may be larger than index: only the indexed part was used
         pad = _zeros_of(g, src_shape)
         gsrc = index_put(pad, tuple(slice(0, n) for n in index.shape), gsrc)
@@ -435,7 +442,7 @@ def _check_source(name, input, d, index, source):
                            f"(one slice of the input of shape {tuple(input.shape)} per index, along dim {d})")
 
 
-@register("index_select", methods=("index_select",), promote=(0,), linear=True)
+@register("index_select", methods=("index_select",), promote=(0,), linear=True, saves=("index",))
 def index_select(ctx, input, dim, index):
     """The slices input.select(dim, i) for i in index, joined along dim."""
     ctx.dim, index = _index_along("index_select", input, dim, index)
@@ -448,7 +455,7 @@ def _(ctx, g):
     return index_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
 
 
-@register("index_add", methods=("index_add",), promote=(0, 3), same_dtype=True, linear=True)
+@register("index_add", methods=("index_add",), promote=(0, 3), same_dtype=True, linear=True, saves=("index",))
 def index_add(ctx, input, dim, index, source, alpha=1):
     """A copy of input with alpha * source[k] added to slice index[k] along dim (repeated indices add up)."""
     ctx.dim, index = _index_along("index_add", input, dim, index)
@@ -467,7 +474,7 @@ def _(ctx, g):
     return g, None, None, g_source if ctx.alpha == 1 else g_source * ctx.alpha
 
 
-@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, cpu="promote", linear=True)
+@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, cpu="promote", linear=True, saves=("index",))
 def index_copy(ctx, input, dim, index, source):
     """A copy of input with slice index[k] along dim replaced by source[k] (with repeated indices, one wins)."""
     ctx.dim, index = _index_along("index_copy", input, dim, index)

@@ -66,7 +66,7 @@ class Counting:
         group.all_reduce = counted
 
 
-def train(rank, world, accumulate=False, bucket_cap_mb=25.0):
+def train(rank, world, accumulate=False, bucket_cap_mb=25.0, explicit_sync=True):
     X, y = common.make_data()
     net = common.make_model(seed=100 + rank)  # different on every rank until DDP broadcasts rank 0's
     model = dist.DistributedDataParallel(net, bucket_cap_mb=bucket_cap_mb)
@@ -86,7 +86,8 @@ def train(rank, world, accumulate=False, bucket_cap_mb=25.0):
                 (common.loss_fn(model(mp.tensor(X[second])), mp.tensor(y[second])) / 2).backward()
             else:
                 common.loss_fn(model(mp.tensor(X[idx])), mp.tensor(y[idx])).backward()
-            model.sync_gradients()
+            if explicit_sync:
+                model.sync_gradients()  # backward already averaged: must not communicate again
             calls_per_sync.append(counter.calls - before)
             opt.step()
     return model, calls_per_sync
@@ -105,6 +106,12 @@ def ddp_runs(rank, world):
     out["small_bucket_sizes"] = np.array([b.nbytes for b in model.buckets])
     model, _ = train(rank, world, accumulate=True)
     out["accum_params"] = common.flat_params(model.module)
+    # torch's loop: no sync_gradients() anywhere, backward averages (4 KiB buckets: several per step)
+    model, calls = train(rank, world, bucket_cap_mb=4 / 1024, explicit_sync=False)
+    out["torch_loop_params"] = common.flat_params(model.module)
+    out["torch_loop_calls_per_step"] = np.array(calls)
+    # a second wrapper around the same parameters would average them twice: refused
+    out["err_wrapped_twice"] = error_of(lambda: dist.DistributedDataParallel(model.module))
     # forgetting sync_gradients() is an error at the next forward, not silent drift
     x = mp.tensor(X[:4])
     model(x)

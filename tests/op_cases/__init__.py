@@ -4,10 +4,10 @@ A new op gets its cases in the module named like the file that defines it.
 test_ops.test_every_registered_op_has_a_case fails while any registered op is
 not exercised by some case, so no op can land untested.
 """
-from . import activation, conv, elementwise, linalg, losses, math_ops, nn_layers, norm_ops, reduce, shape
+from . import activation, conv, elementwise, inplace, linalg, losses, math_ops, nn_layers, norm_ops, reduce, shape
 from . import attention, complex_ops, ctc, decompositions, einsum, fft, matrix, quantile, rnn
 from .case import EPS, Case  # noqa: F401
 
-MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses, attention,
-           einsum, rnn, ctc, complex_ops, fft, matrix, decompositions, quantile)
+MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
+           attention, einsum, rnn, ctc, complex_ops, fft, matrix, decompositions, quantile)
 CASES = [case for module in MODULES for case in module.CASES]

@@ -51,6 +51,14 @@ CASES = [
     Case("cumprod-zeros", "cumprod",  # rows: two zeros, one zero, none
          [const(np.array([[0.5, 0.0, 2.0, 0.0, 1.5], [1.25, -0.75, 0.0, 3.0, 0.5], [0.75, 1.5, -0.5, 1.25, 2.0]]))],
          lambda a: a.cumprod(-1), lambda a: np.cumprod(a, -1), lowp_ulps=4, lowp_spread=4, second_order=True),
+    # ---- max / min: all elements, (values, indices) along a dim (the several-output ops), elementwise
+    Case("max-all", "max", [distinct(2, 3)], lambda a: a.max(), np.max),
+    Case("min-other", "min", [rnd(2, 3), rnd(3)], lambda a, b: mp.min(a, b), np.minimum),
+    Case("max-dim", "max.dim", [distinct(3, 4)], lambda a: a.max(1), lambda a: (a.max(1), a.argmax(1))),
+    Case("max-dim-keepdim-neg", "max.dim", [distinct(2, 3, 2)], lambda a: mp.max(a, -2, keepdim=True),
+         lambda a: (a.max(-2, keepdims=True), a.argmax(-2)[:, None])),
+    Case("min-dim", "min.dim", [distinct(4, 3)], lambda a: a.min(dim=0), lambda a: (a.min(0), a.argmin(0))),
+    Case("min-dim-0d", "min.dim", [const(np.array(1.5))], lambda a: a.min(0), lambda a: (a, np.array(0))),
     # ---- index and boolean reductions: exact, no gradient
     Case("argmax-argmin", "argmax", [distinct(3, 4)], lambda a: (a.argmax(1), mp.argmin(a, 0)),
          lambda a: (a.argmax(1), a.argmin(0)), grad=False),

@@ -1,0 +1,311 @@
+"""In-place ops and views under autograd (torch's rules).
+
+An in-place op ``t.mul_(c)`` is the out-of-place op computed from ``t``, written
+into ``t``'s memory (its version counter goes up), after which ``t`` *is* that
+result for autograd: its grad_fn becomes the op's node ("rebase"). So
+
+- a non-leaf can be changed in place: ``b = a * 2; b.mul_(3)`` differentiates as
+  ``b = (a * 2) * 3``. Gradients already recorded keep flowing to the old value
+  (each edge was fixed when its op ran).
+- if the op itself needs ``t``'s old value for backward (``mul_`` by a tensor that
+  requires grad, ``clamp_``, ``sin_``...), that value is cloned before it is
+  overwritten (the clone is what gets saved), as torch does.
+- an op that saved ``t`` *earlier* fails at backward with the "modified by an
+  in-place operation" error (its saved version no longer matches).
+- a leaf that requires grad cannot be changed in place while grad mode is on
+  (parameter updates go under ``mp.no_grad()``).
+- outside grad mode (and forward mode) the write is all that happens.
+
+**Views.** An op registered ``view=True`` whose output shares its input's memory
+records how to recompute the view from its root *base* (:class:`ViewInfo`).
+Writing into a view in place rebases the base too: the base becomes
+``_copy_slices(old base, new view value)`` (gradient: the view's region of the
+base's gradient goes to the new value, the rest to the old base), and the view
+becomes the view of that new base. A view whose base was changed in place since
+(by this or another view) recomputes its grad_fn from the base when it is next
+used, so it never differentiates a stale value. Tangents (forward mode) follow
+the same rules. Writing into a view of a leaf that requires grad, or, with grad
+mode on, into a view made under no_grad of a base that requires grad, is an
+error (torch's rules). Not copied from torch: views made outside inference mode
+of an inference tensor are not inference tensors themselves.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend as _be
+from .. import dtypes as _dt
+from ..backend import array_module
+from ..tensor import Tensor
+from .registry import register
+from .views import ViewInfo  # noqa: F401  (the other half of these rules)
+
+
+# ---------------------------------------------------------------- the two ops in-place writes record
+@register("_overwrite", promote=(1,), linear=True, doc="The value an in-place write leaves (copy_, fill_, "
+          "zero_): ``value`` broadcast to ``input``'s shape and cast to its dtype; input's gradient is zero.")
+def _overwrite(ctx, input, value):
+    xp = array_module(input)
+    v = xp.asarray(value)
+    if v.dtype != input.dtype:
+        v = v.astype(input.dtype)
+    try:
+        return xp.broadcast_to(v, input.shape)
+    except ValueError:
+        raise RuntimeError(f"a value of shape {tuple(v.shape)} cannot be written into a tensor of shape "
+                           f"{tuple(input.shape)} (it must broadcast to that shape)") from None
+
+
+@_overwrite.grad
+def _(ctx, g):
+    # the old value gets a zero gradient (not None: a leaf overwritten this way still receives one, as in torch)
+    return Tensor._wrap(array_module(g.data).zeros_like(g.data)), g
+
+
+@register("_copy_slices", promote=(0, 1), linear=True,
+          doc="``base`` with the region a view of it covers (``replay(base)``) replaced by ``value``.")
+def _copy_slices(ctx, base, value, replay):
+    xp = array_module(base)
+    out = base.copy(order="K")
+    _region(out, replay)[...] = value
+    ctx.region = xp.zeros_like(base, dtype=np.bool_)  # same layout as base, so replay views it the same way
+    _region(ctx.region, replay)[...] = True
+    return out
+
+
+@_copy_slices.grad
+def _(ctx, g):
+    from .elementwise import where
+    replay = ctx.inputs[2]
+    return where(Tensor._wrap(ctx.region), 0.0, g), replay(g), None
+
+
+def _region(array, replay):
+    """The view ``replay`` makes of ``array`` (an error when it would be a copy instead)."""
+    region = replay(Tensor._wrap(array)).data
+    if region.base is None or (region.base is not array and region.base is not array.base):
+        raise RuntimeError("in-place write into a view: the view's region of its base cannot be addressed as a "
+                           "view of a copy of the base (unusual memory layout); clone() the view first")
+    return region
+
+
+# ---------------------------------------------------------------- the in-place write
+def apply(t, what, compute, direct=None, others=None):
+    """``t`` <- ``compute(t)`` in ``t``'s memory, with autograd's bookkeeping; returns ``t``.
+
+    ``compute(source)`` builds the new value out of place from ``source`` (``t``
+    itself) with ordinary ops, so the graph records it; see the module docstring.
+    ``others`` lists the other tensors compute reads (None: unknown). When no
+    tensor involved requires grad (with grad mode on) or carries a tangent, the
+    value is just written: by ``direct(t)`` when given (e.g. ``t[key] = v``
+    without building a copy), else from compute.
+    """
+    from ..autograd import forward_ad, grad_mode
+    from ..autograd.graph import _saved
+    _check_writable(t, what)
+    grad_on = grad_mode.is_grad_enabled()
+    view = t._view
+    if grad_on:
+        _check_grad_rules(t, view, what)
+    base = view.base if view is not None else None
+    if not _autograd_involved(t, base, others, grad_on, forward_ad.STATE.level is not None):
+        if direct is not None:
+            direct(t)
+        else:
+            t._write(what, compute(t))
+        return t
+    state = [t, None]
+    prev, _saved.inplace = _saved.inplace, state
+    try:
+        new = compute(t)
+    finally:
+        _saved.inplace = prev
+    new = _fit(t, new, what)
+    track = (grad_on and (new._requires_grad or t._requires_grad or (base is not None and base._requires_grad))) \
+        or new._fw is not None or t._fw is not None or (base is not None and base._fw is not None)
+    t._write(what, new.data, any_cast=True)
+    if not track:
+        return t
+    if view is None:
+        _rebase(t, new)
+        return t
+    with grad_mode.set_grad_enabled(grad_on):
+        base_new = _copy_slices(base, new, view.replay)
+    _rebase(base, base_new)
+    view.refresh(t, force=True)
+    return t
+
+
+def _autograd_involved(t, base, others, grad_on, dual_level):
+    if others is None:
+        return grad_on or dual_level
+    tensors = [t] + ([base] if base is not None else []) + [o for o in others if isinstance(o, Tensor)]
+    return any((grad_on and x._requires_grad) or (dual_level and x._fw is not None) for x in tensors)
+
+
+def _rebase(t, new):
+    """``t`` (already holding new's values) takes over new's place in both modes of autograd."""
+    old_node, old_nr = t._grad_fn, t.output_nr
+    node = new._grad_fn
+    if node is not None:
+        node.rebase_output(new.output_nr, t)
+        if t._retains_grad:  # retain_grad follows the tensor to its new value, as in torch
+            if old_node is not None and old_node._retained:
+                old_node._retained.pop(old_nr, None)
+            node._retain(new.output_nr, t)
+    elif not new._requires_grad:
+        t._grad_fn, t._requires_grad = None, t._requires_grad and t._grad_fn is None
+    t._fw = new._fw
+
+
+def _check_writable(t, what):
+    if t._inference:
+        from ..autograd.grad_mode import is_inference_mode_enabled
+        if not is_inference_mode_enabled():
+            raise RuntimeError(f"{what}: an in-place update to an inference tensor outside inference mode is not "
+                               "allowed (it was made under mp.inference_mode()); clone() it first")
+    a = t.data
+    overlapping = any(stride == 0 and n > 1 for stride, n in zip(a.strides, a.shape))  # NumPy and CuPy alike
+    if overlapping or not getattr(getattr(a, "flags", None), "writeable", True):
+        raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to tensor refers "
+                           "to a single memory location (an expand() view, or read-only memory); clone() the "
+                           "tensor before the in-place operation")
+
+
+def _check_grad_rules(t, view, what):
+    if view is not None:
+        base = view.base
+        if base._requires_grad and base._grad_fn is None:
+            raise RuntimeError(f"{what}: a view of a leaf tensor that requires grad is being used in an in-place "
+                               "operation; use the out-of-place op, or do it under mp.no_grad()")
+        if view.made_without_grad and base._requires_grad:
+            raise RuntimeError(f"{what}: a view was made under no_grad and is being modified in place with grad "
+                               "mode enabled; this is ambiguous, so it is forbidden: make the view and change it "
+                               "both inside the no_grad block, or both outside")
+        view.refresh(t)
+    if t._requires_grad and t._grad_fn is None:
+        raise RuntimeError(f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
+                           "wrap it in mp.no_grad() (parameter updates) or use the out-of-place op")
+
+
+def _fit(t, new, what):
+    """``new`` as a Tensor of t's device, dtype and shape (differentiably)."""
+    if not isinstance(new, Tensor):
+        new = Tensor._wrap(_be.xp_of(t.device).asarray(new))
+    if new.device != t.device:
+        new = new.to(device=t.device)
+    if new.dtype != t.dtype:
+        _check_cast(t, new.dtype, what)
+        new = new.to(t.dtype)
+    if new.shape != t.shape:
+        try:
+            fits = np.broadcast_shapes(new.shape, t.shape) == tuple(t.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"{what}: a value of shape {tuple(new.shape)} cannot be written into a tensor of "
+                               f"shape {t.shape} (it must broadcast to that shape)")
+        new = new.expand(t.shape)
+    return new
+
+
+def _check_cast(t, dtype, what):
+    if _dt.is_floating(dtype) and not _dt.is_floating(t.dtype):
+        raise RuntimeError(f"{what}: result type {dtype.name} can't be cast to the desired output type "
+                           f"{t.dtype.name}")
+
+
+# ---------------------------------------------------------------- Tensor's in-place methods
+_FROM_OUT_OF_PLACE = ("add", "sub", "mul", "div", "true_divide", "pow", "clamp", "clip", "neg", "abs", "sign", "exp",
+                      "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+                      "tan", "sinh", "cosh", "asin", "acos", "atan2", "tanh", "sigmoid", "relu", "erf", "erfinv",
+                      "addcmul", "addcdiv")
+_OPERATORS = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div", "__ipow__": "pow"}
+
+
+def _method(name, out_of_place):
+    def method(self, *args, **kwargs):
+        others = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        return apply(self, name, lambda src: getattr(src, out_of_place)(*args, **kwargs), others=others)
+    method.__name__ = name
+    method.__doc__ = f"In-place {out_of_place}: self = self.{out_of_place}(...) in self's memory (autograd follows)."
+    return method
+
+
+def _copy_(self, src):
+    """Copy ``src`` into self: broadcast to this shape, cast to this dtype, moved to this device."""
+    def compute(t):
+        value = src.to(device=t.device) if isinstance(src, Tensor) and src.device != t.device else src
+        return _overwrite(t, value)
+    return apply(self, "copy_", compute, lambda t: t._write("copy_", src, any_cast=True), others=[src])
+
+
+def _fill_(self, value):
+    """Set every element to ``value`` (a number or a one-element tensor)."""
+    return apply(self, "fill_", lambda t: _overwrite(t, value), lambda t: t._write("fill_", value, any_cast=True),
+                 others=[value])
+
+
+def _zero_(self):
+    return apply(self, "zero_", lambda t: _overwrite(t, 0), lambda t: t._write("zero_", 0), others=[])
+
+
+def _setitem(self, key, value):
+    """``t[key] = value`` in place: index_put under autograd, a direct write otherwise."""
+    from .shape import index_put
+    xp = _be.xp_of(self.device)
+    if isinstance(key, list):
+        key = xp.asarray(_index_key(key))
+
+    def compute(t):
+        v = value
+        if isinstance(v, Tensor):
+            v = v.to(device=t.device) if v.device != t.device else v
+            v = v.to(t.dtype) if v.dtype != t.dtype else v
+        elif isinstance(v, (int, float, np.generic)):
+            v = t.dtype.type(v)
+        else:
+            v = Tensor._wrap(xp.asarray(v).astype(t.dtype, copy=False))
+        try:
+            return index_put(t, key, v)
+        except ValueError:
+            raise RuntimeError(f"__setitem__: a value of shape {v.shape} cannot be written into the indexed part "
+                               f"of a tensor of shape {t.shape}") from None
+
+    def direct(t):
+        v = value
+        if isinstance(v, Tensor):
+            v = _be.to_device(v.data, t.device)
+        if isinstance(v, (int, float, np.generic)):
+            v = t.dtype.type(v)
+        else:
+            v = xp.asarray(v).astype(t.dtype, copy=False)
+        try:
+            t.data[_index_key(key)] = v
+        except ValueError:
+            raise RuntimeError(f"__setitem__: a value of shape {tuple(np.shape(v))} cannot be written into the "
+                               f"indexed part of a tensor of shape {t.shape}") from None
+        t._bump_version()
+    keys = key if isinstance(key, tuple) else (key,)
+    apply(self, "__setitem__", compute, direct, others=[value, *keys])
+
+
+def _index_key(key):
+    """Replace Tensors inside an index by their arrays."""
+    if isinstance(key, Tensor):
+        return key.data
+    if isinstance(key, (tuple, list)):
+        return type(key)(k.data if isinstance(k, Tensor) else k for k in key)
+    return key
+
+
+def _bind_methods():
+    for name in _FROM_OUT_OF_PLACE:
+        if hasattr(Tensor, name):
+            setattr(Tensor, name + "_", _method(name + "_", name))
+    for name, out_of_place in _OPERATORS.items():
+        setattr(Tensor, name, _method(name, out_of_place))
+    Tensor.copy_, Tensor.fill_, Tensor.zero_, Tensor.__setitem__ = _copy_, _fill_, _zero_, _setitem
+
+
+_bind_methods()
