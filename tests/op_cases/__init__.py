@@ -5,7 +5,9 @@ test_ops.test_every_registered_op_has_a_case fails while any registered op is
 not exercised by some case, so no op can land untested.
 """
 from . import activation, conv, elementwise, linalg, losses, math_ops, nn_layers, norm_ops, reduce, shape
+from . import padding, pooling, sampling
 from .case import EPS, Case  # noqa: F401
 
-MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses)
+MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses, pooling, padding,
+           sampling)
 CASES = [case for module in MODULES for case in module.CASES]
