@@ -73,32 +73,29 @@ def ntuple(name, what, value, n, minimum):
     return tuple(int(v) for v in values)
 
 
-def _padded(xp, x, geometry, fill=0):
-    """x (N, C, *size) inside a ``fill``-valued array of the extent the windows need (x itself if none)."""
+def _padded(xp, x, geometry):
+    """x (N, C, *size) inside zeros of the extent the windows need (x itself if it needs none)."""
     extent = geometry.extent(x.shape[2:])
     if extent == tuple(x.shape[2:]):
         return x
-    buf = xp.full(x.shape[:2] + extent, fill, dtype=x.dtype)
+    buf = xp.zeros(x.shape[:2] + extent, dtype=x.dtype)
     buf[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for (lo, _), n in zip(geometry.padding, x.shape[2:]))] \
         = x
     return buf
 
 
-def windows(xp, padded, geometry, channels_first):
-    """A strided view of every window: (C, *kernel, N, *out) if channels_first else (N, C, *out, *kernel).
+def _window_view(xp, padded, geometry):
+    """A strided view (C, *kernel, N, *out) of every window of padded (N, C, *extent): no copy is made.
 
-    Element [c, i..., n, o...] is padded[n, c, o * stride + i * dilation ...]: no copy is made.
+    Element [c, i..., n, o...] is padded[n, c, o * stride + i * dilation ...].
     """
     st = padded.strides
     nd = len(geometry.kernel)
-    taps = tuple(st[2 + i] * geometry.dilation[i] for i in range(nd))
-    steps = tuple(st[2 + i] * geometry.stride[i] for i in range(nd))
+    taps = tuple(st[2 + d] * geometry.dilation[d] for d in range(nd))
+    steps = tuple(st[2 + d] * geometry.stride[d] for d in range(nd))
     n, c = padded.shape[:2]
-    if channels_first:
-        shape, strides = (c, *geometry.kernel, n, *geometry.out), (st[1], *taps, st[0], *steps)
-    else:
-        shape, strides = (n, c, *geometry.out, *geometry.kernel), (st[0], st[1], *steps, *taps)
-    return xp.lib.stride_tricks.as_strided(padded, shape, strides)
+    return xp.lib.stride_tricks.as_strided(padded, (c, *geometry.kernel, n, *geometry.out),
+                                           (st[1], *taps, st[0], *steps))
 
 
 # ---------------------------------------------------------------- the two linear maps
@@ -108,7 +105,7 @@ def _im2col(ctx, input, geometry):
     n, c = input.shape[:2]
     ctx.shape = input.shape
     xp = array_module(input)
-    view = windows(xp, _padded(xp, input, geometry), geometry, channels_first=True)
+    view = _window_view(xp, _padded(xp, input, geometry), geometry)
     return view.reshape(c * math.prod(geometry.kernel), n * math.prod(geometry.out))  # the one copy
 
 
@@ -212,7 +209,8 @@ def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
         raise RuntimeError(f"{name}: the (padded) input of spatial size {tuple(size)} is smaller than the "
                            f"dilated kernel {tuple(kernel)}: the output would be empty")
     geometry = Geometry(tuple(kernel), stride, pads, dilation, out)
-    cols = _im2col(x, geometry).reshape(groups, -1, n * math.prod(out))      # (G, C/G * K, N * L)
+    taps, positions = math.prod(kernel), n * math.prod(out)
+    cols = _im2col(x, geometry).reshape(groups, c // groups * taps, positions)  # (G, C/G * K, N * L)
     w = weight.reshape(groups, out_c // groups, -1)                           # (G, O/G, C/G * K)
     y = w @ cols if bias is None else bias.reshape(groups, -1, 1).baddbmm(w, cols)  # bias joins before rounding
     y = _batch_first(y.reshape(out_c, n, *out), nd)
@@ -262,9 +260,10 @@ def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_paddi
     if any(o < 1 for o in out):
         raise RuntimeError(f"{name}: padding {pad} removes the whole output (its size would be {out})")
     geometry = Geometry(tuple(kernel), stride, tuple((p, p) for p in pad), dilation, tuple(size))
-    xs = x.permute(1, 0, *range(2, nd + 2)).reshape(groups, c // groups, -1)   # (G, C/G, N * L)
-    w = weight.reshape(groups, c // groups, -1).mT                             # (G, O/G * K, C/G)
-    cols = (w @ xs).reshape(out_c * math.prod(kernel), -1)                     # (O * K, N * L)
+    positions = n * math.prod(size)
+    xs = x.permute(1, 0, *range(2, nd + 2)).reshape(groups, c // groups, positions)  # (G, C/G, N * L)
+    w = weight.reshape(groups, c // groups, -1).mT                                   # (G, O/G * K, C/G)
+    cols = (w @ xs).reshape(out_c * math.prod(kernel), positions)                    # (O * K, N * L)
     y = _col2im(cols, (n, out_c, *out), geometry)
     if bias is not None:
         y = y + bias.reshape(out_c, *(1,) * nd)

@@ -11,11 +11,13 @@ tangent is gathered from them. Only the tables differ:
     adaptive_max_pool    floor(o * L / O) + tap, the window ending at ceil((o + 1) * L / O)
     fractional_max_pool  pseudo-random starts, from mixprec's generator (or _random_samples)
 
-Average pools are linear. avg_pool sums the taps that _im2col (conv.py) lays out,
-so its gradient is _col2im; adaptive_avg_pool multiplies each pooled dim by an
-averaging matrix (``_along_dims``), whose adjoint is the transposed matrix. Both
-average half-precision inputs in float32 and round once. max_unpool puts each
-value back at its index, and its gradient gathers from there.
+Average pools are linear composites. avg_pool sums the taps that _im2col (conv.py)
+lays out, so its gradient is _col2im; adaptive_avg_pool gathers the taps of the
+same window tables as adaptive_max_pool and averages those inside each window
+(selected with where, so a NaN or inf reaches only the windows that hold it).
+Both average half-precision inputs in float32 and round once. max_unpool puts
+each value back at its index, and its gradient gathers from there (so where
+overlapping windows returned one index twice, each gets the gradient, as torch's).
 
 Only the 3-D pools, max_unpool and fractional_max_pool are on an autocast list
 (CPU, float32); the others run in the dtype of their input.
@@ -29,9 +31,10 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
-from ..tensor import Tensor
+from ..tensor import Tensor, zeros_like
+from .elementwise import where
 from .conv import Geometry, _im2col, ntuple
-from .opmath import compute_dtype, opmath
+from .opmath import compute_dtype
 from .registry import register
 
 FP32 = "fp32"
@@ -46,14 +49,14 @@ def _with_batch(name, input, nd, empty_channels=False):
     does: a floating tensor whose dims other than the batch are non-empty (``empty_channels``: C may be 0)."""
     if input.ndim not in (nd + 1, nd + 2):
         raise ValueError(f"{name}: expected a {nd + 1}-D (C, *size) or {nd + 2}-D (N, C, *size) input, got shape "
-                           f"{tuple(input.shape)}")
+                         f"{tuple(input.shape)}")
     if not _dt.is_floating(input.dtype):
         raise TypeError(f"{name}: expected a floating-point input, got {input.dtype.name}")
     unbatched = input.ndim == nd + 1
     dims = input.shape if unbatched else input.shape[1:]
     if any(s == 0 for s in dims[1 if empty_channels else 0:]):
         raise ValueError(f"{name}: expected non-empty dims besides the batch dim, got an input of shape "
-                           f"{tuple(input.shape)}")
+                         f"{tuple(input.shape)}")
     x = input[None] if unbatched else input
     return x, unbatched
 
@@ -62,19 +65,18 @@ def _unbatch(arrays, unbatched):
     return tuple(a[0] for a in arrays) if unbatched else arrays
 
 
-# ---------------------------------------------------------------- max over windows: the one mechanism
-def _max_over_windows(ctx, x, taps, return_indices, unbatched):
-    """Max of each window of x (N, C, *size) and its flat index in the input plane.
+# ---------------------------------------------------------------- window tables: the one mechanism
+def _flat_windows(taps, size):
+    """One table of input-plane positions from per-dim tap tables, and which taps lie inside the input.
 
-    taps[d] is an int array (O_d, K_d) of input indices along dim d shared by every
-    plane (NumPy, built on the host; -1 marks padding, never the max), or
-    (N, C, O_d, K_d) per plane (on x's device, all inside the input).
+    taps[d] is an int array (O_d, K_d) of indices along dim d shared by every plane
+    (NumPy, built on the host; -1 marks a tap outside the input), or (N, C, O_d, K_d)
+    per plane (on the input's device, all inside). Returns flat (lead..., L, K) with
+    L = prod(O_d), K = prod(K_d), lead () or (N, C), and valid (L, K) or None when
+    every tap is inside.
     """
-    xp = array_module(x)
-    n, c, *size = x.shape
     nd = len(size)
-    per_plane = taps[0].ndim == 4
-    lead = (n, c) if per_plane else ()
+    lead = taps[0].shape[:-2]
     out, kernel = tuple(t.shape[-2] for t in taps), tuple(t.shape[-1] for t in taps)
     flat, valid = 0, True
     for d, t in enumerate(taps):  # each table broadcast to lead + (O_1..O_nd) + (K_1..K_nd)
@@ -83,28 +85,38 @@ def _max_over_windows(ctx, x, taps, return_indices, unbatched):
         t = t.reshape(shape)
         flat = flat + t * math.prod(size[d + 1:])
         valid = valid & (t >= 0)
-    flat = xp.broadcast_to(flat, lead + out + kernel).reshape(lead + (-1, math.prod(kernel)))
-    padded = not per_plane and not valid.all()
-    if padded:
-        valid = np.broadcast_to(valid, out + kernel).reshape(flat.shape)
-        flat, valid = xp.asarray(np.where(valid, flat, 0)), xp.asarray(valid)
-    elif not per_plane:
-        flat = xp.asarray(flat)
-    plane = x.reshape(n, c, -1).astype(compute_dtype(x.dtype), copy=False)
-    if per_plane:
-        values = xp.take_along_axis(plane, flat.reshape(n, c, -1), axis=2).reshape(flat.shape)
+    table = lead + (math.prod(out), math.prod(kernel))
+    flat = array_module(flat).broadcast_to(flat, lead + out + kernel).reshape(table)
+    if lead or valid.all():
+        return flat, None
+    valid = np.broadcast_to(valid, out + kernel).reshape(table)
+    return np.where(valid, flat, 0), valid
+
+
+def _max_over_windows(ctx, x, taps, return_indices, unbatched):
+    """Max of each window of x (N, C, *size) given by ``taps`` (see _flat_windows), and its flat index."""
+    xp = array_module(x)
+    n, c, *size = x.shape
+    plane = math.prod(size)
+    out = tuple(t.shape[-2] for t in taps)
+    flat, valid = _flat_windows(taps, size)
+    flat = xp.asarray(flat)
+    values = x.reshape(n, c, plane).astype(compute_dtype(x.dtype), copy=False)
+    if flat.ndim == 4:  # a table per plane
+        values = xp.take_along_axis(values, flat.reshape(n, c, flat.shape[2] * flat.shape[3]), axis=2)
+        values = values.reshape(flat.shape)
     else:
-        values = xp.take(plane, flat, axis=2)                      # (N, C, L, K)
-    if padded:
-        values = xp.where(valid, values, values.dtype.type(-np.inf))
+        values = xp.take(values, flat, axis=2)                     # (N, C, L, K)
+    if valid is not None:
+        values = xp.where(xp.asarray(valid), values, values.dtype.type(-np.inf))
     best = values.argmax(axis=-1)[..., None]                       # the first maximum; a NaN wins
     result = xp.take_along_axis(values, best, axis=-1)[..., 0].astype(x.dtype, copy=False)
-    if per_plane:
+    if flat.ndim == 4:
         index = xp.take_along_axis(flat, best, axis=-1)[..., 0]
     else:
         index = flat[xp.arange(flat.shape[0]), best[..., 0]]
     index = index.astype(np.int64, copy=False)
-    ctx.index, ctx.in_shape, ctx.return_indices = index, (n, c, math.prod(size), *size), return_indices
+    ctx.index, ctx.in_shape, ctx.return_indices = index, (n, c, plane, *size), return_indices
     ctx.unbatched = unbatched
     result, index = _unbatch((result.reshape(n, c, *out), index.reshape(n, c, *out)), unbatched)
     return (result, index) if return_indices else result
@@ -117,7 +129,7 @@ def _max_pool_grad(ctx, g, *_):
     n, c, plane, *size = ctx.in_shape
     g = g.unsqueeze(0) if ctx.unbatched else g
     zeros = _wrap(array_module(g.data).zeros((n, c, plane), dtype=g.dtype))
-    gx = zeros.scatter_add(2, _wrap(ctx.index), g.reshape(n, c, -1)).reshape(n, c, *size)
+    gx = zeros.scatter_add(2, _wrap(ctx.index), g.reshape(ctx.index.shape)).reshape(n, c, *size)
     return (gx.squeeze(0) if ctx.unbatched else gx),
 
 
@@ -145,7 +157,7 @@ def _pool_out_size(name, size, k, s, p, d, ceil_mode):
         out -= 1
     if out < 1:
         raise ValueError(f"{name}: the input is too small: size {size} with padding {p} gives no window of "
-                           f"{d * (k - 1) + 1} elements (output size {out})")
+                         f"{d * (k - 1) + 1} elements (output size {out})")
     return out
 
 
@@ -194,10 +206,16 @@ def _adaptive_output_size(name, output_size, size):
     return ntuple(name, "output_size", values, nd, 0)
 
 
-def _adaptive_bounds(xp, size, out):
-    """Start and end (exclusive) of each adaptive window: floor(o * L / O) to ceil((o + 1) * L / O)."""
-    o = xp.arange(out)
-    return (o * size) // out, -((-(o + 1) * size) // out)
+def _adaptive_taps(size, out):
+    """Per dim, the taps (O, K) of adaptive windows floor(o * L / O) to ceil((o + 1) * L / O); -1 pads the
+    shorter windows to the longest."""
+    taps = []
+    for n, o in zip(size, out):
+        start = np.arange(o) * n // max(o, 1)
+        end = -(-(np.arange(o) + 1) * n // max(o, 1))
+        t = start[:, None] + np.arange(max(int((end - start).max()) if o else 1, 1))
+        taps.append(np.where(t < end[:, None], t, -1))
+    return taps
 
 
 def _register_adaptive_max_pool(nd):
@@ -206,12 +224,7 @@ def _register_adaptive_max_pool(nd):
     def forward(ctx, input, output_size, return_indices=False):
         x, unbatched = _with_batch(name, input, nd)
         size = x.shape[2:]
-        taps = []
-        for n, o in zip(size, _adaptive_output_size(name, output_size, size)):
-            start, end = _adaptive_bounds(np, n, o)
-            longest = max(int((end - start).max()) if o else 1, 1)
-            t = start.reshape(-1, 1) + np.arange(longest)
-            taps.append(np.where(t < end.reshape(-1, 1), t, start.reshape(-1, 1)))  # short windows repeat a tap
+        taps = _adaptive_taps(size, _adaptive_output_size(name, output_size, size))
         return _max_over_windows(ctx, x, taps, return_indices, unbatched)
     forward.__doc__ = (f"Maximum over {nd}-D windows sized so the output has output_size (an int, or a tuple with "
                        "None to keep a dim); return_indices as max_pool.")
@@ -257,9 +270,11 @@ def _register_fractional_max_pool(nd):
             output_size = tuple(int(s * r) for s, r in zip(size, ratio))
         out = ntuple(name, "output_size", output_size, nd, 1)
         for d, (s, o, kk) in enumerate(zip(size, out, k)):
-            if o + kk - 1 > s:
+            # torch's limit: output_size + kernel_size - 1 <= input size, strictly below it in 3-D
+            if o + kk - 1 > s or (nd == 3 and o + kk - 1 == s):
                 raise ValueError(f"{name}: output size {o} with kernel size {kk} is too large for an input of "
-                                   f"size {s} in spatial dim {d} (needs output_size + kernel_size - 1 <= input size)")
+                                 f"size {s} in spatial dim {d} (needs output_size + kernel_size - 1 "
+                                 f"{'<' if nd == 3 else '<='} input size, as torch)")
         xp = array_module(x)
         work = compute_dtype(x.dtype)
         if _random_samples is None:
@@ -315,7 +330,7 @@ def _register_max_unpool(nd):
             raise ValueError(f"{name}: expected a {nd + 1}-D or {nd + 2}-D input, got shape {tuple(input.shape)}")
         if indices.dtype != np.int64 or tuple(indices.shape) != tuple(input.shape):
             raise ValueError(f"{name}: indices must be an int64 tensor of the input's shape {tuple(input.shape)}, "
-                               f"got {indices.dtype.name} of shape {tuple(indices.shape)}")
+                             f"got {indices.dtype.name} of shape {tuple(indices.shape)}")
         unbatched = input.ndim == nd + 1
         x = input[None] if unbatched else input
         idx = indices[None] if unbatched else indices
@@ -326,7 +341,7 @@ def _register_max_unpool(nd):
         p = ntuple(name, "padding", padding, nd, 0)
         out = _unpool_output_size(name, size, k, s, p, output_size)
         plane = math.prod(out)
-        flat = idx.reshape(n, c, -1)
+        flat = idx.reshape(n, c, math.prod(size))
         _be.check((flat < 0) | (flat >= plane), IndexError,
                   f"{name}: an index is out of range for an output plane of {'x'.join(map(str, out))} = {plane} "
                   f"elements (valid: 0 to {plane - 1})",
@@ -334,8 +349,8 @@ def _register_max_unpool(nd):
         xp = array_module(x)
         result = xp.zeros((n, c, plane), dtype=x.dtype)
         grids = _be.open_grid(xp, flat.shape)
-        result[grids[0], grids[1], flat] = x.reshape(n, c, -1)
-        ctx.flat, ctx.unbatched = flat, unbatched
+        result[grids[0], grids[1], flat] = x.reshape(flat.shape)
+        ctx.flat, ctx.plane = flat, plane
         result = result.reshape(n, c, *out)
         return result[0] if unbatched else result
     forward.__doc__ = (f"The inverse of max_pool{nd}d: each value put back at its index (from return_indices) in "
@@ -345,7 +360,7 @@ def _register_max_unpool(nd):
     @op.grad
     def _(ctx, g):
         n, c = ctx.flat.shape[:2]
-        gx = g.reshape(n, c, -1).gather(2, _wrap(ctx.flat)).reshape(ctx.inputs[0].shape)
+        gx = g.reshape(n, c, ctx.plane).gather(2, _wrap(ctx.flat)).reshape(ctx.inputs[0].shape)
         return gx, None
     return op
 
@@ -359,7 +374,7 @@ def max_unpool1d(ctx, input, indices, kernel_size, stride=None, padding=0, outpu
     for what, t in (("input", input), ("indices", indices)):
         if not isinstance(t, Tensor) or t.ndim not in (2, 3):
             raise ValueError(f"max_unpool1d: expected a 2-D or 3-D {what}, got "
-                               f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
+                             f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
     k = ntuple("max_unpool1d", "kernel_size", kernel_size, 1, 1)
     s = k if stride is None else ntuple("max_unpool1d", "stride", stride, 1, 1)
     p = ntuple("max_unpool1d", "padding", padding, 1, 0)
@@ -421,35 +436,6 @@ avg_pool1d, avg_pool2d, avg_pool3d = (_register_avg_pool(nd) for nd in (1, 2, 3)
 
 
 # ---------------------------------------------------------------- adaptive_avg_pool
-@register("_along_dims", promote=(), linear=True)
-def _along_dims(ctx, input, matrices):
-    """Multiply trailing dim 2 + d of input by matrices[d] (O_d, L_d) for each d: separable linear pooling.
-
-    The matrices are NumPy float64 constants; half inputs are computed in float32 and rounded once.
-    """
-    xp = array_module(input)
-
-    def apply(x):
-        for d, m in enumerate(matrices):
-            m = xp.asarray(m, dtype=x.dtype)
-            x = xp.moveaxis(xp.tensordot(m, x, axes=([1], [2 + d])), 0, 2 + d)
-        return xp.ascontiguousarray(x)
-    return opmath(apply, input)
-
-
-@_along_dims.grad
-def _(ctx, g):
-    return _along_dims(g, tuple(m.T for m in ctx.args[1])), None
-
-
-def _adaptive_avg_matrix(size, out):
-    """(out, size): row o averages the input over floor(o * L / O) to ceil((o + 1) * L / O)."""
-    start, end = _adaptive_bounds(np, size, out)
-    i = np.arange(size)
-    inside = (i >= start[:, None]) & (i < end[:, None])
-    return inside / (end - start)[:, None]
-
-
 def _register_adaptive_avg_pool(nd):
     name = f"adaptive_avg_pool{nd}d"
 
@@ -457,9 +443,18 @@ def _register_adaptive_avg_pool(nd):
         if not isinstance(input, Tensor):
             raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
         x, unbatched = _with_batch(name, input, nd, empty_channels=True)
-        size = x.shape[2:]
+        n, c, *size = x.shape
         out = _adaptive_output_size(name, output_size, size)
-        y = _along_dims(x, tuple(_adaptive_avg_matrix(n, o) for n, o in zip(size, out)))
+        flat, valid = _flat_windows(_adaptive_taps(size, out), size)    # (L, K): gather, then mean of the valid
+        xp = array_module(x.data)
+        index = _wrap(xp.asarray(flat.reshape(1, 1, -1))).expand(n, c, flat.size)
+        values = x.to(compute_dtype(x.dtype)).reshape(n, c, math.prod(size)).gather(2, index)
+        values = values.reshape(n, c, *flat.shape)
+        counts = flat.shape[1] if valid is None else valid.sum(-1)
+        if valid is not None:  # where, not a product: a NaN or inf elsewhere must not leak in
+            values = where(_wrap(xp.asarray(valid)), values, zeros_like(values))
+        y = (values.sum(-1) / _wrap(xp.asarray(np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
+        y = y.to(x.dtype)
         return y.squeeze(0) if unbatched else y
     forward.__doc__ = (f"Mean over {nd}-D windows sized so the output has output_size (an int, or a tuple with "
                        "None to keep a dim); output_size 1 is global average pooling.")

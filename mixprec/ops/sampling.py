@@ -79,9 +79,10 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
     nd = len(size)
     out_shape = tuple(grid.shape[1:-1])
     xp = array_module(input.data)
-    planes = input.reshape(n, c, -1)
+    points = int(np.prod(out_shape))
+    planes = input.reshape(n, c, int(np.prod(size)))
     # coordinate d (first spatial dim first) is grid[..., nd - 1 - d]: the grid is ordered (x, y, z)
-    coords = [_source_coordinate(grid[..., nd - 1 - d].reshape(n, 1, -1), s, padding_mode, align_corners)
+    coords = [_source_coordinate(grid[..., nd - 1 - d].reshape(n, 1, points), s, padding_mode, align_corners)
               for d, s in enumerate(size)]
     strides = [int(np.prod(size[d + 1:])) for d in range(nd)]
 

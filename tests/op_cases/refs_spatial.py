@@ -28,9 +28,10 @@ def conv_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     for oc in range(o):
         g = oc // per_group
         for pos in _positions(out_size):
-            window = tuple(slice(p * s, p * s + d * (k - 1) + 1, d) for p, s, d, k in zip(pos, stride, dilation, kernel))
+            window = tuple(slice(p * s, p * s + d * (k - 1) + 1, d)
+                           for p, s, d, k in zip(pos, stride, dilation, kernel))
             patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + window]
-            out[(slice(None), oc) + pos] = (patch * w[oc]).reshape(x.shape[0], -1).sum(1)
+            out[(slice(None), oc) + pos] = (patch * w[oc]).reshape(x.shape[0], w[oc].size).sum(1)
     return out if b is None else out + b.reshape((1, -1) + (1,) * nd)
 
 
