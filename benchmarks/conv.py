@@ -10,23 +10,20 @@ each timed as forward + backward (the output's gradient is a fixed random tensor
 the time includes computing the gradients of input, weight and bias), in float32,
 float16 and bfloat16 (the dtypes autocast runs them in). Figures are the best of
 ``--repeat`` runs of ``--number`` calls, mixprec and PyTorch taking turns; the
-ratio is mixprec / PyTorch. Both run single-threaded (PyTorch's intra-op threads
-and NumPy's BLAS): on a small, shared machine extra BLAS threads only add noise.
+ratio is mixprec / PyTorch. PyTorch runs single-threaded (as in dispatch.py);
+NumPy's BLAS keeps its threads (set OPENBLAS_NUM_THREADS to change them): the
+products here are per image and small enough to run on one thread anyway.
 
     python benchmarks/conv.py [--number 200] [--repeat 7]
 """
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 from pathlib import Path
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # before NumPy starts its BLAS
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mixprec as mp  # noqa: E402
@@ -56,36 +53,19 @@ def _arrays(name):
     return arrays
 
 
-def mixprec_step(name, dtype):
+def make_step(lib, name, dtype):
+    """One forward + backward of workload ``name`` in ``lib`` (mixprec or torch: the same API here)."""
     fn, _, kernel, kw = WORKLOADS[name]
-    dt = getattr(mp, dtype)
-    t = {k: mp.tensor(v, dtype=dt, requires_grad=True) for k, v in _arrays(name).items()}
-    F = mp.nn.functional
+    dt = getattr(lib, dtype)
+    t = {k: lib.tensor(v, dtype=dt, requires_grad=True) for k, v in _arrays(name).items()}
+    F = lib.nn.functional
     if fn == "conv2d":
         def forward():
             return F.conv2d(t["x"], t["w"], t["b"], **kw)
     else:
         def forward():
             return F.max_pool2d(t["x"], kernel, **kw)
-    g = mp.tensor(np.random.default_rng(1).standard_normal(forward().shape), dtype=dt)
-
-    def step():
-        forward().backward(g)
-    return step
-
-
-def torch_step(name, dtype):
-    fn, _, kernel, kw = WORKLOADS[name]
-    dt = getattr(torch, dtype)
-    t = {k: torch.tensor(v, dtype=dt, requires_grad=True) for k, v in _arrays(name).items()}
-    F = torch.nn.functional
-    if fn == "conv2d":
-        def forward():
-            return F.conv2d(t["x"], t["w"], t["b"], **kw)
-    else:
-        def forward():
-            return F.max_pool2d(t["x"], kernel, **kw)
-    g = torch.tensor(np.random.default_rng(1).standard_normal(tuple(forward().shape)), dtype=dt)
+    g = lib.tensor(np.random.default_rng(1).standard_normal(tuple(forward().shape)), dtype=dt)
 
     def step():
         forward().backward(g)
@@ -106,9 +86,9 @@ def main(argv=None):
     print("\n" + head + "\n" + "-" * len(head))
     for name, (fn, x_shape, w, _) in WORKLOADS.items():
         for dtype in DTYPES:
-            fns = {"mixprec": mixprec_step(name, dtype)}
+            fns = {"mixprec": make_step(mp, name, dtype)}
             if torch is not None:
-                fns["torch"] = torch_step(name, dtype)
+                fns["torch"] = make_step(torch, name, dtype)
             t = best_times(fns, args.number, args.repeat)
             t_t = t.get("torch")
             label = f"{name} {fn} {dtype}"

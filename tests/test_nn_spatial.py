@@ -531,3 +531,15 @@ def test_module_argument_errors():
         "Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=(1, 1, 1), bias=False)"
     assert repr(nn.ConvTranspose2d(2, 4, 3, stride=2, output_padding=1)) == \
         "ConvTranspose2d(2, 4, kernel_size=(3, 3), stride=(2, 2), output_padding=(1, 1))"
+
+
+def test_conv_over_zero_input_channels_returns_its_bias():
+    """An empty sum: mixprec gives the bias in the weight's output channels (torch returns an empty tensor)."""
+    x = mp.zeros(1, 0, 4, 4, requires_grad=True)
+    w = mp.zeros(3, 0, 3, 3, requires_grad=True)
+    b = mp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = F.conv2d(x, w, b)
+    assert y.shape == (1, 3, 2, 2)
+    np.testing.assert_array_equal(y.detach().numpy()[0, :, 0, 0], [1.0, 2.0, 3.0])
+    y.sum().backward()
+    assert x.grad.shape == (1, 0, 4, 4) and b.grad.tolist() == [4.0, 4.0, 4.0]

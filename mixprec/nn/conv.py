@@ -8,22 +8,12 @@ fan_in = weight.shape[1] * prod(kernel). state_dicts load into torch and back.
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from ..tensor import empty
+from ..ops.conv import ntuple
 from . import functional as F
-from . import init
-from .layers import _expect, _factory
+from .layers import _expect, _kaiming_init, _weight_and_bias
 from .module import Module
-from .parameter import Parameter
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
-
-def _tuple(value, n):
-    return (int(value),) * n if isinstance(value, (int, np.integer)) else tuple(value)
 
 
 class _ConvNd(Module):
@@ -47,29 +37,21 @@ class _ConvNd(Module):
             if self.transposed or padding not in ("valid", "same"):
                 allowed = "an int or a tuple" if self.transposed else "'valid', 'same', an int or a tuple"
                 raise ValueError(f"{name}: padding must be {allowed}, got {padding!r}")
-            if padding == "same" and any(s != 1 for s in _tuple(stride, self.nd)):
+            if padding == "same" and any(s != 1 for s in ntuple(name, "stride", stride, self.nd, 1)):
                 raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+        nd = self.nd
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _tuple(kernel_size, self.nd)
-        self.stride, self.dilation = _tuple(stride, self.nd), _tuple(dilation, self.nd)
-        self.padding = padding if isinstance(padding, str) else _tuple(padding, self.nd)
-        self.output_padding = _tuple(output_padding, self.nd)
+        self.kernel_size = ntuple(name, "kernel_size", kernel_size, nd, 1)
+        self.stride, self.dilation = ntuple(name, "stride", stride, nd, 1), ntuple(name, "dilation", dilation, nd, 1)
+        self.padding = padding if isinstance(padding, str) else ntuple(name, "padding", padding, nd, 0)
+        self.output_padding = ntuple(name, "output_padding", output_padding, nd, 0)
         self.groups, self.padding_mode = groups, padding_mode
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(*shape, *self.kernel_size, **kw))
-        if bias:
-            self.bias = Parameter(empty(out_channels, **kw))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, shape + self.kernel_size, bias, out_channels, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        _kaiming_init(self.weight, self.bias)
 
     def _check_input(self, input):
         nd = self.nd

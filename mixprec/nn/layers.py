@@ -21,6 +21,23 @@ def _factory(device, dtype):
     return dict(device=device, dtype=dtype if dtype is not None else _dt.float32)
 
 
+def _weight_and_bias(module, weight_shape, bias, out_features, device, dtype):
+    """Give ``module`` a weight Parameter of ``weight_shape`` and a bias of (out_features,), or bias None."""
+    kw = _factory(device, dtype)
+    module.weight = Parameter(empty(*weight_shape, **kw))
+    module.register_parameter("bias", Parameter(empty(out_features, **kw)) if bias else None)
+
+
+def _kaiming_init(weight, bias):
+    """torch's init of Linear and convolutions: weight ~ kaiming_uniform(a=sqrt(5)), which is
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias from the same range."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init.calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(bias, -bound, bound)
+
+
 def _expect(cond, layer, what, x):
     if not cond:
         raise ValueError(f"{layer}: expected {what}, got input of shape {tuple(x.shape)}")
@@ -37,20 +54,11 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_features, in_features, **kw))
-        if bias:
-            self.bias = Parameter(empty(out_features, **kw))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), bias, out_features, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        _kaiming_init(self.weight, self.bias)
 
     def forward(self, input):
         _expect(input.ndim >= 1 and input.shape[-1] == self.in_features, self.__repr__(),
@@ -71,12 +79,7 @@ class Bilinear(Module):
                  dtype=None):
         super().__init__()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_features, in1_features, in2_features, **kw))
-        if bias:
-            self.bias = Parameter(empty(out_features, **kw))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in1_features, in2_features), bias, out_features, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):

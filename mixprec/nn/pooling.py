@@ -80,18 +80,24 @@ class AvgPool3d(_AvgPoolNd):
     nd = 3
 
 
-class _AdaptiveAvgPoolNd(Module):
+class _AdaptivePoolNd(Module):
     nd = 0
+    kind = "avg"
 
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
 
     def forward(self, input):
-        return getattr(F, f"adaptive_avg_pool{self.nd}d")(input, self.output_size)
+        extra = (self.return_indices,) if self.kind == "max" else ()
+        return getattr(F, f"adaptive_{self.kind}_pool{self.nd}d")(input, self.output_size, *extra)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class _AdaptiveAvgPoolNd(_AdaptivePoolNd):
+    kind = "avg"
 
 
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
@@ -109,18 +115,12 @@ class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     nd = 3
 
 
-class _AdaptiveMaxPoolNd(Module):
-    nd = 0
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    kind = "max"
 
     def __init__(self, output_size, return_indices: bool = False):
-        super().__init__()
-        self.output_size, self.return_indices = output_size, return_indices
-
-    def forward(self, input):
-        return getattr(F, f"adaptive_max_pool{self.nd}d")(input, self.output_size, self.return_indices)
-
-    def extra_repr(self):
-        return f"output_size={self.output_size}"
+        super().__init__(output_size)
+        self.return_indices = return_indices
 
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):

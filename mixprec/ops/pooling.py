@@ -71,26 +71,41 @@ def _flat_windows(taps, size):
 
     taps[d] is an int array (O_d, K_d) of indices along dim d shared by every plane
     (NumPy, built on the host; -1 marks a tap outside the input), or (N, C, O_d, K_d)
-    per plane (on the input's device, all inside). Returns flat (lead..., L, K) with
-    L = prod(O_d), K = prod(K_d), lead () or (N, C), and valid (L, K) or None when
-    every tap is inside.
+    per plane (on the input's device, all inside). Returns flat (lead..., K, L) with
+    K = prod(K_d) taps per window, L = prod(O_d) windows, lead () or (N, C), and
+    valid (K, L), or None when every tap is inside.
     """
     nd = len(size)
     lead = taps[0].shape[:-2]
     out, kernel = tuple(t.shape[-2] for t in taps), tuple(t.shape[-1] for t in taps)
     flat, valid = 0, True
-    for d, t in enumerate(taps):  # each table broadcast to lead + (O_1..O_nd) + (K_1..K_nd)
+    for d, t in enumerate(taps):  # each table broadcast to lead + (K_1..K_nd) + (O_1..O_nd)
         shape = list(lead) + [1] * (2 * nd)
-        shape[len(lead) + d], shape[len(lead) + nd + d] = out[d], kernel[d]
-        t = t.reshape(shape)
+        shape[len(lead) + nd + d], shape[len(lead) + d] = out[d], kernel[d]
+        t = t.swapaxes(-1, -2).reshape(shape)
         flat = flat + t * math.prod(size[d + 1:])
         valid = valid & (t >= 0)
-    table = lead + (math.prod(out), math.prod(kernel))
-    flat = array_module(flat).broadcast_to(flat, lead + out + kernel).reshape(table)
+    table = lead + (math.prod(kernel), math.prod(out))
+    flat = array_module(flat).broadcast_to(flat, lead + kernel + out).reshape(table)
     if lead or valid.all():
         return flat, None
-    valid = np.broadcast_to(valid, out + kernel).reshape(table)
+    valid = np.broadcast_to(valid, kernel + out).reshape(table)
     return np.where(valid, flat, 0), valid
+
+
+def _first_max(xp, values, maxima):
+    """Along axis 0: the index of the first value equal to its maximum (or of the first NaN), as argmax.
+
+    NumPy's argmax over a short axis is slow (it loops window by window); one
+    comparison per tap over every window at once is not. Long windows use argmax.
+    """
+    if values.shape[0] > 16:
+        return values.argmax(axis=0)
+    best = xp.zeros(maxima.shape, dtype=np.int64)
+    for k in range(values.shape[0] - 1, -1, -1):  # the first hit is written last
+        v = values[k]
+        best = xp.where((v == maxima) | (v != v), k, best)
+    return best
 
 
 def _max_over_windows(ctx, x, taps, return_indices, unbatched):
@@ -100,25 +115,28 @@ def _max_over_windows(ctx, x, taps, return_indices, unbatched):
     plane = math.prod(size)
     out = tuple(t.shape[-2] for t in taps)
     flat, valid = _flat_windows(taps, size)
-    flat = xp.asarray(flat)
-    values = x.reshape(n, c, plane).astype(compute_dtype(x.dtype), copy=False)
+    k, windows = flat.shape[-2:]
+    # planes last, (P, N * C): each tap of each window is then one contiguous row over all planes
+    columns = xp.ascontiguousarray(x.reshape(n * c, plane).T).astype(compute_dtype(x.dtype), copy=False)
     if flat.ndim == 4:  # a table per plane
-        values = xp.take_along_axis(values, flat.reshape(n, c, flat.shape[2] * flat.shape[3]), axis=2)
-        values = values.reshape(flat.shape)
+        flat = xp.moveaxis(flat.reshape(n * c, k, windows), 0, -1)                          # (K, L, N * C)
+        values = xp.take_along_axis(columns, flat.reshape(k * windows, n * c), axis=0).reshape(flat.shape)
     else:
-        values = xp.take(values, flat, axis=2)                     # (N, C, L, K)
+        flat = xp.asarray(flat)
+        values = xp.take(columns, flat, axis=0)                                             # (K, L, N * C)
     if valid is not None:
-        values = xp.where(xp.asarray(valid), values, values.dtype.type(-np.inf))
-    best = values.argmax(axis=-1)[..., None]                       # the first maximum; a NaN wins
-    result = xp.take_along_axis(values, best, axis=-1)[..., 0].astype(x.dtype, copy=False)
-    if flat.ndim == 4:
-        index = xp.take_along_axis(flat, best, axis=-1)[..., 0]
+        values = xp.where(xp.asarray(valid)[..., None], values, values.dtype.type(-np.inf))
+    maxima = values.max(axis=0)                                                             # NaN propagates
+    best = _first_max(xp, values, maxima)
+    if flat.ndim == 3:
+        index = xp.take_along_axis(flat, best[None], axis=0)[0]
     else:
-        index = flat[xp.arange(flat.shape[0]), best[..., 0]]
-    index = index.astype(np.int64, copy=False)
+        index = flat[best, xp.arange(windows)[:, None]]
+    result = maxima.T.reshape(n, c, *out).astype(x.dtype, copy=False)
+    index = xp.ascontiguousarray(index.T).astype(np.int64, copy=False).reshape(n, c, windows)
     ctx.index, ctx.in_shape, ctx.return_indices = index, (n, c, plane, *size), return_indices
     ctx.unbatched = unbatched
-    result, index = _unbatch((result.reshape(n, c, *out), index.reshape(n, c, *out)), unbatched)
+    result, index = _unbatch((result, index.reshape(n, c, *out)), unbatched)
     return (result, index) if return_indices else result
 
 
@@ -277,9 +295,9 @@ def _register_fractional_max_pool(nd):
                                  f"{'<' if nd == 3 else '<='} input size, as torch)")
         xp = array_module(x)
         work = compute_dtype(x.dtype)
-        if _random_samples is None:
+        if _random_samples is None:  # drawn on the host (mixprec's one generator), in the dtype the starts use
             from ..tensor import _rng_state
-            samples = _be.to_device(_rng_state["np"].random((n, c, nd), dtype=np.float32).astype(x.dtype),
+            samples = _be.to_device(_rng_state["np"].random((n, c, nd), dtype=np.dtype(work).type),
                                     _be.device_of_array(x))
         else:
             samples = _random_samples
@@ -411,8 +429,8 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
                    for sz, o, k, s, (p, _), in zip(size, g.out, g.kernel, g.stride, g.padding)]
         divisor = _wrap(_be.to_device(math.prod(np.ix_(*lengths)).astype(work), _be.device_of_array(x.data)))
     taps = math.prod(g.kernel)
-    sums = _im2col(x.to(work), g).reshape(c, taps, n, *g.out).sum(1)   # (C, N, *out)
-    y = (sums / divisor).permute(1, 0, *range(2, nd + 2)).contiguous().to(x.dtype)
+    sums = _im2col(x.to(work), g).reshape(n, c, taps, *g.out).sum(2)   # (N, C, *out)
+    y = (sums / divisor).to(x.dtype)
     return y.squeeze(0) if unbatched else y
 
 
@@ -445,15 +463,15 @@ def _register_adaptive_avg_pool(nd):
         x, unbatched = _with_batch(name, input, nd, empty_channels=True)
         n, c, *size = x.shape
         out = _adaptive_output_size(name, output_size, size)
-        flat, valid = _flat_windows(_adaptive_taps(size, out), size)    # (L, K): gather, then mean of the valid
+        flat, valid = _flat_windows(_adaptive_taps(size, out), size)    # (K, L): gather, then mean of the valid
         xp = array_module(x.data)
-        index = _wrap(xp.asarray(flat.reshape(1, 1, -1))).expand(n, c, flat.size)
+        index = _wrap(xp.asarray(flat.reshape(1, 1, flat.size))).expand(n, c, flat.size)
         values = x.to(compute_dtype(x.dtype)).reshape(n, c, math.prod(size)).gather(2, index)
         values = values.reshape(n, c, *flat.shape)
-        counts = flat.shape[1] if valid is None else valid.sum(-1)
+        counts = flat.shape[0] if valid is None else valid.sum(0)
         if valid is not None:  # where, not a product: a NaN or inf elsewhere must not leak in
             values = where(_wrap(xp.asarray(valid)), values, zeros_like(values))
-        y = (values.sum(-1) / _wrap(xp.asarray(np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
+        y = (values.sum(2) / _wrap(xp.asarray(np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
         y = y.to(x.dtype)
         return y.squeeze(0) if unbatched else y
     forward.__doc__ = (f"Mean over {nd}-D windows sized so the output has output_size (an int, or a tuple with "
