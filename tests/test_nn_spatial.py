@@ -410,10 +410,8 @@ BAD = [
 
 @pytest.mark.parametrize("call,exc,match", BAD)
 def test_bad_input_raises_clear_error(call, exc, match):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(exc, match=match):
-            call()
+    with pytest.raises(exc, match=match):
+        call()
 
 
 # ----------------------------------------------------------------- nn modules against torch, weights copied
