@@ -1,7 +1,7 @@
 """Convolutions in 1, 2 and 3 dims: im2col + one matrix product, and transposed convolutions as its adjoint.
 
 ``_im2col`` copies every receptive field of the zero-padded input into a column, so
-a convolution is ``weight @ columns``: one GEMM per group, which is what autocast
+a convolution is ``weight @ columns``: GEMMs (per image and group), which is what autocast
 wants to run in float16/bfloat16. ``_col2im`` is its adjoint: it adds each column
 back onto the receptive field it came from. A transposed convolution is the
 adjoint of a convolution with respect to its input, ``columns = weight^T @ input``

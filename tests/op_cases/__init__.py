@@ -8,6 +8,6 @@ from . import activation, conv, elementwise, linalg, losses, math_ops, nn_layers
 from . import padding, pooling, sampling
 from .case import EPS, Case  # noqa: F401
 
-MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses, pooling, padding,
-           sampling)
+MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses,
+           pooling, padding, sampling)
 CASES = [case for module in MODULES for case in module.CASES]
