@@ -516,10 +516,10 @@ class OpNode(Node):
                 out.append(a.unpack(self, i))
             elif a is _UNSAVED:
                 out.append(NotSaved(self._arg_name(i)))
-            elif isinstance(a, (list, tuple)):
-                out.append(type(a)(self._unpack_arg(i, x) for x in a))
+            elif isinstance(a, (list, tuple)) and any(isinstance(x, SavedTensor) or x is _UNSAVED for x in a):
+                out.append(type(a)(self._unpack_arg(i, x) for x in a))  # a list of tensors (cat, indices)
             else:
-                out.append(a)
+                out.append(a)  # anything else (numbers, shapes, a NamedTuple of options) as forward got it
         return tuple(out)
 
     def _unpack_arg(self, i, a):

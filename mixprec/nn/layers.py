@@ -21,6 +21,23 @@ def _factory(device, dtype):
     return dict(device=device, dtype=dtype if dtype is not None else _dt.float32)
 
 
+def _weight_and_bias(module, weight_shape, bias, out_features, device, dtype):
+    """Give ``module`` a weight Parameter of ``weight_shape`` and a bias of (out_features,), or bias None."""
+    kw = _factory(device, dtype)
+    module.weight = Parameter(empty(*weight_shape, **kw))
+    module.register_parameter("bias", Parameter(empty(out_features, **kw)) if bias else None)
+
+
+def _kaiming_init(weight, bias):
+    """torch's init of Linear and convolutions: weight ~ kaiming_uniform(a=sqrt(5)), which is
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias from the same range."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init.calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(bias, -bound, bound)
+
+
 def _expect(cond, layer, what, x):
     if not cond:
         raise ValueError(f"{layer}: expected {what}, got input of shape {tuple(x.shape)}")
@@ -37,20 +54,11 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_features, in_features, **kw))
-        if bias:
-            self.bias = Parameter(empty(out_features, **kw))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), bias, out_features, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+        _kaiming_init(self.weight, self.bias)
 
     def forward(self, input):
         _expect(input.ndim >= 1 and input.shape[-1] == self.in_features, self.__repr__(),
@@ -59,6 +67,35 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b for each output feature: weight (out_features, in1_features, in2_features).
+
+    Initialised as torch does: weight and bias ~ U(-1/sqrt(in1_features), 1/sqrt(in1_features)).
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        _weight_and_bias(self, (out_features, in1_features, in2_features), bias, out_features, device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        for name, x, n in (("input1", input1, self.in1_features), ("input2", input2, self.in2_features)):
+            _expect(x.ndim >= 1 and x.shape[-1] == n, repr(self), f"{name}[..., {n}]", x)
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class Identity(Module):
@@ -274,6 +311,25 @@ class Sigmoid(Module):
         return F.sigmoid(input)
 
 
+class PReLU(Module):
+    """x where x > 0, else weight * x, with a learned slope: one shared (num_parameters=1) or one per channel."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(empty(num_parameters, **_factory(device, dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
 class Softmax(Module):
     def __init__(self, dim: int):
         super().__init__()
@@ -290,92 +346,4 @@ class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, dim=self.dim)
 
-
-# ---------------------------------------------------------------- convolution and pooling
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-class Conv2d(Module):
-    """2-D convolution over (N, C_in, H, W) inputs with a weight of shape (C_out, C_in/groups, kH, kW).
-
-    Initialised as PyTorch does: weight ~ kaiming_uniform(a=sqrt(5)) and bias
-    ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = C_in/groups * kH * kW.
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None):
-        super().__init__()
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must both "
-                             f"be divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise ValueError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _pair(kernel_size)
-        self.stride, self.dilation = _pair(stride), _pair(dilation)
-        self.padding = padding if isinstance(padding, str) else _pair(padding)
-        self.groups, self.padding_mode = groups, padding_mode
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
-        if bias:
-            self.bias = Parameter(empty(out_channels, **kw))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, input):
-        _expect(input.ndim in (3, 4) and input.shape[-3] == self.in_channels, repr(self),
-                f"a 3-D (C, H, W) or 4-D (N, C, H, W) input with {self.in_channels} channels", input)
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
-    def extra_repr(self):
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}")
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        return s + ("" if self.bias is not None else ", bias=False")
-
-
-class MaxPool2d(Module):
-    """Maximum over kernel_size windows of (N, C, H, W) or (C, H, W) inputs; stride defaults to kernel_size."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
-        self.dilation, self.ceil_mode = dilation, ceil_mode
-
-    def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class AvgPool2d(Module):
-    """Mean over kernel_size windows of (N, C, H, W) or (C, H, W) inputs; stride defaults to kernel_size."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
-                 divisor_override=None):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
-        self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
-
-    def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 

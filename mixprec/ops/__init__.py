@@ -7,7 +7,7 @@ methods and the autocast policy tables to see them.
 """
 from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
 from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
-from . import nn_layers  # noqa: F401,E402  (dropout, batch_norm, embedding, pools)
+from . import nn_layers, pooling, padding, sampling  # noqa: F401,E402  (layers; pools; pad; grid_sample)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
 from . import attention, einsum  # noqa: F401,E402  (issue 12: transformer ops)
 from . import rnn, ctc  # noqa: F401,E402  (issue 12: recurrent cells, lstm_layer, ctc_loss)

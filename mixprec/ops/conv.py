@@ -1,162 +1,322 @@
-"""Convolutions as im2col + one matrix product (lower precision under autocast on both devices).
+"""Convolutions in 1, 2 and 3 dims: im2col + one matrix product, and transposed convolutions as its adjoint.
 
-``_im2col`` copies every receptive field of the (padded) input into a column, so
-the convolution becomes ``weight @ columns``: one GEMM, which is what autocast
-wants to run in float16/bfloat16. ``_col2im`` is its adjoint (it scatters columns
-back, adding overlaps); each op's gradient is the other, so convolutions can be
-differentiated any number of times. conv2d/conv1d are composites of these and
-matmul, so their gradients come from those ops.
+``_im2col`` copies every receptive field of the zero-padded input into a column, so
+a convolution is ``weight @ columns``: GEMMs (per image and group), which is what autocast
+wants to run in float16/bfloat16. ``_col2im`` is its adjoint: it adds each column
+back onto the receptive field it came from. A transposed convolution is the
+adjoint of a convolution with respect to its input, ``columns = weight^T @ input``
+followed by ``_col2im``. Each of the two ops' gradient is the other, and every
+convolution is a composite of them and matmul, so all are differentiable any
+number of times, in both modes, in any number of spatial dims.
+
+Columns are laid out per image, (N, C * prod(kernel), prod(out)), and
+``_im2col`` is a single strided view plus one copy. The products are batched
+over the images: one GEMM per image and group, each small enough that BLAS runs
+it on one thread. (One large GEMM over the whole batch is a little faster on one
+thread, but OpenBLAS splits it across threads that spin-wait: on a busy 2-core
+machine that cost a digits-sized training step 1.7x its CPU time, and single
+convolutions up to 6x.)
+
+Internal and backend names from the autocast tables map onto these:
+``_convolution`` (aten's convolution with all its backend flags) and ``conv_tbc``
+(time, batch, channel layout) are composites that call the same code.
 """
 from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from ..tensor import Tensor
 from .registry import register
 
 LP = "lower_precision_fp"
 
 
-def _out_size(size, k, stride, pad_lo, pad_hi, dilation):
+# ---------------------------------------------------------------- geometry
+class Geometry(NamedTuple):
+    """Where the windows of a convolution (or pool) lie along each spatial dim."""
+    kernel: tuple     # window size
+    stride: tuple     # step between windows
+    padding: tuple    # ((low, high), ...): zeros added before and after
+    dilation: tuple   # step between the taps of one window
+    out: tuple        # number of windows (output positions)
+
+    def extent(self, size):
+        """Per dim: the padded length the windows need (at least the input plus its padding)."""
+        return tuple(max(lo + n + hi, (o - 1) * s + d * (k - 1) + 1)
+                     for n, (lo, hi), k, s, d, o in zip(size, self.padding, self.kernel, self.stride, self.dilation,
+                                                       self.out))
+
+    def inside(self, size):
+        """The index of the input (of spatial ``size``) within an array of this extent."""
+        return (slice(None), slice(None)) + tuple(slice(lo, lo + n) for (lo, _), n in zip(self.padding, size))
+
+    def window(self, offsets):
+        """The index of the view (over a padded array) that holds kernel tap ``offsets`` of every window."""
+        return (slice(None), slice(None)) + tuple(slice(i * d, i * d + s * (o - 1) + 1, s) for i, s, d, o in
+                                                  zip(offsets, self.stride, self.dilation, self.out))
+
+
+def out_size(size, k, stride, pad_lo, pad_hi, dilation):
+    """How many windows of k taps (dilated) fit a padded length, stepping by ``stride``."""
     return (size + pad_lo + pad_hi - dilation * (k - 1) - 1) // stride + 1
 
 
+def ntuple(name, what, value, n, minimum):
+    """``value`` (an int, or a sequence of n ints) as a tuple of n ints >= minimum, or a ValueError naming it."""
+    values = (value,) * n if isinstance(value, (int, np.integer)) else value
+    try:
+        values = tuple(values)
+    except TypeError:
+        values = None
+    if values is None or len(values) != n or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                     for v in values) or min(values, default=minimum) < minimum:
+        raise ValueError(f"{name}: {what} must be an int >= {minimum} or a tuple of {n} of them, got {value!r}")
+    return tuple(int(v) for v in values)
+
+
+def _padded(xp, x, geometry):
+    """x (N, C, *size) inside zeros of the extent the windows need (x itself if it needs none)."""
+    extent = geometry.extent(x.shape[2:])
+    if extent == tuple(x.shape[2:]):
+        return x
+    buf = xp.zeros(x.shape[:2] + extent, dtype=x.dtype)
+    buf[geometry.inside(x.shape[2:])] = x
+    return buf
+
+
+def _window_view(xp, padded, geometry):
+    """A strided view (N, C, *kernel, *out) of every window of padded (N, C, *extent): no copy is made.
+
+    Element [n, c, i..., o...] is padded[n, c, o * stride + i * dilation ...].
+    """
+    st = padded.strides
+    nd = len(geometry.kernel)
+    taps = tuple(st[2 + d] * geometry.dilation[d] for d in range(nd))
+    steps = tuple(st[2 + d] * geometry.stride[d] for d in range(nd))
+    return xp.lib.stride_tricks.as_strided(padded, padded.shape[:2] + geometry.kernel + geometry.out,
+                                           st[:2] + taps + steps)
+
+
+# ---------------------------------------------------------------- the two linear maps
 @register("_im2col", promote=(), linear=True)
-def _im2col(ctx, input, kernel_size, stride, padding, dilation):
-    """(N, C, H, W) -> (N, C*kh*kw, Ho*Wo); padding is (top, bottom, left, right)."""
-    (kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw) = kernel_size, stride, padding, dilation
-    n, c, h, w = input.shape
-    ho, wo = _out_size(h, kh, sh, pt, pb, dh), _out_size(w, kw, sw, pl, pr, dw)
-    ctx.geometry = (input.shape, kernel_size, stride, padding, dilation)
+def _im2col(ctx, input, geometry):
+    """(N, C, *size) -> columns (N, C * prod(kernel), prod(out)), zero padding outside the input."""
+    n, c = input.shape[:2]
+    ctx.shape = input.shape
     xp = array_module(input)
-    x = xp.pad(input, ((0, 0), (0, 0), (pt, pb), (pl, pr))) if any(padding) else input
-    cols = xp.empty((n, c, kh, kw, ho, wo), dtype=input.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = x[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-    return cols.reshape(n, c * kh * kw, ho * wo)
+    view = _window_view(xp, _padded(xp, input, geometry), geometry)
+    return view.reshape(n, c * math.prod(geometry.kernel), math.prod(geometry.out))  # the one copy
 
 
 @_im2col.grad
 def _(ctx, g):
-    shape, *geometry = ctx.geometry
-    return _col2im(g, shape, *geometry),
+    return _col2im(g, ctx.shape, ctx.inputs[1]),
 
 
 @register("_col2im", promote=(), linear=True)
-def _col2im(ctx, cols, shape, kernel_size, stride, padding, dilation):
-    """The adjoint of _im2col: add each column back onto the receptive field it came from."""
-    (kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw) = kernel_size, stride, padding, dilation
-    n, c, h, w = shape
-    ho, wo = _out_size(h, kh, sh, pt, pb, dh), _out_size(w, kw, sw, pl, pr, dw)
-    ctx.geometry = (kernel_size, stride, padding, dilation)
+def _col2im(ctx, cols, shape, geometry):
+    """The adjoint of _im2col: add each column onto the receptive field it came from, (N, C, *size) = ``shape``."""
+    n, c, *size = shape
     xp = array_module(cols)
     acc = np.float32 if cols.dtype in _dt.LOW_PRECISION else cols.dtype  # overlaps add up in float32
-    blocks = cols.reshape(n, c, kh, kw, ho, wo)
-    out = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=acc)
-    for i in range(kh):
-        for j in range(kw):
-            out[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += blocks[:, :, i, j]
-    return xp.ascontiguousarray(out[:, :, pt:pt + h, pl:pl + w]).astype(cols.dtype, copy=False)
+    buf = xp.zeros((n, c) + geometry.extent(size), dtype=acc)
+    if cols.size:
+        blocks = cols.reshape(n, c, *geometry.kernel, *geometry.out)
+        for offsets in itertools.product(*map(range, geometry.kernel)):
+            buf[geometry.window(offsets)] += blocks[(slice(None), slice(None)) + offsets]
+    return xp.ascontiguousarray(buf[geometry.inside(size)]).astype(cols.dtype, copy=False)
 
 
 @_col2im.grad
 def _(ctx, g):
-    return _im2col(g, *ctx.geometry), None
+    return _im2col(g, ctx.inputs[2]), None, None
 
 
-def _pair(name, value, what, n):
-    if isinstance(value, (int, np.integer)):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
-    if len(value) != n:
-        raise ValueError(f"{name}: {what} must be an int or a tuple of {n} ints, got {value}")
-    return value
-
-
-def _padding(name, padding, kernel, dilation, stride, n):
-    """Per-dim (low, high) padding; 'same' puts the odd extra pixel at the end, as torch does."""
-    if isinstance(padding, str):
-        if padding == "valid":
-            return ((0, 0),) * n
-        if padding == "same":
-            if any(s != 1 for s in stride):
-                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
-            out = []
-            for k, d in zip(kernel, dilation):
-                total = d * (k - 1)
-                out.append((total // 2, total - total // 2))
-            return tuple(out)
-        raise ValueError(f"{name}: padding must be 'valid', 'same', an int or a tuple, got {padding!r}")
-    pads = _pair(name, padding, "padding", n)
-    if any(p < 0 for p in pads):
-        raise ValueError(f"{name}: padding must be non-negative, got {pads}")
-    return tuple((p, p) for p in pads)
-
-
-def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
-    """An nd-dim (1 or 2) convolution on Tensors, through the 2-D im2col path."""
+# ---------------------------------------------------------------- argument checks
+def _check_tensors(name, nd, input, weight, bias, weight_layout):
+    for what, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
+    if bias is not None and not isinstance(bias, Tensor):
+        raise TypeError(f"{name}: bias must be a Tensor or None, got {type(bias).__name__}")
     if input.ndim not in (nd + 1, nd + 2):
         raise RuntimeError(f"{name}: expected a {nd + 1}-D (unbatched) or {nd + 2}-D (batched) input, "
                            f"got shape {tuple(input.shape)}")
     if weight.ndim != nd + 2:
-        raise RuntimeError(f"{name}: expected a {nd + 2}-D weight (out_channels, in_channels/groups, kernel...), "
-                           f"got shape {tuple(weight.shape)}")
+        raise RuntimeError(f"{name}: expected a {nd + 2}-D weight {weight_layout}, got shape {tuple(weight.shape)}")
+    if not _dt.is_floating(input.dtype):
+        raise TypeError(f"{name}: expected a floating input, got {input.dtype.name}")
     for what, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.dtype != input.dtype:
             raise TypeError(f"{name}: input type ({input.dtype.name}) and {what} type ({t.dtype.name}) should be "
                             "the same (cast them, or run under mp.autocast)")
-    if not _dt.is_floating(input.dtype):
-        raise TypeError(f"{name}: expected a floating input, got {input.dtype.name}")
-    unbatched = input.ndim == nd + 1
-    x = input.unsqueeze(0) if unbatched else input
-    out_c, in_per_group, *kernel = weight.shape
-    if not isinstance(groups, (int, np.integer)) or groups < 1:
+    if any(s == 0 for s in weight.shape[2:]):
+        raise RuntimeError(f"{name}: the weight of shape {tuple(weight.shape)} has an empty kernel")
+    x = input.unsqueeze(0) if input.ndim == nd + 1 else input
+    if any(s == 0 for s in x.shape[2:]):
+        raise RuntimeError(f"{name}: expected an input with non-empty spatial dims, got shape {tuple(input.shape)}")
+    return x
+
+
+def _check_groups(name, groups, in_channels, in_per_group, out_channels, weight):
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
-    if x.shape[1] != in_per_group * groups:
-        raise RuntimeError(f"{name}: input has {x.shape[1]} channels, but weight of shape {tuple(weight.shape)} "
+    if in_channels != in_per_group * groups:
+        raise RuntimeError(f"{name}: input has {in_channels} channels, but weight of shape {tuple(weight.shape)} "
                            f"with groups={groups} expects {in_per_group * groups}")
-    if out_c % groups:
-        raise RuntimeError(f"{name}: out_channels ({out_c}) must be divisible by groups ({groups})")
-    if bias is not None and tuple(bias.shape) != (out_c,):
-        raise RuntimeError(f"{name}: bias of shape {tuple(bias.shape)} does not fit {out_c} output channels")
-    stride = _pair(name, stride, "stride", nd)
-    dilation = _pair(name, dilation, "dilation", nd)
-    if any(s < 1 for s in stride) or any(d < 1 for d in dilation):
-        raise ValueError(f"{name}: stride and dilation must be positive, got {stride} and {dilation}")
-    pads = _padding(name, padding, kernel, dilation, stride, nd)
-    if nd == 1:  # a 1-D convolution is a 2-D one over a height-1 image
-        x = x.unsqueeze(2)
-        kernel, stride, dilation, pads = [1] + kernel, (1,) + stride, (1,) + dilation, ((0, 0),) + pads
-        weight = weight.unsqueeze(2)
-    spatial = x.shape[2:]
-    out_sizes = [_out_size(s, k, st, lo, hi, d) for s, k, st, (lo, hi), d in zip(spatial, kernel, stride, pads, dilation)]
-    if any(o < 1 for o in out_sizes):
-        raise RuntimeError(f"{name}: the (padded) input of spatial size {tuple(input.shape[-nd:])} is smaller than "
-                           f"the dilated kernel {tuple(kernel[-nd:])}: the output would be empty")
-    n = x.shape[0]
-    cols = _im2col(x, tuple(kernel), stride, pads[0] + pads[1], dilation)   # (N, C*kh*kw, L)
-    cols = cols.reshape(n, groups, -1, cols.shape[-1])                      # (N, G, C/G*kh*kw, L)
-    w = weight.reshape(groups, out_c // groups, -1)                         # (G, O/G, C/G*kh*kw)
-    out = (w @ cols).reshape(n, out_c, *out_sizes)
+    if out_channels % groups:
+        raise RuntimeError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
+
+
+def _check_bias(name, bias, channels):
+    if bias is not None and tuple(bias.shape) != (channels,):
+        raise RuntimeError(f"{name}: bias of shape {tuple(bias.shape)} does not fit {channels} output channels")
+
+
+def _conv_padding(name, padding, kernel, dilation, stride, nd):
+    """Per-dim (low, high) padding; 'same' puts the odd extra pixel at the end, as torch does."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nd
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+            return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation))
+        raise ValueError(f"{name}: padding must be 'valid', 'same', an int or a tuple, got {padding!r}")
+    return tuple((p, p) for p in ntuple(name, "padding", padding, nd, 0))
+
+
+# ---------------------------------------------------------------- convolution
+def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
+    """An nd-dim convolution on Tensors: im2col, then one (batched over groups) matrix product."""
+    x = _check_tensors(name, nd, input, weight, bias, "(out_channels, in_channels/groups, *kernel)")
+    n, c, *size = x.shape
+    out_c, in_per_group, *kernel = weight.shape
+    _check_groups(name, groups, c, in_per_group, out_c, weight)
+    _check_bias(name, bias, out_c)
+    stride = ntuple(name, "stride", stride, nd, 1)
+    dilation = ntuple(name, "dilation", dilation, nd, 1)
+    pads = _conv_padding(name, padding, kernel, dilation, stride, nd)
+    out = tuple(out_size(s, k, st, lo, hi, d) for s, k, st, (lo, hi), d in zip(size, kernel, stride, pads, dilation))
+    if any(o < 1 for o in out):
+        raise RuntimeError(f"{name}: the (padded) input of spatial size {tuple(size)} is smaller than the "
+                           f"dilated kernel {tuple(kernel)}: the output would be empty")
+    geometry = Geometry(tuple(kernel), stride, pads, dilation, out)
+    taps, positions = math.prod(kernel), math.prod(out)
+    cols = _im2col(x, geometry).reshape(n, groups, c // groups * taps, positions)  # (N, G, C/G * K, L)
+    w = weight.reshape(groups, out_c // groups, in_per_group * taps)              # (G, O/G, C/G * K)
+    y = (w @ cols).reshape(n, out_c, *out)
     if bias is not None:
-        out = out + bias.reshape(1, out_c, 1, 1)
-    if nd == 1:
-        out = out.squeeze(2)
-    return out.squeeze(0) if unbatched else out
+        y = y + bias.reshape(out_c, *(1,) * nd)
+    return y if input.ndim == nd + 2 else y.squeeze(0)
 
 
-@register("conv2d", functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)
-def conv2d(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D convolution (cross-correlation, as torch) of (N, C, H, W) with (O, C/groups, kh, kw).
+def _register_conv(nd):
+    name = f"conv{nd}d"
 
-    padding: an int, a pair, 'valid' or 'same' (stride 1). Lower precision under autocast.
+    def forward(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        return _conv(name, nd, input, weight, bias, stride, padding, dilation, groups)
+    forward.__doc__ = (f"{nd}-D convolution (cross-correlation, as torch) of (N, C, *{nd} dims) with a weight "
+                       f"(O, C/groups, *kernel).\n\npadding: an int, a tuple, 'valid' or 'same' (stride 1). "
+                       "Lower precision under autocast.")
+    return register(name, functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)(forward)
+
+
+conv1d, conv2d, conv3d = (_register_conv(nd) for nd in (1, 2, 3))
+
+
+# ---------------------------------------------------------------- transposed convolution
+def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    """The adjoint of _conv with respect to its input: weight^T @ input, then col2im onto the output."""
+    x = _check_tensors(name, nd, input, weight, bias, "(in_channels, out_channels/groups, *kernel)")
+    n, c, *size = x.shape
+    in_c, out_per_group, *kernel = weight.shape
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
+    if c != in_c:
+        raise RuntimeError(f"{name}: input has {c} channels, but weight of shape {tuple(weight.shape)} expects "
+                           f"{in_c} (weight is (in_channels, out_channels/groups, *kernel))")
+    if in_c % groups:
+        raise RuntimeError(f"{name}: in_channels ({in_c}) must be divisible by groups ({groups})")
+    out_c = out_per_group * groups
+    _check_bias(name, bias, out_c)
+    stride = ntuple(name, "stride", stride, nd, 1)
+    dilation = ntuple(name, "dilation", dilation, nd, 1)
+    if isinstance(padding, str):
+        raise ValueError(f"{name}: padding must be an int or a tuple of {nd} ints, got {padding!r}")
+    pad = ntuple(name, "padding", padding, nd, 0)
+    extra = ntuple(name, "output_padding", output_padding, nd, 0)
+    if any(e >= s and e >= d for e, s, d in zip(extra, stride, dilation)):
+        raise ValueError(f"{name}: output_padding {extra} must be smaller than either stride {stride} or "
+                         f"dilation {dilation} in each dim")
+    out = tuple((s - 1) * st - 2 * p + d * (k - 1) + e + 1
+                for s, st, p, d, k, e in zip(size, stride, pad, dilation, kernel, extra))
+    if any(o < 1 for o in out):
+        raise RuntimeError(f"{name}: padding {pad} removes the whole output (its size would be {out})")
+    geometry = Geometry(tuple(kernel), stride, tuple((p, p) for p in pad), dilation, tuple(size))
+    taps, positions = math.prod(kernel), math.prod(size)
+    xs = x.reshape(n, groups, c // groups, positions)                         # (N, G, C/G, L)
+    w = weight.reshape(groups, c // groups, out_per_group * taps).mT          # (G, O/G * K, C/G)
+    cols = (w @ xs).reshape(n, out_c * taps, positions)                       # (N, O * K, L)
+    y = _col2im(cols, (n, out_c, *out), geometry)
+    if bias is not None:
+        y = y + bias.reshape(out_c, *(1,) * nd)
+    return y if input.ndim == nd + 2 else y.squeeze(0)
+
+
+def _register_conv_transpose(nd):
+    name = f"conv_transpose{nd}d"
+
+    def forward(ctx, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        return _conv_transpose(name, nd, input, weight, bias, stride, padding, output_padding, groups, dilation)
+    forward.__doc__ = (f"{nd}-D transposed convolution (the gradient of conv{nd}d with respect to its input) of "
+                       f"(N, C, *{nd} dims) with a weight (C, O/groups, *kernel).\n\nEach output dim is "
+                       "(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1. "
+                       "Lower precision under autocast.")
+    return register(name, functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)(forward)
+
+
+conv_transpose1d, conv_transpose2d, conv_transpose3d = (_register_conv_transpose(nd) for nd in (1, 2, 3))
+
+
+# ---------------------------------------------------------------- aten's internal names
+@register("_convolution", promote=(0, 1, 2), cpu=LP, composite=True)
+def _convolution(ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                 benchmark=False, deterministic=False, cudnn_enabled=True, allow_tf32=True):
+    """aten's convolution entry point: conv{N}d, or conv_transpose{N}d when ``transposed``, N from weight.
+
+    The backend flags (benchmark, deterministic, cudnn_enabled, allow_tf32) choose
+    among cuDNN/MKLDNN kernels in torch; mixprec has one implementation, so they
+    are accepted and ignored. Lower precision under CPU autocast, as in torch's table.
     """
-    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+    nd = weight.ndim - 2 if isinstance(weight, Tensor) else 0
+    if nd not in (1, 2, 3):
+        raise RuntimeError(f"_convolution: expected a 3-D, 4-D or 5-D weight, got "
+                           f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
+    if transposed:
+        return _conv_transpose("_convolution", nd, input, weight, bias, stride, padding, output_padding, groups,
+                               dilation)
+    return _conv("_convolution", nd, input, weight, bias, stride, padding, dilation, groups)
 
 
-@register("conv1d", functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)
-def conv1d(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """1-D convolution of (N, C, L) with (O, C/groups, k). Lower precision under autocast."""
-    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+@register("conv_tbc", promote=(0, 1, 2), cpu=LP, composite=True)
+def conv_tbc(ctx, input, weight, bias, pad=0):
+    """1-D convolution in (time, batch, channel) layout: input (T, B, C), weight (K, C, O), bias (O,).
+
+    Output (T + 2 * pad - K + 1, B, O). Lower precision under CPU autocast.
+    """
+    for what, t, nd in (("input", input, 3), ("weight", weight, 3), ("bias", bias, 1)):
+        if not isinstance(t, Tensor) or t.ndim != nd:
+            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise RuntimeError(f"conv_tbc: {what} must be a {nd}-D tensor, got {got}")
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError(f"conv_tbc: input has {input.shape[2]} channels, weight of shape {tuple(weight.shape)} "
+                           f"expects {weight.shape[1]} (weight is (kernel, in_channels, out_channels))")
+    y = _conv("conv_tbc", 1, input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, 1, pad, 1, 1)
+    return y.permute(2, 0, 1)

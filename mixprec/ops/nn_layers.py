@@ -1,12 +1,9 @@
-"""Layer ops the nn modules need: dropout, batch_norm, embedding, max_pool2d, avg_pool2d.
+"""Layer ops the nn modules need: dropout, batch_norm, embedding, prelu, bilinear (pools: pooling.py).
 
-None of them is on an autocast list (the reference tables name only the 3-D
-pools), so they run in the dtype of their input. Half-precision inputs are
-computed in float32 and rounded once, as GPU kernels do.
-
-Pools gather their windows with one strided slice per kernel offset, so the
-work is vectorised over the batch, channels and output positions and a 2x2
-pool costs four slices, on NumPy and CuPy alike.
+dropout, batch_norm and embedding are on no autocast list, so they run in the
+dtype of their input; prelu is lower precision on both devices, bilinear promotes
+on CUDA. Half-precision inputs are computed in float32 and rounded once, as GPU
+kernels do.
 """
 from __future__ import annotations
 
@@ -15,18 +12,17 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
-from .opmath import compute_dtype
+from ..tensor import zeros_like
+from .elementwise import where
+from .opmath import compute_dtype, opmath
 from .registry import register
+
+LP = "lower_precision_fp"
 
 
 def _wrap(array):
     from ..tensor import Tensor
     return Tensor._wrap(array)
-
-
-def _work(a):
-    """The array to compute on: float32 for float16/bfloat16, else as is (rounded once at the end)."""
-    return a.astype(compute_dtype(a.dtype), copy=False)
 
 
 # ---------------------------------------------------------------- dropout
@@ -154,177 +150,90 @@ def _(ctx, g):
     return None, gw
 
 
-# ---------------------------------------------------------------- pooling
-def _pair(value, what, name, minimum):
-    v = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(v) != 2 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in v) \
-            or min(v) < minimum:
-        raise ValueError(f"{name}: {what} must be an int >= {minimum} or a pair of them, got {value!r}")
-    return int(v[0]), int(v[1])
-
-
-def _out_size(name, size, k, s, p, d, ceil_mode):
-    """torch's pooling output size, ceil_mode windows that start inside the input or left padding only."""
-    span = size + 2 * p - d * (k - 1) - 1
-    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1
-    if out < 1:
-        raise ValueError(f"{name}: the input is too small: size {size} with padding {p} gives no window of "
-                         f"size {d * (k - 1) + 1}")
-    return out
-
-
-def _geometry(name, shape, kernel_size, stride, padding, dilation, ceil_mode):
-    if len(shape) not in (3, 4):
-        raise ValueError(f"{name}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {tuple(shape)}")
-    k = _pair(kernel_size, "kernel_size", name, 1)
-    s = _pair(stride if stride is not None and stride != () else kernel_size, "stride", name, 1)
-    p = _pair(padding, "padding", name, 0)
-    d = _pair(dilation, "dilation", name, 1)
-    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
-        raise ValueError(f"{name}: padding {p} must be at most half the kernel size {k}")
-    h, w = shape[-2:]
-    out = (_out_size(name, h, k[0], s[0], p[0], d[0], ceil_mode),
-           _out_size(name, w, k[1], s[1], p[1], d[1], ceil_mode))
-    return k, s, p, d, out
-
-
-def _padded(x, p, k, s, d, out, fill):
-    """x (N, C, H, W) padded with ``fill`` so every window of every output position fits."""
-    xp = array_module(x)
-    n, c, h, w = x.shape
-    hp = max((out[0] - 1) * s[0] + d[0] * (k[0] - 1) + 1, h + p[0])
-    wp = max((out[1] - 1) * s[1] + d[1] * (k[1] - 1) + 1, w + p[1])
-    buf = xp.full((n, c, hp, wp), fill, dtype=x.dtype)
-    buf[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
-    return buf
-
-
-def _window(a, i, j, s, d, out):
-    """The (N, C, OH, OW) view of padded ``a`` at kernel offset (i, j)."""
-    return a[:, :, i * d[0]:i * d[0] + s[0] * (out[0] - 1) + 1:s[0],
-             j * d[1]:j * d[1] + s[1] * (out[1] - 1) + 1:s[1]]
-
-
-def _batched(x):
-    return (x[None], True) if x.ndim == 3 else (x, False)
-
-
-@register("max_pool2d", functional=True, saves=())
-def max_pool2d(ctx, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """Maximum over each kernel_size window (stride defaults to kernel_size); NaN propagates."""
-    k, s, p, d, out = _geometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+# ---------------------------------------------------------------- prelu
+@register("prelu", functional=True, promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
+def prelu(ctx, input, weight):
+    """x where x > 0, else weight * x; weight holds one slope, or one per channel (dim 1). Lower precision under
+    autocast."""
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: expected weight to be a scalar or 1-D tensor, got shape {tuple(weight.shape)}")
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"max_pool2d: expected a floating-point input, got {input.dtype.name}")
-    x, unbatched = _batched(input)
-    xp = array_module(x)
-    n, c, h, w = x.shape
-    padded = _padded(_work(x), p, k, s, d, out, -np.inf)
-    stacked = xp.stack([_window(padded, i, j, s, d, out) for i in range(k[0]) for j in range(k[1])])
-    best = stacked.argmax(axis=0)
-    result = xp.take_along_axis(stacked, best[None], axis=0)[0]
-    ki, kj = best // k[1], best % k[1]
-    rows = xp.arange(out[0]).reshape(-1, 1) * s[0] - p[0] + ki * d[0]
-    cols = xp.arange(out[1]).reshape(1, -1) * s[1] - p[1] + kj * d[1]
-    ctx.index = (rows * w + cols).reshape(n, c, -1)  # flat position in each (H, W) plane
-    ctx.in_shape = input.shape
-    result = result.astype(input.dtype, copy=False)
-    return result[0] if unbatched else result
+        raise TypeError(f"prelu: expected a floating-point input, got {input.dtype.name}")
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.size not in (1, channels):
+        raise RuntimeError(f"prelu: weight has {weight.size} slopes, but the input of shape {tuple(input.shape)} has "
+                           f"{channels} channels (dim 1; expected 1 or {channels} slopes)")
+    xp = array_module(input)
+    return opmath(lambda x, w: xp.where(x > 0, x, w * x), input, _channel_shaped(weight, input.ndim))
 
 
-@max_pool2d.grad
+def _channel_shaped(w, ndim):
+    """A per-channel weight reshaped to broadcast along dim 1 of an ndim input (one slope: a scalar shape)."""
+    if w.shape in ((), (1,)):
+        return w.reshape(())
+    return w.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+@prelu.grad
 def _(ctx, g):
-    # Each output's gradient goes to the position that won its window; scatter_add
-    # sums where overlapping windows chose the same element, and its own backward
-    # (a gather) makes this differentiable again.
-    shape = ctx.in_shape
-    n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
-    xp = array_module(g.data)
-    zeros = _wrap(xp.zeros((n, c, shape[-2] * shape[-1]), dtype=g.dtype))
-    gx = zeros.scatter_add(2, _wrap(ctx.index), g.reshape(n, c, -1))
-    return gx.reshape(shape),
+    x, w = ctx.inputs
+    positive = x > 0
+    wb = _channel_shaped(w, x.ndim)
+    gx = where(positive, g, g * wb)
+    per_element = where(positive, zeros_like(g), g * x)
+    if w.numel() == 1:
+        return gx, per_element.sum().reshape(w.shape)
+    return gx, per_element.sum(dim=tuple(d for d in range(x.ndim) if d != 1))
 
 
-@max_pool2d.jvp
-def _(ctx, t, *_):
-    # each output moves with the element that won its window
-    shape = ctx.in_shape
-    n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
-    return t.reshape(n, c, -1).gather(2, _wrap(ctx.index)).reshape(ctx.output.shape)
+@prelu.jvp
+def _(ctx, tx, tw):
+    x, w = ctx.inputs
+    return where(x > 0, tx, tx * _channel_shaped(w, x.ndim) + x * _channel_shaped(tw, x.ndim))
 
 
-def _avg_divisor(size, out, k, s, p, count_include_pad):
-    """Per-output-position divisor along one dim: the window's length inside the (padded) input."""
-    start = np.arange(out) * s - p
-    end = np.minimum(start + k, size + p)
-    length = end - start
-    if not count_include_pad:
-        length = np.minimum(end, size) - np.maximum(start, 0)
-    return length
+# ---------------------------------------------------------------- bilinear
+@register("bilinear", functional=True, promote=(0, 1, 2, 3), same_dtype=True, cuda="promote")
+def bilinear(ctx, input1, input2, weight, bias=None):
+    """y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o].
 
-
-@register("avg_pool2d", functional=True, linear=True)
-def avg_pool2d(ctx, input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    """Mean over each kernel_size window (stride defaults to kernel_size).
-
-    Padding counts as zeros in the mean unless count_include_pad=False;
-    divisor_override replaces the window size as the divisor.
+    Half inputs compute in float32 and round once. Promote under CUDA autocast.
     """
-    k, s, p, d, out = _geometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    if not _dt.is_floating(input.dtype):
-        raise TypeError(f"avg_pool2d: expected a floating-point input, got {input.dtype.name}")
-    if divisor_override is not None and (not isinstance(divisor_override, (int, np.integer)) or divisor_override <= 0):
-        raise ValueError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
-    x, unbatched = _batched(input)
-    xp = array_module(x)
-    geo = (k, s, p, out, x.shape[-2:])
-    div = _divisor(xp, geo, count_include_pad, divisor_override, _work(x).dtype)
-    padded = _padded(_work(x), p, k, s, d, out, 0)
-    acc = sum(_window(padded, i, j, s, d, out) for i in range(k[0]) for j in range(k[1]))
-    result = (acc / div).astype(input.dtype, copy=False)
-    ctx.params = dict(kernel_size=kernel_size, stride=stride, padding=padding, ceil_mode=ceil_mode,
-                      count_include_pad=count_include_pad, divisor_override=divisor_override)
-    ctx.geo = geo
-    ctx.div = div
-    return result[0] if unbatched else result
+    if weight.ndim != 3:
+        raise RuntimeError(f"bilinear: expected a 3-D weight (out, in1, in2), got shape {tuple(weight.shape)}")
+    o, i, j = weight.shape
+    for what, x, n in (("input1", input1, i), ("input2", input2, j)):
+        if x.ndim == 0 or x.shape[-1] != n:
+            raise RuntimeError(f"bilinear: {what} of shape {tuple(x.shape)} does not fit weight of shape "
+                               f"{tuple(weight.shape)} (expected {what}[..., {n}])")
+    if input1.shape[:-1] != input2.shape[:-1]:
+        raise RuntimeError(f"bilinear: input1 and input2 must have the same batch dims, got shapes "
+                           f"{tuple(input1.shape)} and {tuple(input2.shape)}")
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise RuntimeError(f"bilinear: bias of shape {tuple(bias.shape)} does not fit {o} outputs")
+    lead = input1.shape[:-1]
+
+    def compute(a, b, w, *bias_):
+        t = a.reshape(-1, i) @ w.transpose(1, 0, 2).reshape(i, o * j)         # (B, O * J)
+        y = (t.reshape(-1, o, j) * b.reshape(-1, 1, j)).sum(-1)                 # (B, O)
+        return (y + bias_[0] if bias_ else y).reshape(lead + (o,))
+    return opmath(compute, input1, input2, weight, *(() if bias is None else (bias,)))
 
 
-def _divisor(xp, geo, count_include_pad, divisor_override, dtype):
-    k, s, p, out, (h, w) = geo
-    if divisor_override is not None:
-        return dtype.type(divisor_override)
-    rows = _avg_divisor(h, out[0], k[0], s[0], p[0], count_include_pad)
-    cols = _avg_divisor(w, out[1], k[1], s[1], p[1], count_include_pad)
-    return xp.asarray(np.outer(rows, cols).astype(dtype))
-
-
-@avg_pool2d.grad
+@bilinear.grad
 def _(ctx, g):
-    return _avg_pool2d_backward(g, ctx.geo, ctx.div, ctx.params),
+    a, b, w = ctx.inputs[:3]
+    o, i, j = w.shape
+    a2, b2, g2 = a.reshape(-1, i), b.reshape(-1, j), g.reshape(-1, o)
+    gw_in = (g2 @ w.reshape(o, i * j)).reshape(-1, i, j)                        # sum_o g[., o] W[o]
+    ga = (gw_in * b2.unsqueeze(1)).sum(-1).reshape(a.shape)
+    gb = (gw_in * a2.unsqueeze(2)).sum(1).reshape(b.shape)
+    gw = (g2.mT @ (a2.unsqueeze(2) * b2.unsqueeze(1)).reshape(-1, i * j)).reshape(o, i, j)
+    return ga, gb, gw, (g2.sum(0) if len(ctx.inputs) > 3 and ctx.inputs[3] is not None else None)
 
 
-@register("_avg_pool2d_backward", linear=True,
-          doc="The adjoint of avg_pool2d: spread each output's gradient over its window.")
-def _avg_pool2d_backward(ctx, grad, geo, div, params):
-    k, s, p, out, (h, w) = geo
-    g, unbatched = _batched(grad)
-    xp = array_module(g)
-    gw = _work(g) / div
-    ctx.params = params
-    d = (1, 1)
-    n, c = g.shape[:2]
-    buf = xp.zeros((n, c, max((out[0] - 1) * s[0] + k[0], h + p[0]), max((out[1] - 1) * s[1] + k[1], w + p[1])),
-                   dtype=gw.dtype)
-    for i in range(k[0]):
-        for j in range(k[1]):
-            _window(buf, i, j, s, d, out)[...] += gw
-    result = buf[:, :, p[0]:p[0] + h, p[1]:p[1] + w].astype(grad.dtype)
-    return result[0] if unbatched else result
-
-
-@_avg_pool2d_backward.grad
-def _(ctx, gg):
-    # avg_pool2d is linear, so the adjoint of its adjoint is avg_pool2d itself.
-    return avg_pool2d(gg, **ctx.params), None, None, None
+@bilinear.jvp
+def _(ctx, ta, tb, tw, tbias=None):
+    a, b, w = ctx.inputs[:3]  # linear in each of a, b and w: the product rule, term by term
+    out = bilinear(ta, b, w) + bilinear(a, tb, w) + bilinear(a, b, tw)
+    return out if tbias is None else out + tbias

@@ -5,9 +5,10 @@ test_ops.test_every_registered_op_has_a_case fails while any registered op is
 not exercised by some case, so no op can land untested.
 """
 from . import activation, conv, elementwise, inplace, linalg, losses, math_ops, nn_layers, norm_ops, reduce, shape
-from . import attention, complex_ops, ctc, decompositions, einsum, fft, matrix, quantile, rnn
+from . import attention, complex_ops, ctc, decompositions, einsum, fft, matrix, padding, pooling, quantile, rnn
+from . import sampling
 from .case import EPS, Case  # noqa: F401
 
 MODULES = (elementwise, reduce, shape, linalg, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
-           attention, einsum, rnn, ctc, complex_ops, fft, matrix, decompositions, quantile)
+           attention, einsum, rnn, ctc, complex_ops, fft, matrix, decompositions, quantile, pooling, padding, sampling)
 CASES = [case for module in MODULES for case in module.CASES]

@@ -95,3 +95,12 @@ def probs(*shape, axis=1):
         p = rng.uniform(0.05, 1.0, shape)
         return p / p.sum(axis=axis, keepdims=True)
     return make
+
+
+def grad_wrt_first(fn):
+    """x, g, *rest -> d sum(g * fn(x, *rest)) / dx, itself differentiable (create_graph): a case of an op
+    that only runs inside a backward."""
+    def run(x, g, *rest):
+        x = x if x.requires_grad else x.detach().requires_grad_()
+        return mp.autograd.grad((fn(x, *rest) * g).sum(), x, create_graph=True)[0]
+    return run
