@@ -18,7 +18,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import CPU, array_module, device_of_array, to_device
 from .elementwise import where
-from .matrix import (_eye_like, _h, _matrices, _no_convergence, _no_derivative, _run, _same_dtype,
+from .matrix import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run, _same_dtype,
                      _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve, linalg_solve_triangular,
                      tril, triu)
 from .registry import register
@@ -174,6 +174,12 @@ def ormqr(ctx, input, tau, other, left=True, transpose=False):
 
 
 # ---------------------------------------------------------------- eigenvalues
+def _finite(name, A):
+    """Refuse inf/NaN before LAPACK's iterative eig/SVD sees them: given an inf, NumPy's gesdd never returns."""
+    if not bool(array_module(A).isfinite(A).all()):
+        raise LinAlgError(f"{name}: the input holds inf or NaN values; the algorithm cannot converge on them")
+
+
 def _off_diagonal_ratio(num, den, diag):
     """num / den off the diagonal, ``diag`` (a (..., n) tensor or None for zeros) on it."""
     n = num.shape[-1]
@@ -232,6 +238,7 @@ def _eig_on_host(a):
 def linalg_eig(ctx, A):
     """(eigenvalues, eigenvectors) of a square matrix, always complex; eigenvectors have unit norm."""
     _matrices("linalg_eig", A, square=True)
+    _finite("linalg_eig", A)
     w, v = _run("linalg_eig", lambda: _eig_on_host(A), A, _no_convergence)
     cdt = _dt.complex_of(A.dtype)
     return w.astype(cdt), v.astype(cdt)
@@ -275,6 +282,7 @@ def linalg_svd(ctx, A, full_matrices=True):
     """(U, S, Vh) with A = U diag(S) Vh, S descending. full_matrices=False gives the thin U (m x k) and Vh
     (k x n), k = min(m, n)."""
     _matrices("linalg_svd", A)
+    _finite("linalg_svd", A)
     xp = array_module(A)
     u, s, vh = _run("linalg_svd", lambda: xp.linalg.svd(A, full_matrices=full_matrices), A,
                     _no_convergence)
@@ -386,6 +394,7 @@ def linalg_pinv(ctx, A, *, atol=None, rtol=None, hermitian=False):
         tol = _tolerance(xp.abs(w), atol, rtol, A.shape)
         inv = xp.where(xp.abs(w) > tol, 1 / xp.where(w == 0, 1, w), 0)
         return (v * inv[..., None, :]) @ xp.swapaxes(v, -1, -2)
+    _finite("linalg_pinv", A)
     u, s, vh = xp.linalg.svd(A, full_matrices=False)
     tol = _tolerance(s, atol, rtol, A.shape)
     inv = xp.where(s > tol, 1 / xp.where(s == 0, 1, s), 0)
@@ -425,6 +434,8 @@ def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values above max(atol, rtol * s_max) (int64)."""
     _matrices("linalg_matrix_rank", A)
     xp = array_module(A)
+    if not hermitian:
+        _finite("linalg_matrix_rank", A)
     s = xp.abs(xp.linalg.eigvalsh(A)) if hermitian else xp.linalg.svd(A, compute_uv=False)
     return (s > _tolerance(s, atol, rtol, A.shape)).sum(-1).astype(np.int64)
 

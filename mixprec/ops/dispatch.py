@@ -482,6 +482,8 @@ def _promote(op, args):
 
     Fast path: every data arg is a Tensor (or None) of one dtype, nothing to do.
     """
+    if not op.bools:
+        _refuse_bools(op, args)
     target = None
     n = len(args)
     for i in (op.promote if not op.variadic_data else data_positions(op, n)):
@@ -531,6 +533,15 @@ def _promote_mixed(op, args):
         else:
             args[i] = _cast_or_scalar(a, target)
     return tuple(args)
+
+
+def _refuse_bools(op, args):
+    """TypeError if a data arg is a bool tensor or a Python bool (ops registered with bools=False)."""
+    for i in data_positions(op, len(args)):
+        x = args[i] if i < len(args) else None
+        if isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype == np.bool_):
+            raise TypeError(f"{op.name}: bool operands are not supported (as in torch); to invert a mask use ~ or "
+                            "logical_not(), to count with one convert it first: mask.to(dtype)")
 
 
 def _cast_or_scalar(x, dtype):

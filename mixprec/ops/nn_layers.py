@@ -80,14 +80,18 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
         if t is not None and tuple(t.shape) != (c,):
             raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)}, expected ({c},) for an input "
                              f"with {c} channels (shape {tuple(input.shape)})")
+        if t is not None and not _dt.is_floating(t.dtype):
+            raise TypeError(f"batch_norm: expected a floating-point {name}, got {t.dtype.name}")
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: training=False needs running_mean and running_var")
     axes = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
     x = input.to(compute_dtype(input.dtype))  # half inputs are normalised in float32
-    if training:
-        n = input.numel() // c if c else 0
-        if n <= 1:
+    if training and input.numel() == 0:  # an empty batch: an empty output, running stats untouched (torch)
+        y = x
+    elif training:
+        n = input.numel() // c
+        if n == 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input "
                              f"of shape {tuple(input.shape)}")
         mean = x.mean(dim=axes, keepdim=True)
@@ -99,10 +103,9 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
                 running_mean._assign("batch_norm", running_mean * (1 - m) + mean.detach().reshape(c) * m)
                 running_var._assign("batch_norm",
                                     running_var * (1 - m) + var.detach().reshape(c) * (m * n / (n - 1)))
+        y = (x - mean) * (var + eps).rsqrt()
     else:
-        mean = running_mean.reshape(bshape)
-        var = running_var.reshape(bshape)
-    y = (x - mean) * (var + eps).rsqrt()
+        y = (x - running_mean.reshape(bshape)) * (running_var.reshape(bshape) + eps).rsqrt()
     if weight is not None:
         y = y * weight.reshape(bshape)
     if bias is not None:
@@ -144,7 +147,8 @@ def _(ctx, g):
     idx = ctx.inputs[0].data.reshape(-1)
     dim = g.shape[-1]
     xp = array_module(g.data)
-    gw = index_put(_wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(-1, dim), accumulate=True)
+    gw = index_put(_wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(idx.size, dim),
+                   accumulate=True)
     if ctx.padding_idx is not None:
         gw = index_put(gw, (ctx.padding_idx,), 0.0)
     return None, gw

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from ..tensor import ones_like
 from .opmath import compute_dtype, opmath
 from .registry import register
 
@@ -109,25 +110,51 @@ def prod(ctx, input, dim=None, keepdim=False, dtype=None):
 
 
 def _prod_partial(ctx):
-    """d prod / d x_i is the product of the other elements. Dividing out/x fails at
-    zeros, so count zeros per group: with none, it is p/x_i; with exactly one, only
-    the zero's position gets the product of the non-zeros; with more, all are 0."""
+    """d prod / d x_i is the product of the other elements: out / x_i in a group without zeros (as torch),
+    else multiplied out (no division by a zero, and a nan or inf among the others still reaches x_i)."""
     from .elementwise import where
     x = ctx.inputs[0]
-    zeros = x == 0
-    nonzero_x = where(zeros, 1.0, x)
-    p = nonzero_x.prod(dim=ctx.axes, keepdim=True)
-    nzeros = zeros.sum(dim=ctx.axes, keepdim=True)
-    return where(zeros, where(nzeros == 1, p, 0.0), where(nzeros == 0, p / nonzero_x, 0.0))
+    if not ctx.axes:
+        return ones_like(x)
+    has_zero = (x == 0).any(dim=ctx.axes, keepdim=True)
+    divided = _expand_back(ctx, ctx.output) / where(has_zero, 1.0, x)
+    return where(has_zero, _product_of_the_others(x, ctx.axes), divided)
+
+
+def _product_of_the_others(x, axes):
+    """For each element, the product of the others of its group along ``axes``: the running product of
+    those before it times that of those after it (Tensor ops: it differentiates again)."""
+    from .shape import cat
+    kept = [d for d in range(x.ndim) if d not in axes]
+    moved = x.permute(*kept, *axes)
+    lead = moved.shape[:len(kept)]
+    flat = moved.reshape(*lead, int(np.prod(moved.shape[len(kept):])))
+    one = ones_like(flat[..., :1])
+    before = cat([one, flat[..., :-1]], -1).cumprod(-1)
+    after = cat([flat[..., 1:], one], -1).flip(-1).cumprod(-1).flip(-1)
+    back = np.argsort(kept + list(axes)).tolist()
+    return (before * after).reshape(moved.shape).permute(*back)
 
 
 _reduction_rules(prod, _prod_partial)
 
 
+def check_nonempty(name, x, axes, error=IndexError):
+    """Refuse a reduction without an identity (max, min, argmax, the inf-norm) over an empty dim, as torch."""
+    if x.size == 0:
+        for a in axes:
+            if x.shape[a] == 0:
+                raise error(f"{name}: cannot reduce over dim {a} of size 0 of an input of shape {tuple(x.shape)} "
+                            "(the reduction has no identity); reduce over non-empty dims only")
+
+
 def _extreme(name, fn):
-    op = register(name, methods=(name,), saves=("input", "output"))(
-        lambda ctx, input, dim=None, keepdim=False: fn(array_module(input), input,
-                                                        _reduction(ctx, input, dim, keepdim, name), keepdim))
+    def forward(ctx, input, dim=None, keepdim=False):
+        axes = _reduction(ctx, input, dim, keepdim, name)
+        check_nonempty(name, input, axes)
+        return fn(array_module(input), input, axes, keepdim)
+    forward.__name__ = name
+    op = register(name, methods=(name,), saves=("input", "output"))(forward)
     op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."
     _reduction_rules(op, _extreme_partial)
     return op
@@ -280,14 +307,22 @@ def _(ctx, t, *_):
     return where(before, y * where(before, t / where(before, x, 1.0), 0.0).cumsum(d), t_first * y_skip)
 
 
-@register("argmax", methods=("argmax",), differentiable=False)
-def argmax(ctx, input, dim=None, keepdim=False):
-    return array_module(input).argmax(input, axis=dim, keepdims=keepdim)
+def _arg_extreme(name):
+    def forward(ctx, input, dim=None, keepdim=False):
+        if input.dtype == np.bool_:
+            raise TypeError(f"{name}: bool input is not supported (as in torch); convert it first: mask.to(dtype)")
+        axes = _axes(dim, input.ndim, name)
+        check_nonempty(name, input, axes)
+        axis = None if dim is None or input.ndim == 0 else axes[0]
+        return getattr(array_module(input), name)(input, axis=axis, keepdims=keepdim)
+    forward.__name__ = name
+    op = register(name, methods=(name,), differentiable=False)(forward)
+    op.__doc__ = f"The index of the {name[3:]} along dim (of the flattened input when dim is None); a nan wins."
+    return op
 
 
-@register("argmin", methods=("argmin",), differentiable=False)
-def argmin(ctx, input, dim=None, keepdim=False):
-    return array_module(input).argmin(input, axis=dim, keepdims=keepdim)
+argmax = _arg_extreme("argmax")
+argmin = _arg_extreme("argmin")
 
 
 @register("all", methods=("all",), differentiable=False)
