@@ -1,13 +1,16 @@
 """Python overhead of mixprec's dispatch and autograd engine on tiny CPU tensors.
 
 On tensors this small the arithmetic is nearly free, so the time per call is the
-framework's own Python (or C++) overhead. Three workloads:
+framework's own Python (or C++) overhead. Four workloads:
 
-  op        ``a + b`` on two 4x4 float32 tensors (no graph)
-  op+grad   the same with ``a.requires_grad`` (records a graph node)
-  mlp step  one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
-            (linear, relu, linear, log_softmax, index the targets, mean),
-            backward, SGD with momentum
+  op         ``a + b`` on two 4x4 float32 tensors (no graph)
+  op+grad    the same with ``a.requires_grad`` (records a graph node)
+  mlp step   one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
+             (linear, relu, linear, log_softmax, index the targets, mean),
+             backward, SGD with momentum
+  tiny step  one training step of an 8 -> 8 -> 8 MLP on a batch of 4 with
+             cross_entropy (linear, relu, linear, cross_entropy), backward, SGD
+             with momentum: per-op overhead is nearly all of it
 
 Each is timed for mixprec and, when PyTorch is importable, for PyTorch eager in
 the same process, and reported as a ratio (mixprec / PyTorch). Raw NumPy is shown
@@ -42,7 +45,9 @@ try:
 except ImportError:  # the PyTorch column is skipped
     torch = None
 
-BATCH, IN, HIDDEN, OUT = 32, 64, 64, 10
+# (batch, in, hidden, out) of the two training steps
+MLP = (32, 64, 64, 10)
+TINY = (4, 8, 8, 8)
 
 
 def best_times(fns, number, repeat):
@@ -123,60 +128,72 @@ def op_workloads():
     return out
 
 
-def mlp_data():
+def mlp_data(sizes):
+    batch, n_in, hidden, n_out = sizes
     rng = np.random.default_rng(0)
-    init = {"w1": rng.standard_normal((HIDDEN, IN)) / np.sqrt(IN), "b1": np.zeros(HIDDEN),
-            "w2": rng.standard_normal((OUT, HIDDEN)) / np.sqrt(HIDDEN), "b2": np.zeros(OUT)}
+    init = {"w1": rng.standard_normal((hidden, n_in)) / np.sqrt(n_in), "b1": np.zeros(hidden),
+            "w2": rng.standard_normal((n_out, hidden)) / np.sqrt(hidden), "b2": np.zeros(n_out)}
     init = {k: v.astype(np.float32) for k, v in init.items()}
-    x = rng.standard_normal((BATCH, IN), dtype=np.float32)
-    y = rng.integers(0, OUT, BATCH)
+    x = rng.standard_normal((batch, n_in), dtype=np.float32)
+    y = rng.integers(0, n_out, batch)
     return init, x, y
 
 
-def mixprec_step():
-    init, x_np, y_np = mlp_data()
-    params = {k: mp.tensor(v, requires_grad=True) for k, v in init.items()}
-    x, y, rows = mp.tensor(x_np), mp.tensor(y_np), mp.arange(BATCH)
-    opt = mp.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
-    F = mp.nn.functional
+def training_step(lib, sizes=MLP, loss="log_softmax"):
+    """One SGD step of a two-layer MLP in ``lib`` (mixprec or torch: the same code for both).
+
+    loss "log_softmax": -log_softmax(logits)[rows, y].mean(); "cross_entropy": F.cross_entropy.
+    """
+    init, x_np, y_np = mlp_data(sizes)
+    if lib is mp:
+        params = {k: mp.tensor(v, requires_grad=True) for k, v in init.items()}
+        x, y = mp.tensor(x_np), mp.tensor(y_np)
+    else:
+        params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
+        x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    rows = lib.arange(sizes[0])
+    opt = lib.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
+    F = lib.nn.functional
 
     def step():
         h = F.relu(F.linear(x, params["w1"], params["b1"]))
         logits = F.linear(h, params["w2"], params["b2"])
-        loss = -F.log_softmax(logits, dim=1)[rows, y].mean()
+        if loss == "cross_entropy":
+            loss_value = F.cross_entropy(logits, y)
+        else:
+            loss_value = -F.log_softmax(logits, dim=1)[rows, y].mean()
         opt.zero_grad()
-        loss.backward()
+        loss_value.backward()
         opt.step()
-        return loss
+        return loss_value
     return step
 
 
-def torch_step():
-    init, x_np, y_np = mlp_data()
-    params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
-    x, y, rows = torch.from_numpy(x_np), torch.from_numpy(y_np), torch.arange(BATCH)
-    opt = torch.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
-    F = torch.nn.functional
+def mixprec_step(sizes=MLP, loss="log_softmax"):
+    return training_step(mp, sizes, loss)
 
-    def step():
-        h = F.relu(F.linear(x, params["w1"], params["b1"]))
-        logits = F.linear(h, params["w2"], params["b2"])
-        loss = -F.log_softmax(logits, dim=1)[rows, y].mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+
+def torch_step(sizes=MLP, loss="log_softmax"):
+    return training_step(torch, sizes, loss)
+
+
+STEPS = {  # name: (label, sizes, loss)
+    "mlp step": ("mlp step: {0}x{1} -> {2} -> {3}, fwd+bwd+SGD", MLP, "log_softmax"),
+    "tiny step": ("tiny step: {0}x{1} -> {2} -> {3}, cross_entropy", TINY, "cross_entropy"),
+}
 
 
 def check_same_training():
     """Both frameworks train the same model to the same loss (so the timed work is the same)."""
     if torch is None:
         return None
-    ms, ts = mixprec_step(), torch_step()
-    for _ in range(20):
-        lm, lt = ms().item(), ts().item()
-    return abs(lm - lt)
+    diffs = []
+    for _, sizes, loss in STEPS.values():
+        ms, ts = mixprec_step(sizes, loss), torch_step(sizes, loss)
+        for _ in range(20):
+            lm, lt = ms().item(), ts().item()
+        diffs.append(abs(lm - lt))
+    return max(diffs)
 
 
 def main(argv=None):
@@ -193,7 +210,7 @@ def main(argv=None):
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or platform.system()}")
     diff = check_same_training()
     if diff is not None:
-        print(f"same model, same data: |loss_mixprec - loss_torch| after 20 steps = {diff:.2e}")
+        print(f"same models, same data: |loss_mixprec - loss_torch| after 20 steps <= {diff:.2e}")
 
     ops = op_workloads()
     rows = []
@@ -201,11 +218,12 @@ def main(argv=None):
         fns = {lib: ops[lib][name] for lib in ("mixprec", "torch", "numpy") if lib in ops and name in ops[lib]}
         t = best_times(fns, args.number, args.repeat)
         rows.append((f"{name}: add 4x4 float32", t["mixprec"], t.get("torch"), t.get("numpy")))
-    fns = {"mixprec": mixprec_step()}
-    if torch is not None:
-        fns["torch"] = torch_step()
-    t = best_times(fns, max(args.number // 10, 20), args.repeat)
-    rows.append((f"mlp step: {BATCH}x{IN} -> {HIDDEN} -> {OUT}, fwd+bwd+SGD", t["mixprec"], t.get("torch"), None))
+    for label, sizes, loss in STEPS.values():
+        fns = {"mixprec": mixprec_step(sizes, loss)}
+        if torch is not None:
+            fns["torch"] = torch_step(sizes, loss)
+        t = best_times(fns, max(args.number // 10, 20), args.repeat)
+        rows.append((label.format(*sizes), t["mixprec"], t.get("torch"), None))
 
     print()
     head = f"{'workload':44} {'mixprec us':>11} {'torch us':>9} {'ratio':>6} {'numpy us':>9}"
@@ -217,7 +235,7 @@ def main(argv=None):
                  f"{t_mp / t_t:6.2f}" if t_t else f"{'-':>6}",
                  f"{t_np * 1e6:9.2f}" if t_np else f"{'-':>9}"]
         print(" ".join(cells))
-    print("\nratio = mixprec time / PyTorch eager time in this process (goal: mlp step <= 2)")
+    print("\nratio = mixprec time / PyTorch eager time in this process (goals: tiny step <= 2, op <= 1.8)")
     if args.baseline:
         baseline = load_baseline(args.baseline)
         ops = op_workloads()["mixprec"]
@@ -226,7 +244,8 @@ def main(argv=None):
         windows = 10 * args.repeat
         for label, fn, number in (("op: add 4x4 float32", ops["op"], max(args.number // 10, 20)),
                                   ("op+grad: add 4x4 float32", ops["op+grad"], max(args.number // 10, 20)),
-                                  ("mlp step", mixprec_step(), max(args.number // 200, 5))):
+                                  ("mlp step", mixprec_step(), max(args.number // 200, 5)),
+                                  ("tiny step", mixprec_step(TINY, "cross_entropy"), max(args.number // 100, 5))):
             cur, base, ratio = against_baseline(fn, baseline, number, windows)
             print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")
         print("(best times of all windows; ratio = current / baseline, the median over the windows' pairs)")
