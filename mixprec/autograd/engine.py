@@ -100,7 +100,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
             while ready:
-                _, _, node = heapq.heappop(ready)
+                node = heapq.heappop(ready)[2]
                 grads = buffers.pop(id(node), None)
                 result = None
                 if grads is not None:
@@ -110,12 +110,13 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
                 for i, edge in enumerate(node._next_edges):
                     if edge is None:
                         continue
-                    child, nr = edge
+                    child = edge[0]
                     if result is not None and result[i] is not None:
-                        _deliver(buffers, child, nr, result[i])
-                    deps[id(child)] -= 1
-                    if deps[id(child)] == 0:
-                        heapq.heappush(ready, (-child._seq, id(child), child))
+                        _deliver(buffers, child, edge[1], result[i])
+                    key = id(child)
+                    deps[key] -= 1
+                    if not deps[key]:
+                        heapq.heappush(ready, (-child._seq, key, child))
             for fn in run.callbacks:
                 fn()
     finally:
@@ -181,12 +182,8 @@ def _to_execute(nodes, targets, accumulate, inputs):
 def _deliver(buffers, node, nr, grad):
     grads = buffers.get(id(node))
     if grads is None:
-        grads = buffers[id(node)] = [None] * _num_outputs(node)
+        grads = buffers[id(node)] = [None] * node._n_outputs
     grads[nr] = grad if grads[nr] is None else grads[nr] + grad
-
-
-def _num_outputs(node):
-    return 1 if isinstance(node, AccumulateGrad) else node._n_outputs
 
 
 def _run_node(run, node, grads, execute):
@@ -243,7 +240,7 @@ def _run_node(run, node, grads, execute):
             continue
         if node.user_backward:
             run.foreign.add(id(g.data))
-        if g.data.shape != meta[0] or g.data.dtype != meta[1]:
+        if g.data.shape != meta[0] or (g.data.dtype is not meta[1] and g.data.dtype != meta[1]):
             g = result[i] = _fit(node, i, g, *meta)
         if run.check_nan:
             _check_finite(node, i, g)
@@ -273,6 +270,8 @@ def _replace(old, new, kind, node):
 
 def _check_count(node, result):
     n = len(node._next_edges)
+    if len(result) == n:
+        return
     if len(result) < n or any(g is not None for g in result[n:]):
         raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients (expected {n}, "
                            f"got {len(result)})")

@@ -155,6 +155,8 @@ class AccumulateGrad(Node):
         """The leaf tensor (None once it is gone)."""
         return self._variable()
 
+    _n_outputs = 1
+
     def name(self) -> str:
         return "AccumulateGrad"
 
@@ -283,10 +285,14 @@ class NotSaved:
     declaration must list everything its backward reads.
     """
 
-    __slots__ = ("_what",)
+    __slots__ = ("_node", "_index", "_is_output")
 
-    def __init__(self, what):
-        self._what = what
+    def __init__(self, node, index, is_output=False):
+        self._node, self._index, self._is_output = node, index, is_output
+
+    @property
+    def _what(self):  # (worded only when needed: most stand-ins are never touched)
+        return self._node._not_saved_label(self._index, self._is_output)
 
     def _fail(self, *args, **kwargs):
         raise RuntimeError(f"backward used {self._what}, which the op does not save for backward; list it in "
@@ -497,6 +503,12 @@ class OpNode(Node):
     def _saved_label(self, index, is_output):
         return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
 
+    def _not_saved_label(self, index, is_output):
+        if not is_output:
+            return self._arg_name(index)
+        hint = " (declare saves=('output',))" if self._saved_outputs is None else ""
+        return f"output {index} of {self.op.name}{hint}"
+
     def _arg_name(self, i):
         names = self.op.arg_names
         return f"input {i} ({names[i]}) of {self.op.name}" if i < len(names) else f"input {i} of {self.op.name}"
@@ -515,7 +527,7 @@ class OpNode(Node):
             if isinstance(a, SavedTensor):
                 out.append(a.unpack(self, i))
             elif a is _UNSAVED:
-                out.append(NotSaved(self._arg_name(i)))
+                out.append(NotSaved(self, i))
             elif isinstance(a, (list, tuple)) and any(isinstance(x, SavedTensor) or x is _UNSAVED for x in a):
                 out.append(type(a)(self._unpack_arg(i, x) for x in a))  # a list of tensors (cat, indices)
             else:
@@ -525,16 +537,14 @@ class OpNode(Node):
     def _unpack_arg(self, i, a):
         if isinstance(a, SavedTensor):
             return a.unpack(self, i)
-        return NotSaved(self._arg_name(i)) if a is _UNSAVED else a
+        return NotSaved(self, i) if a is _UNSAVED else a
 
     def _unpack_outputs(self):
         self._check_alive()
         saved = self._saved_outputs
         if saved is None:
-            return tuple(NotSaved(f"output {i} of {self.op.name} (declare saves=('output',))")
-                         for i in range(self._n_outputs))
-        return tuple(NotSaved(f"output {i} of {self.op.name}") if s is None
-                     else s.unpack(self, i) for i, s in enumerate(saved))
+            return tuple(NotSaved(self, i, is_output=True) for i in range(self._n_outputs))
+        return tuple(NotSaved(self, i, is_output=True) if s is None else s.unpack(self, i) for i, s in enumerate(saved))
 
     def _apply(self, grads):
         """Run the op's backward (saved tensors unpacked once for the whole call)."""
@@ -551,7 +561,10 @@ class OpNode(Node):
     def _release(self):
         self.freed = True
         self._args = self._saved_outputs = None
-        self.__dict__.update({k: None for k in list(self.__dict__) if k not in _KEEP})
+        notes = self.__dict__
+        for k in notes:  # what forward noted on ctx (masks, shapes): not needed any more (the keys stay)
+            if k not in _KEEP:
+                notes[k] = None
 
 
 _UNSAVED = object()  # marks, in a sealed node's args, a tensor the op does not save (NotSaved at backward)
