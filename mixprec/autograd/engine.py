@@ -23,7 +23,7 @@ import heapq
 import threading
 
 from .. import dtypes as _dt
-from ..tensor import Tensor
+from ..tensor import Tensor, ones_like, tensor, zeros_like
 from . import grad_mode
 from .graph import AccumulateGrad, gradient_edge
 
@@ -193,19 +193,9 @@ def _run_node(run, node, grads, execute):
     if accumulates and variable is None:
         return None  # the leaf is gone: nobody can read its gradient
     tensor_hooks = node._tensor_hooks
-    for nr, g in enumerate(grads):
-        if g is None:
-            continue
-        hooks = variable._hooks if variable is not None else tensor_hooks.get(nr) if tensor_hooks else None
-        if hooks:
-            g = grads[nr] = _call_tensor_hooks(hooks, g, run.foreign)
-        if node._retained is not None and nr in node._retained and run.accumulate:
-            kept = node._retained[nr]()
-            if kept is not None:
-                _store_grad(kept, g, run.foreign, run.create_graph)
-        if run.targets is not None:
-            for k in run.targets.get((id(node), nr), ()):
-                run.captured[k] = g
+    if tensor_hooks or node._retained is not None or run.targets is not None or (variable is not None
+                                                                                  and variable._hooks):
+        _each_output(run, node, variable, grads)
     if not execute:
         return None
     if node._pre_hooks:
@@ -245,6 +235,25 @@ def _run_node(run, node, grads, execute):
         if run.check_nan:
             _check_finite(node, i, g)
     return result
+
+
+def _each_output(run, node, variable, grads):
+    """The gradient of each output of ``node``: its tensor hooks (which may replace it in ``grads``), retain_grad,
+    and autograd.grad's capture."""
+    tensor_hooks = node._tensor_hooks
+    for nr, g in enumerate(grads):
+        if g is None:
+            continue
+        hooks = variable._hooks if variable is not None else tensor_hooks.get(nr) if tensor_hooks else None
+        if hooks:
+            g = grads[nr] = _call_tensor_hooks(hooks, g, run.foreign)
+        if node._retained is not None and nr in node._retained and run.accumulate:
+            kept = node._retained[nr]()
+            if kept is not None:
+                _store_grad(kept, g, run.foreign, run.create_graph)
+        if run.targets is not None:
+            for k in run.targets.get((id(node), nr), ()):
+                run.captured[k] = g
 
 
 def _call_tensor_hooks(hooks, grad, foreign):
@@ -370,7 +379,6 @@ def _tensors(value, what):
 
 def _seeds(outputs, grad_outputs, who):
     """One gradient per output: given (Tensor or number) or ones for a one-element output."""
-    from ..tensor import ones_like, tensor
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, Tensor):
@@ -418,7 +426,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     An input that does not reach the outputs is an error unless ``allow_unused``
     (then its gradient is None) or ``materialize_grads`` (then zeros).
     """
-    from ..tensor import zeros_like
     if is_grads_batched:
         raise NotImplementedError("grad: is_grads_batched=True (vmap over grad_outputs) is not supported; loop "
                                   "over the batch of grad_outputs instead")

@@ -460,10 +460,10 @@ class OpNode(Node):
                     o.output_nr = i
         op = self.op
         promote, positions = op.promote, op.saved_positions
-        edges, metas, layout, sealed, hidden = [], [], [], [], None
+        edges, metas, sealed = [], [], []
+        lists = hidden = None
         for i, a in enumerate(self._args):
             if isinstance(a, Tensor):  # the common case first
-                layout.append(None)
                 sealed.append(SavedTensor(a) if i in positions else _UNSAVED)
                 if a._requires_grad:
                     edges.append(gradient_edge(a))
@@ -472,7 +472,8 @@ class OpNode(Node):
                     edges.append(None)
                     metas.append(None)
             elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):  # cat, stack, indices
-                layout.append(len(a))
+                lists = lists or {}
+                lists[i] = len(a)
                 sealed.append(type(a)((SavedTensor(x) if i in positions else _UNSAVED) if isinstance(x, Tensor)
                                       else x for x in a))
                 for x in a:
@@ -480,14 +481,15 @@ class OpNode(Node):
                     edges.append(gradient_edge(x) if grad else None)
                     metas.append((x.data.shape, x.data.dtype) if grad else None)
             else:
-                layout.append(None)
                 sealed.append(a)
                 if not (i in promote and isinstance(a, _NUMBERS)):
                     hidden = hidden or set()
                     hidden.add(len(edges))
                 edges.append(None)
                 metas.append(None)
-        self._next_edges, self._metas, self._layout, self._sealed_args = edges, metas, layout, tuple(sealed)
+        self._next_edges, self._metas, self._sealed_args = edges, metas, tuple(sealed)
+        # how backward's results map to the edges: one per argument, a list's gradients spread over its slots
+        self._layout = len(sealed) if lists is None else [lists.get(i) for i in range(len(sealed))]
         self._n_outputs = len(outs)
         if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
             self._visible = [k not in hidden for k in range(len(edges))]
@@ -575,7 +577,13 @@ _KEEP = {"op", "freed", "trace", "_seq", "_next_edges", "_metas", "_layout", "_v
 
 
 def flatten_grads(grads, layout):
-    """Match a backward's per-argument results to the input slots (lists expand; missing trailing ones are None)."""
+    """Match a backward's per-argument results to the input slots (lists expand; missing trailing ones are None).
+
+    layout: per argument, None or the length of a list argument; or just the number of arguments when none is a
+    list (the common case: one slot per argument).
+    """
+    if type(layout) is int:
+        return list(grads[:layout]) + [None] * (layout - len(grads))
     flat = []
     for i, n in enumerate(layout):
         g = grads[i] if i < len(grads) else None

@@ -144,7 +144,8 @@ def run_observed(call, run, observers):
 
 def watching_backward() -> bool:
     """Whether an observer of this thread asked to see the autograd engine's calls (sees_backward)."""
-    return any(getattr(o, "sees_backward", False) for o in _observed.observers)
+    observers = _observed.observers
+    return bool(observers) and any(getattr(o, "sees_backward", False) for o in observers)
 
 
 def observed_backward(kind, op, args, device, run, node=None):
@@ -426,7 +427,7 @@ def _find_tensors(op, args):
             continue
         if i in data and a is not None:  # a number, a list (cat) or an array in a data position
             uniform = False
-            if is_array(a):
+            if not isinstance(a, SCALARS) and is_array(a):
                 _dt.as_dtype(a.dtype)  # names an unsupported dtype
                 args = tuple(args[:i]) + (Tensor._wrap(a),) + tuple(args[i + 1:])
                 arrays.append(a)
