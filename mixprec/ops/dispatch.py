@@ -408,8 +408,7 @@ def _find_tensors(op, args):
     """
     data = op.promote if not op.variadic_data else data_positions(op, len(args))
     arrays = []
-    found = on_host = 0  # Tensors, and how many of them hold NumPy arrays (all: the CPU, the common case)
-    requires_grad = False
+    any_tensor = off_host = requires_grad = False  # off_host: a Tensor's array is not NumPy's (not the CPU)
     dtype, uniform = None, True
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
@@ -417,9 +416,10 @@ def _find_tensors(op, args):
                 a._view.refresh(a)
             x = a.data
             arrays.append(x)
-            found += 1
-            on_host += isinstance(x, np.ndarray)
-            requires_grad = requires_grad or a._requires_grad
+            if not isinstance(x, np.ndarray):
+                off_host = True
+            if a._requires_grad:
+                requires_grad = True
             if dtype is None:
                 dtype = x.dtype
             elif x.dtype is not dtype and x.dtype != dtype:
@@ -431,8 +431,8 @@ def _find_tensors(op, args):
                 _dt.as_dtype(a.dtype)  # names an unsupported dtype
                 args = tuple(args[:i]) + (Tensor._wrap(a),) + tuple(args[i + 1:])
                 arrays.append(a)
-                found += 1
-                on_host += isinstance(a, np.ndarray)
+                any_tensor = True
+                off_host = off_host or not isinstance(a, np.ndarray)
                 continue
         if isinstance(a, (list, tuple)):
             has_tensors = False
@@ -441,15 +441,15 @@ def _find_tensors(op, args):
                     if x._view is not None:
                         x._view.refresh(x)
                     has_tensors = True
-                    found += 1
-                    on_host += isinstance(x.data, np.ndarray)
+                    off_host = off_host or not isinstance(x.data, np.ndarray)
                     requires_grad = requires_grad or x._requires_grad
-            arrays.append(type(a)(x.data if isinstance(x, Tensor) else x for x in a) if has_tensors else a)
-        else:
-            arrays.append(a)
-    if not found:
+            if has_tensors:
+                any_tensor = True
+                a = type(a)(x.data if isinstance(x, Tensor) else x for x in a)
+        arrays.append(a)
+    if dtype is None and not any_tensor:
         device = None
-    elif on_host == found:
+    elif not off_host:
         device = CPU  # without building Device objects
     else:
         device = _common_device(op, list(tensors_in(args)))

@@ -164,7 +164,7 @@ class Op:
 def _conj(p):
     """The complex conjugate of a partial derivative (a Tensor or a number); real ones as they are."""
     if isinstance(p, Tensor):
-        return p.conj() if p.dtype.kind == "c" else p
+        return p.conj() if p.data.dtype.kind == "c" else p
     if isinstance(p, complex) or getattr(getattr(p, "dtype", None), "kind", "") == "c":
         return p.conjugate()
     return p
