@@ -23,7 +23,9 @@ as the floor for the single op. Timings are the best of ``--repeat`` runs of
 autograd engine's backward() loaded from another checkout (e.g. the commit before
 a change to them) into this process, the two versions taking turns within each
 round, and reports current / baseline: whether a change to the hot path costs
-anything, measured where machine noise hits both alike.
+anything, measured where machine noise hits both alike. ``--against DIR`` does the
+same with the whole mixprec package of another checkout (loaded beside this one
+under another name), for changes that reach beyond those two functions.
 """
 from __future__ import annotations
 
@@ -94,31 +96,54 @@ def running(dispatch_fn, backward_fn):
         registry.dispatch, engine.backward = saved
 
 
-def against_baseline(fn, baseline, number, windows):
-    """Seconds per call of ``fn`` with the current and the baseline functions, and the median of the
-    paired ratios: ``windows`` short windows of ``number`` calls each, the two versions back to back in
-    every window (in alternating order), so a busy machine slows both members of a pair alike."""
+def load_package(tree, name="mixprec_against"):
+    """The mixprec package of the checkout at ``tree``, imported as ``name`` beside this one (its imports are
+    relative, so it uses its own modules throughout)."""
+    init = Path(tree) / "mixprec" / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def window(fn, number):
+    """Seconds per call of ``fn`` over ``number`` calls (after one warm call)."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def paired(time_a, time_b, windows):
+    """The best of ``windows`` timings of each of two versions and the median of the paired ratios a / b:
+    ``time_a()`` and ``time_b()`` each time one window, back to back in every window (in alternating order),
+    so a busy machine slows both members of a pair alike."""
     best, ratios = [float("inf"), float("inf")], []
     for w in range(windows):
         pair = [0.0, 0.0]
         for k in ((0, 1) if w % 2 == 0 else (1, 0)):
-            with running(*baseline) if k else contextlib.nullcontext():
-                fn()  # (warm)
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                pair[k] = (time.perf_counter() - t0) / number
+            pair[k] = (time_a, time_b)[k]()
         best = [min(best[0], pair[0]), min(best[1], pair[1])]
         ratios.append(pair[0] / pair[1])
     return best[0], best[1], float(np.median(ratios))
 
 
+def against_baseline(fn, baseline, number, windows):
+    """paired(): ``fn`` with the current and with the baseline dispatch and engine."""
+    def with_baseline():
+        with running(*baseline):
+            return window(fn, number)
+    return paired(lambda: window(fn, number), with_baseline, windows)
+
+
 # ------------------------------------------------------------------ workloads
-def op_workloads():
+def op_workloads(lib=mp):
     rng = np.random.default_rng(0)
     a_np, b_np = rng.standard_normal((4, 4), dtype=np.float32), rng.standard_normal((4, 4), dtype=np.float32)
-    a, b = mp.tensor(a_np), mp.tensor(b_np)
-    ag = mp.tensor(a_np, requires_grad=True)
+    a, b = lib.tensor(a_np), lib.tensor(b_np)
+    ag = lib.tensor(a_np, requires_grad=True)
     out = {"numpy": {"op": lambda: a_np + b_np},
            "mixprec": {"op": lambda: a + b, "op+grad": lambda: ag + b}}
     if torch is not None:
@@ -140,17 +165,17 @@ def mlp_data(sizes):
 
 
 def training_step(lib, sizes=MLP, loss="log_softmax"):
-    """One SGD step of a two-layer MLP in ``lib`` (mixprec or torch: the same code for both).
+    """One SGD step of a two-layer MLP in ``lib`` (a mixprec package or torch: the same code for both).
 
     loss "log_softmax": -log_softmax(logits)[rows, y].mean(); "cross_entropy": F.cross_entropy.
     """
     init, x_np, y_np = mlp_data(sizes)
-    if lib is mp:
-        params = {k: mp.tensor(v, requires_grad=True) for k, v in init.items()}
-        x, y = mp.tensor(x_np), mp.tensor(y_np)
-    else:
+    if lib is torch:
         params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
         x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    else:
+        params = {k: lib.tensor(v, requires_grad=True) for k, v in init.items()}
+        x, y = lib.tensor(x_np), lib.tensor(y_np)
     rows = lib.arange(sizes[0])
     opt = lib.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
     F = lib.nn.functional
@@ -201,6 +226,7 @@ def main(argv=None):
     ap.add_argument("--number", type=int, default=2000, help="calls per timing run (op); mlp uses number/10")
     ap.add_argument("--repeat", type=int, default=7, help="timing runs; the best is reported")
     ap.add_argument("--baseline", metavar="DIR", help="a checkout whose dispatch and engine to time against")
+    ap.add_argument("--against", metavar="DIR", help="a checkout whose whole mixprec package to time against")
     args = ap.parse_args(argv)
 
     if torch is not None:
@@ -249,6 +275,20 @@ def main(argv=None):
             cur, base, ratio = against_baseline(fn, baseline, number, windows)
             print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")
         print("(best times of all windows; ratio = current / baseline, the median over the windows' pairs)")
+    if args.against:
+        other = load_package(args.against)
+        ours, theirs = op_workloads(mp)["mixprec"], op_workloads(other)["mixprec"]
+        print(f"\nthis checkout against the mixprec package of {args.against}, same process, paired windows")
+        print(f"{'workload':44} {'current us':>11} {'other us':>12} {'median ratio of pairs':>22}")
+        windows = 10 * args.repeat
+        rows = [(f"{name}: add 4x4 float32", ours[name], theirs[name], max(args.number // 10, 20))
+                for name in ("op", "op+grad")]
+        rows += [(name, training_step(mp, sizes, loss), training_step(other, sizes, loss), max(args.number // 200, 5))
+                 for name, (_, sizes, loss) in STEPS.items()]
+        for label, fn, fn_other, number in rows:
+            cur, base, ratio = paired(lambda: window(fn, number), lambda: window(fn_other, number), windows)
+            print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")
+        print("(best times of all windows; ratio = current / other, the median over the windows' pairs)")
 
 
 if __name__ == "__main__":
