@@ -583,7 +583,8 @@ def flatten_grads(grads, layout):
     list (the common case: one slot per argument).
     """
     if type(layout) is int:
-        return list(grads[:layout]) + [None] * (layout - len(grads))
+        n = len(grads)
+        return list(grads) if n == layout else list(grads[:layout]) + [None] * (layout - n)
     flat = []
     for i, n in enumerate(layout):
         g = grads[i] if i < len(grads) else None
