@@ -417,7 +417,7 @@ class OpNode(Node):
         self._seq = next(_sequence)
         self.op = op
         self._args = args
-        self.kwargs = kwargs or {}
+        self.kwargs = kwargs if kwargs is not None else {}
 
     def name(self) -> str:
         return f"{self.op.name}Backward"

@@ -241,25 +241,21 @@ def _run(op, kwargs, found):
     if _gm._local.inference:
         for o in (out if several else (out,)):
             o._inference = True
-    if record or tangents:  # (an integer result has no gradient)
-        if several and any(o.data.dtype in _DIFFERENTIABLE for o in out):
-            _autograd(ctx, args, out, out, record, tangents)
-        elif not several and out.data.dtype in _DIFFERENTIABLE:
-            _autograd(ctx, args, out, (out,), record, tangents)
+    if not (record or tangents):
+        return out
+    outs = out if several else (out,)
+    floating = any(o.data.dtype in _DIFFERENTIABLE for o in outs) if several else out.data.dtype in _DIFFERENTIABLE
+    if floating:  # (an integer result has no gradient)
+        ctx._outs = outs
+        if record:
+            ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
+        if tangents:
+            _fwad.attach_tangents(ctx, args, out)
+        if record:
+            ctx.seal()
+            if _gm._local.anomaly:
+                ctx.trace = "".join(traceback.format_stack()[:-3])
     return out
-
-
-def _autograd(ctx, args, out, outs, record, tangents):
-    """Record the call's graph node (reverse mode) and give its output a tangent (forward mode)."""
-    ctx._outs = outs
-    if record:
-        ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
-    if tangents:
-        _fwad.attach_tangents(ctx, args, out)
-    if record:
-        ctx.seal()
-        if _gm._local.anomaly:
-            ctx.trace = "".join(traceback.format_stack()[:-4])
 
 
 def _wrap(op, data, args, arrays, kwargs):
