@@ -285,14 +285,15 @@ class NotSaved:
     declaration must list everything its backward reads.
     """
 
-    __slots__ = ("_node", "_index", "_is_output")
+    __slots__ = ("_node", "_index", "_is_output", "_undeclared")
 
-    def __init__(self, node, index, is_output=False):
-        self._node, self._index, self._is_output = node, index, is_output
+    def __init__(self, node, index, is_output=False, undeclared=False):
+        # what it stands for: input or output ``index`` of ``node`` (undeclared: the op saves no output at all)
+        self._node, self._index, self._is_output, self._undeclared = node, index, is_output, undeclared
 
     @property
     def _what(self):  # (worded only when needed: most stand-ins are never touched)
-        return self._node._not_saved_label(self._index, self._is_output)
+        return self._node._not_saved_label(self._index, self._is_output, self._undeclared)
 
     def _fail(self, *args, **kwargs):
         raise RuntimeError(f"backward used {self._what}, which the op does not save for backward; list it in "
@@ -505,11 +506,10 @@ class OpNode(Node):
     def _saved_label(self, index, is_output):
         return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
 
-    def _not_saved_label(self, index, is_output):
+    def _not_saved_label(self, index, is_output, undeclared):
         if not is_output:
             return self._arg_name(index)
-        hint = " (declare saves=('output',))" if self._saved_outputs is None else ""
-        return f"output {index} of {self.op.name}{hint}"
+        return f"output {index} of {self.op.name}" + (" (declare saves=('output',))" if undeclared else "")
 
     def _arg_name(self, i):
         names = self.op.arg_names
@@ -545,7 +545,7 @@ class OpNode(Node):
         self._check_alive()
         saved = self._saved_outputs
         if saved is None:
-            return tuple(NotSaved(self, i, is_output=True) for i in range(self._n_outputs))
+            return tuple(NotSaved(self, i, is_output=True, undeclared=True) for i in range(self._n_outputs))
         return tuple(NotSaved(self, i, is_output=True) if s is None else s.unpack(self, i) for i, s in enumerate(saved))
 
     def _apply(self, grads):
