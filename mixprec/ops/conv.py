@@ -127,7 +127,8 @@ def _col2im(ctx, cols, shape, geometry):
     acc = np.float32 if cols.dtype in _dt.LOW_PRECISION else cols.dtype  # overlaps add up in float32
     buf = xp.zeros((n, c) + geometry.extent(size), dtype=acc)
     if cols.size:
-        blocks = cols.reshape(n, c, *geometry.kernel, *geometry.out)
+        # (widened once, not once per tap inside a mixed float16 + float32 add: the same values, one pass)
+        blocks = cols.astype(acc, copy=False).reshape(n, c, *geometry.kernel, *geometry.out)
         for offsets in itertools.product(*map(range, geometry.kernel)):
             buf[geometry.window(offsets)] += blocks[(slice(None), slice(None)) + offsets]
     return xp.ascontiguousarray(buf[geometry.inside(size)]).astype(cols.dtype, copy=False)
