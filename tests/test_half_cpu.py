@@ -1,0 +1,19 @@
+"""CPU half precision: the faster routes give the bits of float32 math rounded once."""
+import numpy as np
+import pytest
+
+import mixprec as mp
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_col2im_half_is_its_float32_sum_rounded_once(dtype):
+    # The overlapping columns add up in float32 and round once (the gradient of a
+    # half convolution's input): bit for bit the float32 col2im of the widened
+    # columns, rounded, whatever route the widening takes.
+    from mixprec.ops.conv import Geometry, _col2im
+    geometry = Geometry((3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (4, 4))
+    cols = np.random.default_rng(0).standard_normal((8, 16 * 9, 16)).astype(getattr(mp, dtype))
+    half = _col2im(mp.tensor(cols), (8, 16, 4, 4), geometry).numpy()
+    wide = _col2im(mp.tensor(cols.astype(np.float32)), (8, 16, 4, 4), geometry).numpy()
+    assert half.dtype == cols.dtype
+    assert half.tobytes() == wide.astype(cols.dtype).tobytes()
