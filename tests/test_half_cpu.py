@@ -17,3 +17,15 @@ def test_col2im_half_is_its_float32_sum_rounded_once(dtype):
     wide = _col2im(mp.tensor(cols.astype(np.float32)), (8, 16, 4, 4), geometry).numpy()
     assert half.dtype == cols.dtype
     assert half.tobytes() == wide.astype(cols.dtype).tobytes()
+
+
+
+def test_bool_to_float16_cast_gives_numpys_values():
+    # (a mask promoted for a product, e.g. relu's gradient, is picked from a table, not converted)
+    mask = np.random.default_rng(0).standard_normal((3, 5, 7)) > 0
+    t = mp.tensor(mask)
+    for got, want in ((t, mask), (t[:, ::2], mask[:, ::2]), (t[1, 2, 3], mask[1, 2, 3]), (t[:0], mask[:0])):
+        cast = got.to(mp.float16)
+        assert cast.dtype == mp.float16 and cast.shape == want.shape
+        assert cast.numpy().tobytes() == want.astype(np.float16).tobytes()
+    assert (t * mp.ones(3, 5, 7, dtype=mp.float16)).numpy().tobytes() == mask.astype(np.float16).tobytes()
