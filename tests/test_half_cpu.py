@@ -29,3 +29,20 @@ def test_bool_to_float16_cast_gives_numpys_values():
         assert cast.dtype == mp.float16 and cast.shape == want.shape
         assert cast.numpy().tobytes() == want.astype(np.float16).tobytes()
     assert (t * mp.ones(3, 5, 7, dtype=mp.float16)).numpy().tobytes() == mask.astype(np.float16).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_max_pool_gradient_of_disjoint_windows_is_the_scatter_add_bit_for_bit(dtype):
+    # Windows that cannot overlap: each element receives one gradient at most, added to zero in the gradient's
+    # own dtype; the general route sums in float32 and rounds once. The same bits, -0, inf and NaN included.
+    from mixprec.ops.pooling import _max_pool_backward
+    rng = np.random.default_rng(0)
+    grad = rng.standard_normal((4, 3, 16)).astype(np.float32)
+    grad[0, 0, :4] = [-0.0, np.inf, -np.inf, np.nan]
+    grad[1, 1, :2] = [1e-30, -70000.0]  # below and beyond float16's range
+    with np.errstate(over="ignore"):
+        grad = mp.tensor(grad.astype(getattr(mp, dtype)))
+    index = mp.tensor(np.stack([rng.permutation(64)[:16] for _ in range(12)]).reshape(4, 3, 16))
+    fast, general = (_max_pool_backward(grad, index, 64, disjoint).numpy() for disjoint in (True, False))
+    assert fast.dtype == general.dtype == grad.dtype
+    assert fast.tobytes() == general.tobytes()
