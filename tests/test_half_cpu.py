@@ -46,3 +46,18 @@ def test_max_pool_gradient_of_disjoint_windows_is_the_scatter_add_bit_for_bit(dt
     fast, general = (_max_pool_backward(grad, index, 64, disjoint).numpy() for disjoint in (True, False))
     assert fast.dtype == general.dtype == grad.dtype
     assert fast.tobytes() == general.tobytes()
+
+
+def test_relu_gradient_in_float16_is_the_product_with_its_mask_bit_for_bit():
+    # relu's float16 gradient is a selection on the 16-bit patterns: the bits of grad * (output > 0), computed
+    # here by NumPy's float16 product, for every float16 gradient (infinities and NaNs included) against outputs
+    # of every sign (each pattern once, shuffled)
+    patterns = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        grad, output = patterns.copy(), rng.permutation(patterns)
+        with np.errstate(invalid="ignore"):  # (inf * 0)
+            want = grad * (output > 0).astype(np.float16)
+            got = mp.ops.get("_relu_backward")(mp.tensor(grad), mp.tensor(output)).numpy()
+        assert got.dtype == np.float16
+        assert got.tobytes() == want.tobytes()
