@@ -63,6 +63,21 @@ def test_half_conv2d_and_its_gradients_are_float64_rounded_once(dtype):
     _assert_rounded_once(gx.numpy(), exact_gx, size_gx, 5 + 9, dtype)  # 5 channels per tap, then 9 taps
 
 
+def _ops_run_by(fn):
+    """fn()'s result, and the names of the ops it dispatched, in order."""
+    seen = []
+
+    class Record:
+        def enter(self, call):
+            seen.append(call.op.name)
+
+        def exit(self, call):
+            pass
+    with mp.ops.dispatch.observe(Record()):
+        result = fn()
+    return result, seen
+
+
 def test_conv2d_is_one_node_and_its_gradients_are_convolutions():
     x = mp.randn(2, 3, 5, 5, requires_grad=True)
     w = mp.randn(4, 3, 3, 3, requires_grad=True)
@@ -70,16 +85,7 @@ def test_conv2d_is_one_node_and_its_gradients_are_convolutions():
     y = F.conv2d(x, w, b, stride=2, padding=1)
     assert y.grad_fn.name() == "_conv_ndBackward"
     assert [type(node).__name__ for node, _ in y.grad_fn.next_functions] == ["AccumulateGrad"] * 3
-    seen = []
-
-    class Record:
-        def enter(self, call):
-            seen.append(call.op.name)
-
-        def exit(self, call):
-            pass
-    with mp.ops.dispatch.observe(Record()):
-        gx, gw, gb = mp.autograd.grad(y.sum(), (x, w, b))
+    _, seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (x, w, b)))
     assert {"_conv_transpose_nd", "_conv_weight_grad"} <= set(seen)
     assert "matmul" not in seen and "_im2col" not in seen
 
@@ -87,17 +93,8 @@ def test_conv2d_is_one_node_and_its_gradients_are_convolutions():
 def test_conv2d_input_gradient_is_skipped_when_nothing_needs_it():
     x = mp.randn(2, 3, 5, 5)  # data: no gradient wanted
     w = mp.randn(4, 3, 3, 3, requires_grad=True)
-    seen = []
-
-    class Record:
-        def enter(self, call):
-            seen.append(call.op.name)
-
-        def exit(self, call):
-            pass
     y = F.conv2d(x, w, padding=1)
-    with mp.ops.dispatch.observe(Record()):
-        (gw,) = mp.autograd.grad(y.sum(), (w,))
+    (gw,), seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (w,)))
     assert "_conv_weight_grad" in seen and "_conv_transpose_nd" not in seen
     assert gw.shape == w.shape
 
