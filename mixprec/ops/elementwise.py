@@ -187,6 +187,40 @@ sigmoid = unary("sigmoid", _sigmoid, d_out=lambda y: y * (1 - y), functional=Tru
 silu = unary("silu", lambda a: a * _sigmoid(a), d_in=lambda x: _silu_slope(x.sigmoid(), x), functional=True)
 relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_out=lambda y: y > 0,
              functional=True, ints="keep")
+
+
+@register("_relu_backward", promote=(0, 1), saves=("output",))
+def _relu_backward(ctx, grad, output):
+    """relu's gradient: grad times its partial derivative (output > 0), i.e. grad * 1 or grad * 0.
+
+    The product of a float16 array and a mask costs NumPy a conversion of every element both
+    ways (~10 ns each); on the 16-bit patterns it is a selection: grad where the output is
+    positive, else zero with grad's sign, which is grad * 0 for every finite grad. Infinite and
+    NaN gradients (none, usually) take the product itself, so the bits are the product's.
+    """
+    if grad.dtype != np.float16 or not isinstance(grad, np.ndarray):
+        return grad * (output > 0)
+    g, y = grad.view(np.uint16), output.view(np.uint16)
+    positive = (y - np.uint16(1)) < np.uint16(0x7C00)                    # 0 < output <= inf
+    out = np.where(positive, g, g & np.uint16(0x8000)).view(np.float16)
+    special = (g & np.uint16(0x7C00)) == np.uint16(0x7C00)             # grad is inf or NaN
+    if special.any():
+        out[special] = grad[special] * positive[special]
+    return out
+
+
+@_relu_backward.grad
+def _(ctx, gg):
+    return _relu_backward(gg, ctx.inputs[1]), None   # (the partial is a step: nothing for the output)
+
+
+@_relu_backward.jvp
+def _(ctx, t, _t_output):
+    return _relu_backward(t, ctx.inputs[1])
+
+
+relu.grad(lambda ctx, g: (_relu_backward(g, ctx.output),))
+relu.jvp(lambda ctx, t: _relu_backward(t, ctx.output))
 erf_op = unary("erf", erf, d_in=lambda x: (x * x * -1).exp() * (2 / math.sqrt(math.pi)))
 
 _SQRT_HALF = 1 / math.sqrt(2)
