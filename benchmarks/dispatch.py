@@ -1,13 +1,16 @@
 """Python overhead of mixprec's dispatch and autograd engine on tiny CPU tensors.
 
 On tensors this small the arithmetic is nearly free, so the time per call is the
-framework's own Python (or C++) overhead. Three workloads:
+framework's own Python (or C++) overhead. Four workloads:
 
-  op        ``a + b`` on two 4x4 float32 tensors (no graph)
-  op+grad   the same with ``a.requires_grad`` (records a graph node)
-  mlp step  one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
-            (linear, relu, linear, log_softmax, index the targets, mean),
-            backward, SGD with momentum
+  op         ``a + b`` on two 4x4 float32 tensors (no graph)
+  op+grad    the same with ``a.requires_grad`` (records a graph node)
+  mlp step   one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
+             (linear, relu, linear, log_softmax, index the targets, mean),
+             backward, SGD with momentum
+  tiny step  one training step of an 8 -> 8 -> 8 MLP on a batch of 4 with
+             cross_entropy (linear, relu, linear, cross_entropy), backward, SGD
+             with momentum: per-op overhead is nearly all of it
 
 Each is timed for mixprec and, when PyTorch is importable, for PyTorch eager in
 the same process, and reported as a ratio (mixprec / PyTorch). Raw NumPy is shown
@@ -20,7 +23,9 @@ as the floor for the single op. Timings are the best of ``--repeat`` runs of
 autograd engine's backward() loaded from another checkout (e.g. the commit before
 a change to them) into this process, the two versions taking turns within each
 round, and reports current / baseline: whether a change to the hot path costs
-anything, measured where machine noise hits both alike.
+anything, measured where machine noise hits both alike. ``--against DIR`` does the
+same with the whole mixprec package of another checkout (loaded beside this one
+under another name), for changes that reach beyond those two functions.
 """
 from __future__ import annotations
 
@@ -42,7 +47,9 @@ try:
 except ImportError:  # the PyTorch column is skipped
     torch = None
 
-BATCH, IN, HIDDEN, OUT = 32, 64, 64, 10
+# (batch, in, hidden, out) of the two training steps
+MLP = (32, 64, 64, 10)
+TINY = (4, 8, 8, 8)
 
 
 def best_times(fns, number, repeat):
@@ -89,31 +96,54 @@ def running(dispatch_fn, backward_fn):
         registry.dispatch, engine.backward = saved
 
 
-def against_baseline(fn, baseline, number, windows):
-    """Seconds per call of ``fn`` with the current and the baseline functions, and the median of the
-    paired ratios: ``windows`` short windows of ``number`` calls each, the two versions back to back in
-    every window (in alternating order), so a busy machine slows both members of a pair alike."""
+def load_package(tree, name="mixprec_against"):
+    """The mixprec package of the checkout at ``tree``, imported as ``name`` beside this one (its imports are
+    relative, so it uses its own modules throughout)."""
+    init = Path(tree) / "mixprec" / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def window(fn, number):
+    """Seconds per call of ``fn`` over ``number`` calls (after one warm call)."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def paired(time_a, time_b, windows):
+    """The best of ``windows`` timings of each of two versions and the median of the paired ratios a / b:
+    ``time_a()`` and ``time_b()`` each time one window, back to back in every window (in alternating order),
+    so a busy machine slows both members of a pair alike."""
     best, ratios = [float("inf"), float("inf")], []
     for w in range(windows):
         pair = [0.0, 0.0]
         for k in ((0, 1) if w % 2 == 0 else (1, 0)):
-            with running(*baseline) if k else contextlib.nullcontext():
-                fn()  # (warm)
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                pair[k] = (time.perf_counter() - t0) / number
+            pair[k] = (time_a, time_b)[k]()
         best = [min(best[0], pair[0]), min(best[1], pair[1])]
         ratios.append(pair[0] / pair[1])
     return best[0], best[1], float(np.median(ratios))
 
 
+def against_baseline(fn, baseline, number, windows):
+    """paired(): ``fn`` with the current and with the baseline dispatch and engine."""
+    def with_baseline():
+        with running(*baseline):
+            return window(fn, number)
+    return paired(lambda: window(fn, number), with_baseline, windows)
+
+
 # ------------------------------------------------------------------ workloads
-def op_workloads():
+def op_workloads(lib=mp):
     rng = np.random.default_rng(0)
     a_np, b_np = rng.standard_normal((4, 4), dtype=np.float32), rng.standard_normal((4, 4), dtype=np.float32)
-    a, b = mp.tensor(a_np), mp.tensor(b_np)
-    ag = mp.tensor(a_np, requires_grad=True)
+    a, b = lib.tensor(a_np), lib.tensor(b_np)
+    ag = lib.tensor(a_np, requires_grad=True)
     out = {"numpy": {"op": lambda: a_np + b_np},
            "mixprec": {"op": lambda: a + b, "op+grad": lambda: ag + b}}
     if torch is not None:
@@ -123,60 +153,72 @@ def op_workloads():
     return out
 
 
-def mlp_data():
+def mlp_data(sizes):
+    batch, n_in, hidden, n_out = sizes
     rng = np.random.default_rng(0)
-    init = {"w1": rng.standard_normal((HIDDEN, IN)) / np.sqrt(IN), "b1": np.zeros(HIDDEN),
-            "w2": rng.standard_normal((OUT, HIDDEN)) / np.sqrt(HIDDEN), "b2": np.zeros(OUT)}
+    init = {"w1": rng.standard_normal((hidden, n_in)) / np.sqrt(n_in), "b1": np.zeros(hidden),
+            "w2": rng.standard_normal((n_out, hidden)) / np.sqrt(hidden), "b2": np.zeros(n_out)}
     init = {k: v.astype(np.float32) for k, v in init.items()}
-    x = rng.standard_normal((BATCH, IN), dtype=np.float32)
-    y = rng.integers(0, OUT, BATCH)
+    x = rng.standard_normal((batch, n_in), dtype=np.float32)
+    y = rng.integers(0, n_out, batch)
     return init, x, y
 
 
-def mixprec_step():
-    init, x_np, y_np = mlp_data()
-    params = {k: mp.tensor(v, requires_grad=True) for k, v in init.items()}
-    x, y, rows = mp.tensor(x_np), mp.tensor(y_np), mp.arange(BATCH)
-    opt = mp.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
-    F = mp.nn.functional
+def training_step(lib, sizes=MLP, loss="log_softmax"):
+    """One SGD step of a two-layer MLP in ``lib`` (a mixprec package or torch: the same code for both).
+
+    loss "log_softmax": -log_softmax(logits)[rows, y].mean(); "cross_entropy": F.cross_entropy.
+    """
+    init, x_np, y_np = mlp_data(sizes)
+    if lib is torch:
+        params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
+        x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    else:
+        params = {k: lib.tensor(v, requires_grad=True) for k, v in init.items()}
+        x, y = lib.tensor(x_np), lib.tensor(y_np)
+    rows = lib.arange(sizes[0])
+    opt = lib.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
+    F = lib.nn.functional
 
     def step():
         h = F.relu(F.linear(x, params["w1"], params["b1"]))
         logits = F.linear(h, params["w2"], params["b2"])
-        loss = -F.log_softmax(logits, dim=1)[rows, y].mean()
+        if loss == "cross_entropy":
+            loss_value = F.cross_entropy(logits, y)
+        else:
+            loss_value = -F.log_softmax(logits, dim=1)[rows, y].mean()
         opt.zero_grad()
-        loss.backward()
+        loss_value.backward()
         opt.step()
-        return loss
+        return loss_value
     return step
 
 
-def torch_step():
-    init, x_np, y_np = mlp_data()
-    params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
-    x, y, rows = torch.from_numpy(x_np), torch.from_numpy(y_np), torch.arange(BATCH)
-    opt = torch.optim.SGD(list(params.values()), lr=0.05, momentum=0.9)
-    F = torch.nn.functional
+def mixprec_step(sizes=MLP, loss="log_softmax"):
+    return training_step(mp, sizes, loss)
 
-    def step():
-        h = F.relu(F.linear(x, params["w1"], params["b1"]))
-        logits = F.linear(h, params["w2"], params["b2"])
-        loss = -F.log_softmax(logits, dim=1)[rows, y].mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+
+def torch_step(sizes=MLP, loss="log_softmax"):
+    return training_step(torch, sizes, loss)
+
+
+STEPS = {  # name: (label, sizes, loss)
+    "mlp step": ("mlp step: {0}x{1} -> {2} -> {3}, fwd+bwd+SGD", MLP, "log_softmax"),
+    "tiny step": ("tiny step: {0}x{1} -> {2} -> {3}, cross_entropy", TINY, "cross_entropy"),
+}
 
 
 def check_same_training():
     """Both frameworks train the same model to the same loss (so the timed work is the same)."""
     if torch is None:
         return None
-    ms, ts = mixprec_step(), torch_step()
-    for _ in range(20):
-        lm, lt = ms().item(), ts().item()
-    return abs(lm - lt)
+    diffs = []
+    for _, sizes, loss in STEPS.values():
+        ms, ts = mixprec_step(sizes, loss), torch_step(sizes, loss)
+        for _ in range(20):
+            lm, lt = ms().item(), ts().item()
+        diffs.append(abs(lm - lt))
+    return max(diffs)
 
 
 def main(argv=None):
@@ -184,6 +226,7 @@ def main(argv=None):
     ap.add_argument("--number", type=int, default=2000, help="calls per timing run (op); mlp uses number/10")
     ap.add_argument("--repeat", type=int, default=7, help="timing runs; the best is reported")
     ap.add_argument("--baseline", metavar="DIR", help="a checkout whose dispatch and engine to time against")
+    ap.add_argument("--against", metavar="DIR", help="a checkout whose whole mixprec package to time against")
     args = ap.parse_args(argv)
 
     if torch is not None:
@@ -193,7 +236,7 @@ def main(argv=None):
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or platform.system()}")
     diff = check_same_training()
     if diff is not None:
-        print(f"same model, same data: |loss_mixprec - loss_torch| after 20 steps = {diff:.2e}")
+        print(f"same models, same data: |loss_mixprec - loss_torch| after 20 steps <= {diff:.2e}")
 
     ops = op_workloads()
     rows = []
@@ -201,11 +244,12 @@ def main(argv=None):
         fns = {lib: ops[lib][name] for lib in ("mixprec", "torch", "numpy") if lib in ops and name in ops[lib]}
         t = best_times(fns, args.number, args.repeat)
         rows.append((f"{name}: add 4x4 float32", t["mixprec"], t.get("torch"), t.get("numpy")))
-    fns = {"mixprec": mixprec_step()}
-    if torch is not None:
-        fns["torch"] = torch_step()
-    t = best_times(fns, max(args.number // 10, 20), args.repeat)
-    rows.append((f"mlp step: {BATCH}x{IN} -> {HIDDEN} -> {OUT}, fwd+bwd+SGD", t["mixprec"], t.get("torch"), None))
+    for label, sizes, loss in STEPS.values():
+        fns = {"mixprec": mixprec_step(sizes, loss)}
+        if torch is not None:
+            fns["torch"] = torch_step(sizes, loss)
+        t = best_times(fns, max(args.number // 10, 20), args.repeat)
+        rows.append((label.format(*sizes), t["mixprec"], t.get("torch"), None))
 
     print()
     head = f"{'workload':44} {'mixprec us':>11} {'torch us':>9} {'ratio':>6} {'numpy us':>9}"
@@ -217,7 +261,7 @@ def main(argv=None):
                  f"{t_mp / t_t:6.2f}" if t_t else f"{'-':>6}",
                  f"{t_np * 1e6:9.2f}" if t_np else f"{'-':>9}"]
         print(" ".join(cells))
-    print("\nratio = mixprec time / PyTorch eager time in this process (goal: mlp step <= 2)")
+    print("\nratio = mixprec time / PyTorch eager time in this process (goals: tiny step <= 2, op <= 1.8)")
     if args.baseline:
         baseline = load_baseline(args.baseline)
         ops = op_workloads()["mixprec"]
@@ -226,10 +270,25 @@ def main(argv=None):
         windows = 10 * args.repeat
         for label, fn, number in (("op: add 4x4 float32", ops["op"], max(args.number // 10, 20)),
                                   ("op+grad: add 4x4 float32", ops["op+grad"], max(args.number // 10, 20)),
-                                  ("mlp step", mixprec_step(), max(args.number // 200, 5))):
+                                  ("mlp step", mixprec_step(), max(args.number // 200, 5)),
+                                  ("tiny step", mixprec_step(TINY, "cross_entropy"), max(args.number // 100, 5))):
             cur, base, ratio = against_baseline(fn, baseline, number, windows)
             print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")
         print("(best times of all windows; ratio = current / baseline, the median over the windows' pairs)")
+    if args.against:
+        other = load_package(args.against)
+        ours, theirs = op_workloads(mp)["mixprec"], op_workloads(other)["mixprec"]
+        print(f"\nthis checkout against the mixprec package of {args.against}, same process, paired windows")
+        print(f"{'workload':44} {'current us':>11} {'other us':>12} {'median ratio of pairs':>22}")
+        windows = 10 * args.repeat
+        rows = [(f"{name}: add 4x4 float32", ours[name], theirs[name], max(args.number // 10, 20))
+                for name in ("op", "op+grad")]
+        rows += [(name, training_step(mp, sizes, loss), training_step(other, sizes, loss), max(args.number // 200, 5))
+                 for name, (_, sizes, loss) in STEPS.items()]
+        for label, fn, fn_other, number in rows:
+            cur, base, ratio = paired(lambda: window(fn, number), lambda: window(fn_other, number), windows)
+            print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")
+        print("(best times of all windows; ratio = current / other, the median over the windows' pairs)")
 
 
 if __name__ == "__main__":

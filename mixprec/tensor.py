@@ -211,8 +211,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's .grad (gradient defaults to 1 for one-element tensors)."""
-        from .autograd import engine
-        engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+        _engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def detach(self):
         """The same data (shared, with the same version counter) cut from the graph."""
@@ -420,8 +419,7 @@ def _finish(array, device, requires_grad):
                            f"{array.dtype.name}")
     t = Tensor._wrap(array)
     t._requires_grad = bool(requires_grad)
-    from .autograd.grad_mode import _local
-    if _local.inference:
+    if _grad_mode._local.inference:
         t._inference = True
     return t
 
@@ -611,3 +609,7 @@ def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
+# Imported last, not inside the functions that use them (an import statement costs a microsecond per call, and
+# tensor factories and backward() are called in every training step): the autograd package imports this module.
+from .autograd import engine as _engine  # noqa: E402
+from .autograd import grad_mode as _grad_mode  # noqa: E402

@@ -321,15 +321,18 @@ def test_binary_cross_entropy_is_banned_under_cuda_autocast():
 
 
 def test_composite_op_with_a_policy_runs_inner_ops_without_autocast():
-    """conv2d's policy casts once at the top; its inner matmul is not autocast again (here it would be
+    """conv2d's policy casts once at the top; its inner op _conv_nd is not autocast again (here it would be
     float32 if it were, by override)."""
+    from mixprec.ops.conv import Geometry
     x, w = mp.randn(1, 2, 4, 4), mp.randn(3, 2, 3, 3)
-    with mp.amp.override({"matmul": "fp32"}), mp.autocast("cpu"):
-        assert (mp.randn(2, 2, dtype=BF16) @ mp.randn(2, 2, dtype=BF16)).dtype == F32
+    conv_nd = mp.ops.get("_conv_nd")
+    with mp.amp.override({"_conv_nd": "fp32"}), mp.autocast("cpu"):
+        geometry = Geometry((3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), (2, 2))
+        assert conv_nd(x.to(BF16), w.to(BF16), None, geometry, 1).dtype == F32
         with mp.amp.trace() as t:
             out = F.conv2d(x, w)
     assert out.dtype == BF16
-    inner = [r for r in t.records if r.name == "matmul"]
+    inner = [r for r in t.records if r.name == "_conv_nd"]
     assert inner and all(r.policy is None and r.run_dtypes == (BF16, BF16) for r in inner)
 
 

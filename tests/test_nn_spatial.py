@@ -541,3 +541,4 @@ def test_conv_over_zero_input_channels_returns_its_bias():
     np.testing.assert_array_equal(y.detach().numpy()[0, :, 0, 0], [1.0, 2.0, 3.0])
     y.sum().backward()
     assert x.grad.shape == (1, 0, 4, 4) and b.grad.tolist() == [4.0, 4.0, 4.0]
+

@@ -70,6 +70,30 @@ def test_scalars_are_weak(dtype, scalar, expected):
     assert mp.result_type(_sample(dtype), scalar) == expected
 
 
+def test_python_numbers_beside_one_dtype_promote_as_the_general_rule():
+    """Dispatch decides Python ints and floats beside tensors of one dtype (``x * 2.0``, ``t != -100``) without
+    result_type, for speed: every such case must come out as the general rule's (the same dtype, the same scalar,
+    or the same error)."""
+    from mixprec.ops import dispatch, registry
+    op = registry.get("mul")
+
+    def outcome(promote, args):
+        try:
+            out = promote(op, args)
+        except Exception as exc:  # noqa: BLE001 (the error itself is compared)
+            return type(exc)
+        return [(type(a), a.dtype, a.item() if isinstance(a, np.generic) else None) if not isinstance(a, mp.Tensor)
+                else (mp.Tensor, a.dtype, None) for a in out]
+
+    cases = itertools.product(ALL_DTYPES + [mp.complex64], (2, -3, 0, 0.5, -1e-8, 1e30, 2 ** 40, True, 1j))
+    with np.errstate(over="ignore"):  # (1e30 overflows float16 to inf, either way)
+        for dtype, scalar in cases:
+            for args in ((_sample(dtype), scalar), (scalar, _sample(dtype)), (_sample(dtype, ()), scalar)):
+                assert outcome(dispatch._promote, args) == outcome(dispatch._promote_mixed, args), (dtype, scalar)
+            if not (dtype in (I32, I64) and scalar == 2 ** 40):
+                assert (_sample(dtype) * scalar).dtype == mp.result_type(_sample(dtype), scalar), (dtype, scalar)
+
+
 def test_zero_dim_tensors_only_matter_in_a_higher_category():
     assert (mp.ones(2, dtype=F16) * mp.tensor(2.0)).dtype == F16
     assert (mp.ones(2, dtype=I32) * mp.tensor(2.0)).dtype == F32

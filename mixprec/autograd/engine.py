@@ -23,7 +23,7 @@ import heapq
 import threading
 
 from .. import dtypes as _dt
-from ..tensor import Tensor
+from ..tensor import Tensor, ones_like, tensor, zeros_like
 from . import grad_mode
 from .graph import AccumulateGrad, gradient_edge
 
@@ -100,7 +100,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
             while ready:
-                _, _, node = heapq.heappop(ready)
+                node = heapq.heappop(ready)[2]
                 grads = buffers.pop(id(node), None)
                 result = None
                 if grads is not None:
@@ -110,12 +110,13 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
                 for i, edge in enumerate(node._next_edges):
                     if edge is None:
                         continue
-                    child, nr = edge
+                    child = edge[0]
                     if result is not None and result[i] is not None:
-                        _deliver(buffers, child, nr, result[i])
-                    deps[id(child)] -= 1
-                    if deps[id(child)] == 0:
-                        heapq.heappush(ready, (-child._seq, id(child), child))
+                        _deliver(buffers, child, edge[1], result[i])
+                    key = id(child)
+                    deps[key] -= 1
+                    if not deps[key]:
+                        heapq.heappush(ready, (-child._seq, key, child))
             for fn in run.callbacks:
                 fn()
     finally:
@@ -181,12 +182,8 @@ def _to_execute(nodes, targets, accumulate, inputs):
 def _deliver(buffers, node, nr, grad):
     grads = buffers.get(id(node))
     if grads is None:
-        grads = buffers[id(node)] = [None] * _num_outputs(node)
+        grads = buffers[id(node)] = [None] * node._n_outputs
     grads[nr] = grad if grads[nr] is None else grads[nr] + grad
-
-
-def _num_outputs(node):
-    return 1 if isinstance(node, AccumulateGrad) else node._n_outputs
 
 
 def _run_node(run, node, grads, execute):
@@ -196,19 +193,9 @@ def _run_node(run, node, grads, execute):
     if accumulates and variable is None:
         return None  # the leaf is gone: nobody can read its gradient
     tensor_hooks = node._tensor_hooks
-    for nr, g in enumerate(grads):
-        if g is None:
-            continue
-        hooks = variable._hooks if variable is not None else tensor_hooks.get(nr) if tensor_hooks else None
-        if hooks:
-            g = grads[nr] = _call_tensor_hooks(hooks, g, run.foreign)
-        if node._retained is not None and nr in node._retained and run.accumulate:
-            kept = node._retained[nr]()
-            if kept is not None:
-                _store_grad(kept, g, run.foreign, run.create_graph)
-        if run.targets is not None:
-            for k in run.targets.get((id(node), nr), ()):
-                run.captured[k] = g
+    if tensor_hooks or node._retained is not None or run.targets is not None or (variable is not None
+                                                                                  and variable._hooks):
+        _each_output(run, node, variable, grads)
     if not execute:
         return None
     if node._pre_hooks:
@@ -243,11 +230,30 @@ def _run_node(run, node, grads, execute):
             continue
         if node.user_backward:
             run.foreign.add(id(g.data))
-        if g.data.shape != meta[0] or g.data.dtype != meta[1]:
+        if g.data.shape != meta[0] or (g.data.dtype is not meta[1] and g.data.dtype != meta[1]):
             g = result[i] = _fit(node, i, g, *meta)
         if run.check_nan:
             _check_finite(node, i, g)
     return result
+
+
+def _each_output(run, node, variable, grads):
+    """The gradient of each output of ``node``: its tensor hooks (which may replace it in ``grads``), retain_grad,
+    and autograd.grad's capture."""
+    tensor_hooks = node._tensor_hooks
+    for nr, g in enumerate(grads):
+        if g is None:
+            continue
+        hooks = variable._hooks if variable is not None else tensor_hooks.get(nr) if tensor_hooks else None
+        if hooks:
+            g = grads[nr] = _call_tensor_hooks(hooks, g, run.foreign)
+        if node._retained is not None and nr in node._retained and run.accumulate:
+            kept = node._retained[nr]()
+            if kept is not None:
+                _store_grad(kept, g, run.foreign, run.create_graph)
+        if run.targets is not None:
+            for k in run.targets.get((id(node), nr), ()):
+                run.captured[k] = g
 
 
 def _call_tensor_hooks(hooks, grad, foreign):
@@ -273,6 +279,8 @@ def _replace(old, new, kind, node):
 
 def _check_count(node, result):
     n = len(node._next_edges)
+    if len(result) == n:
+        return
     if len(result) < n or any(g is not None for g in result[n:]):
         raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients (expected {n}, "
                            f"got {len(result)})")
@@ -371,7 +379,6 @@ def _tensors(value, what):
 
 def _seeds(outputs, grad_outputs, who):
     """One gradient per output: given (Tensor or number) or ones for a one-element output."""
-    from ..tensor import ones_like, tensor
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, Tensor):
@@ -419,7 +426,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     An input that does not reach the outputs is an error unless ``allow_unused``
     (then its gradient is None) or ``materialize_grads`` (then zeros).
     """
-    from ..tensor import zeros_like
     if is_grads_batched:
         raise NotImplementedError("grad: is_grads_batched=True (vmap over grad_outputs) is not supported; loop "
                                   "over the batch of grad_outputs instead")

@@ -155,6 +155,8 @@ class AccumulateGrad(Node):
         """The leaf tensor (None once it is gone)."""
         return self._variable()
 
+    _n_outputs = 1
+
     def name(self) -> str:
         return "AccumulateGrad"
 
@@ -283,10 +285,15 @@ class NotSaved:
     declaration must list everything its backward reads.
     """
 
-    __slots__ = ("_what",)
+    __slots__ = ("_node", "_index", "_is_output", "_undeclared")
 
-    def __init__(self, what):
-        self._what = what
+    def __init__(self, node, index, is_output=False, undeclared=False):
+        # what it stands for: input or output ``index`` of ``node`` (undeclared: the op saves no output at all)
+        self._node, self._index, self._is_output, self._undeclared = node, index, is_output, undeclared
+
+    @property
+    def _what(self):  # (worded only when needed: most stand-ins are never touched)
+        return self._node._not_saved_label(self._index, self._is_output, self._undeclared)
 
     def _fail(self, *args, **kwargs):
         raise RuntimeError(f"backward used {self._what}, which the op does not save for backward; list it in "
@@ -411,7 +418,7 @@ class OpNode(Node):
         self._seq = next(_sequence)
         self.op = op
         self._args = args
-        self.kwargs = kwargs or {}
+        self.kwargs = kwargs if kwargs is not None else {}
 
     def name(self) -> str:
         return f"{self.op.name}Backward"
@@ -454,10 +461,10 @@ class OpNode(Node):
                     o.output_nr = i
         op = self.op
         promote, positions = op.promote, op.saved_positions
-        edges, metas, layout, sealed, hidden = [], [], [], [], None
+        edges, metas, sealed = [], [], []
+        lists = hidden = None
         for i, a in enumerate(self._args):
             if isinstance(a, Tensor):  # the common case first
-                layout.append(None)
                 sealed.append(SavedTensor(a) if i in positions else _UNSAVED)
                 if a._requires_grad:
                     edges.append(gradient_edge(a))
@@ -466,7 +473,8 @@ class OpNode(Node):
                     edges.append(None)
                     metas.append(None)
             elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):  # cat, stack, indices
-                layout.append(len(a))
+                lists = lists or {}
+                lists[i] = len(a)
                 sealed.append(type(a)((SavedTensor(x) if i in positions else _UNSAVED) if isinstance(x, Tensor)
                                       else x for x in a))
                 for x in a:
@@ -474,14 +482,15 @@ class OpNode(Node):
                     edges.append(gradient_edge(x) if grad else None)
                     metas.append((x.data.shape, x.data.dtype) if grad else None)
             else:
-                layout.append(None)
                 sealed.append(a)
                 if not (i in promote and isinstance(a, _NUMBERS)):
                     hidden = hidden or set()
                     hidden.add(len(edges))
                 edges.append(None)
                 metas.append(None)
-        self._next_edges, self._metas, self._layout, self._sealed_args = edges, metas, layout, tuple(sealed)
+        self._next_edges, self._metas, self._sealed_args = edges, metas, tuple(sealed)
+        # how backward's results map to the edges: one per argument, a list's gradients spread over its slots
+        self._layout = len(sealed) if lists is None else [lists.get(i) for i in range(len(sealed))]
         self._n_outputs = len(outs)
         if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
             self._visible = [k not in hidden for k in range(len(edges))]
@@ -496,6 +505,11 @@ class OpNode(Node):
 
     def _saved_label(self, index, is_output):
         return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
+
+    def _not_saved_label(self, index, is_output, undeclared):
+        if not is_output:
+            return self._arg_name(index)
+        return f"output {index} of {self.op.name}" + (" (declare saves=('output',))" if undeclared else "")
 
     def _arg_name(self, i):
         names = self.op.arg_names
@@ -515,7 +529,7 @@ class OpNode(Node):
             if isinstance(a, SavedTensor):
                 out.append(a.unpack(self, i))
             elif a is _UNSAVED:
-                out.append(NotSaved(self._arg_name(i)))
+                out.append(NotSaved(self, i))
             elif isinstance(a, (list, tuple)) and any(isinstance(x, SavedTensor) or x is _UNSAVED for x in a):
                 out.append(type(a)(self._unpack_arg(i, x) for x in a))  # a list of tensors (cat, indices)
             else:
@@ -525,16 +539,14 @@ class OpNode(Node):
     def _unpack_arg(self, i, a):
         if isinstance(a, SavedTensor):
             return a.unpack(self, i)
-        return NotSaved(self._arg_name(i)) if a is _UNSAVED else a
+        return NotSaved(self, i) if a is _UNSAVED else a
 
     def _unpack_outputs(self):
         self._check_alive()
         saved = self._saved_outputs
         if saved is None:
-            return tuple(NotSaved(f"output {i} of {self.op.name} (declare saves=('output',))")
-                         for i in range(self._n_outputs))
-        return tuple(NotSaved(f"output {i} of {self.op.name}") if s is None
-                     else s.unpack(self, i) for i, s in enumerate(saved))
+            return tuple(NotSaved(self, i, is_output=True, undeclared=True) for i in range(self._n_outputs))
+        return tuple(NotSaved(self, i, is_output=True) if s is None else s.unpack(self, i) for i, s in enumerate(saved))
 
     def _apply(self, grads):
         """Run the op's backward (saved tensors unpacked once for the whole call)."""
@@ -551,7 +563,10 @@ class OpNode(Node):
     def _release(self):
         self.freed = True
         self._args = self._saved_outputs = None
-        self.__dict__.update({k: None for k in list(self.__dict__) if k not in _KEEP})
+        notes = self.__dict__
+        for k in notes:  # what forward noted on ctx (masks, shapes): not needed any more (the keys stay)
+            if k not in _KEEP:
+                notes[k] = None
 
 
 _UNSAVED = object()  # marks, in a sealed node's args, a tensor the op does not save (NotSaved at backward)
@@ -562,7 +577,14 @@ _KEEP = {"op", "freed", "trace", "_seq", "_next_edges", "_metas", "_layout", "_v
 
 
 def flatten_grads(grads, layout):
-    """Match a backward's per-argument results to the input slots (lists expand; missing trailing ones are None)."""
+    """Match a backward's per-argument results to the input slots (lists expand; missing trailing ones are None).
+
+    layout: per argument, None or the length of a list argument; or just the number of arguments when none is a
+    list (the common case: one slot per argument).
+    """
+    if type(layout) is int:
+        n = len(grads)
+        return list(grads) if n == layout else list(grads[:layout]) + [None] * (layout - n)
     flat = []
     for i, n in enumerate(layout):
         g = grads[i] if i < len(grads) else None

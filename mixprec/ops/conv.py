@@ -1,21 +1,32 @@
-"""Convolutions in 1, 2 and 3 dims: im2col + one matrix product, and transposed convolutions as its adjoint.
+"""Convolutions in 1, 2 and 3 dims, each one op: im2col + GEMM + bias, computed in float32 for half inputs.
 
-``_im2col`` copies every receptive field of the zero-padded input into a column, so
-a convolution is ``weight @ columns``: GEMMs (per image and group), which is what autocast
-wants to run in float16/bfloat16. ``_col2im`` is its adjoint: it adds each column
-back onto the receptive field it came from. A transposed convolution is the
-adjoint of a convolution with respect to its input, ``columns = weight^T @ input``
-followed by ``_col2im``. Each of the two ops' gradient is the other, and every
-convolution is a composite of them and matmul, so all are differentiable any
-number of times, in both modes, in any number of spatial dims.
+A convolution copies every receptive field of the zero-padded input into a column
+(im2col: a single strided view plus one copy), so it is ``weight @ columns`` (one
+GEMM per image and group) plus the bias. ``_conv_nd`` does all of it as ONE op, the
+way torch's autocast table and a cuDNN kernel see a convolution: float16/bfloat16
+input and weight are widened to float32 once, the columns, the product and the bias
+are float32, and the output is rounded once. (Built from ``_im2col`` and ``matmul``,
+as it was, every column would be widened, the product rounded and the bias added and
+rounded again: more conversions, and two roundings.)
 
-Columns are laid out per image, (N, C * prod(kernel), prod(out)), and
-``_im2col`` is a single strided view plus one copy. The products are batched
-over the images: one GEMM per image and group, each small enough that BLAS runs
-it on one thread. (One large GEMM over the whole batch is a little faster on one
-thread, but OpenBLAS splits it across threads that spin-wait: on a busy 2-core
+Its gradients are convolutions too, each again one op that computes in float32 and
+rounds once: with respect to the input, the transposed convolution
+``_conv_transpose_nd`` (``col2im(weight^T @ g)``, the adjoint of im2col); with respect
+to the weight, ``_conv_weight_grad``, the correlation of the input with g (summed over
+the images in float32, rounded once); with respect to the bias, g summed. The three
+ops are bilinear and each one's gradients are made of the three, so convolutions
+differentiate any number of times, in both modes. A public transposed convolution is
+``_conv_transpose_nd`` itself.
+
+Columns are laid out per image, (N, C * prod(kernel), prod(out)), and the products
+are batched over the images: one GEMM per image and group, each small enough that
+BLAS runs it on one thread. (One large GEMM over the whole batch is a little faster
+on one thread, but OpenBLAS splits it across threads that spin-wait: on a busy 2-core
 machine that cost a digits-sized training step 1.7x its CPU time, and single
 convolutions up to 6x.)
+
+``_im2col`` and ``_col2im`` remain as ops of their own (linear, each the other's
+gradient) for the average pools, which sum the taps im2col lays out.
 
 Internal and backend names from the autocast tables map onto these:
 ``_convolution`` (aten's convolution with all its backend flags) and ``conv_tbc``
@@ -32,6 +43,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
+from .opmath import opmath
+from .reduce import _add_reduce
 from .registry import register
 
 LP = "lower_precision_fp"
@@ -103,15 +116,31 @@ def _window_view(xp, padded, geometry):
                                            st[:2] + taps + steps)
 
 
-# ---------------------------------------------------------------- the two linear maps
+def _columns(xp, x, geometry):
+    """im2col on arrays: (N, C, *size) -> (N, C * prod(kernel), prod(out)), zero padding outside the input."""
+    n, c = x.shape[:2]
+    view = _window_view(xp, _padded(xp, x, geometry), geometry)
+    return view.reshape(n, c * math.prod(geometry.kernel), math.prod(geometry.out))  # the one copy
+
+
+def _add_columns(xp, cols, shape, geometry):
+    """col2im on arrays, in cols' dtype: each column added onto the receptive field it came from, (N, C, *size) =
+    ``shape`` (a view into the padded sum: the caller copies)."""
+    n, c, *size = shape
+    buf = xp.zeros((n, c) + geometry.extent(size), dtype=cols.dtype)
+    if cols.size:
+        blocks = cols.reshape(n, c, *geometry.kernel, *geometry.out)
+        for offsets in itertools.product(*map(range, geometry.kernel)):
+            buf[geometry.window(offsets)] += blocks[(slice(None), slice(None)) + offsets]
+    return buf[geometry.inside(size)]
+
+
+# ---------------------------------------------------------------- the two linear maps (for the average pools)
 @register("_im2col", promote=(), linear=True)
 def _im2col(ctx, input, geometry):
     """(N, C, *size) -> columns (N, C * prod(kernel), prod(out)), zero padding outside the input."""
-    n, c = input.shape[:2]
     ctx.shape = input.shape
-    xp = array_module(input)
-    view = _window_view(xp, _padded(xp, input, geometry), geometry)
-    return view.reshape(n, c * math.prod(geometry.kernel), math.prod(geometry.out))  # the one copy
+    return _columns(array_module(input), input, geometry)
 
 
 @_im2col.grad
@@ -121,21 +150,134 @@ def _(ctx, g):
 
 @register("_col2im", promote=(), linear=True)
 def _col2im(ctx, cols, shape, geometry):
-    """The adjoint of _im2col: add each column onto the receptive field it came from, (N, C, *size) = ``shape``."""
-    n, c, *size = shape
+    """The adjoint of _im2col: add each column onto the receptive field it came from, (N, C, *size) = ``shape``.
+
+    Half columns are widened once and their overlaps add up in float32, rounded once."""
     xp = array_module(cols)
-    acc = np.float32 if cols.dtype in _dt.LOW_PRECISION else cols.dtype  # overlaps add up in float32
-    buf = xp.zeros((n, c) + geometry.extent(size), dtype=acc)
-    if cols.size:
-        blocks = cols.reshape(n, c, *geometry.kernel, *geometry.out)
-        for offsets in itertools.product(*map(range, geometry.kernel)):
-            buf[geometry.window(offsets)] += blocks[(slice(None), slice(None)) + offsets]
-    return xp.ascontiguousarray(buf[geometry.inside(size)]).astype(cols.dtype, copy=False)
+    return xp.ascontiguousarray(opmath(lambda c: _add_columns(xp, c, shape, geometry), cols))
 
 
 @_col2im.grad
 def _(ctx, g):
     return _im2col(g, ctx.inputs[2]), None, None
+
+
+# ---------------------------------------------------------------- convolution as one op, and its gradients
+def _with_bias(y, b):
+    """y (N, O, *out) plus the bias (O,) along the channels, in place (y is a fresh product)."""
+    if b is not None:
+        y += b.reshape(b.shape + (1,) * (y.ndim - 2))
+    return y
+
+
+def _wanted(ctx, i):
+    """Whether the gradient of tensor input i (0: input, 1: weight, 2: bias) goes anywhere (torch's
+    needs_input_grad): a convolution's first tensors are its first next_functions."""
+    return ctx.next_functions[i][0] is not None
+
+
+def _bias_grad(ctx, g, bias):
+    """g summed over the images and positions, for a bias that needs it (else None)."""
+    if bias is None or not _wanted(ctx, 2):
+        return None
+    return g.sum(dim=(0, *range(2, g.ndim)))
+
+
+@register("_conv_nd", promote=(0, 1, 2), saves=("input", "weight"))
+def conv_nd(ctx, input, weight, bias, geometry, groups):
+    """The convolution, one op: weight @ im2col(input) + bias, per image and group.
+
+    input (N, C, *size), weight (O, C/groups, *kernel), bias (O,) or None -> (N, O, *geometry.out).
+    float16/bfloat16 input and weight are widened once; columns, product and bias are float32 and the
+    output is rounded once, as a cuDNN kernel does."""
+    xp = array_module(input)
+    n, c = input.shape[:2]
+    out_c = weight.shape[0]
+
+    def compute(x, w, b):
+        cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel),
+                                                 math.prod(geometry.out))               # (N, G, C/G * K, L)
+        y = xp.matmul(w.reshape(groups, out_c // groups, cols.shape[2]), cols)          # (G, O/G, C/G * K) @
+        return _with_bias(y.reshape(n, out_c, *geometry.out), b)
+    return opmath(compute, input, weight, bias)
+
+
+@conv_nd.grad
+def _(ctx, g):
+    x, w, bias, geometry, groups = ctx.inputs
+    gx = conv_transpose_nd(g, w, None, tuple(x.shape), geometry, groups) if _wanted(ctx, 0) else None
+    gw = conv_weight_grad(x, g, geometry, groups) if _wanted(ctx, 1) else None
+    return gx, gw, _bias_grad(ctx, g, bias), None, None
+
+
+@conv_nd.jvp
+def _(ctx, tx, tw, tb, *_):
+    x, w, _b, geometry, groups = ctx.inputs  # bilinear in (input, weight), linear in bias
+    return conv_nd(tx, w, tb, geometry, groups) + conv_nd(x, tw, None, geometry, groups)
+
+
+@register("_conv_transpose_nd", promote=(0, 1, 2), saves=("input", "weight"))
+def conv_transpose_nd(ctx, input, weight, bias, shape, geometry, groups):
+    """The transposed convolution, one op: col2im(weight^T @ input) + bias, the adjoint of _conv_nd in its input.
+
+    input (N, C, *geometry.out), weight (C, O/groups, *kernel), bias (O,) or None -> ``shape`` = (N, O, *size).
+    float16/bfloat16 are widened once; product, overlapping sums and bias are float32, rounded once."""
+    xp = array_module(input)
+    n, c = input.shape[:2]
+    out_c, taps, positions = shape[1], math.prod(geometry.kernel), math.prod(geometry.out)
+
+    def compute(x, w, b):
+        xs = x.reshape(n, groups, c // groups, positions)                               # (N, G, C/G, L)
+        wt = xp.swapaxes(w.reshape(groups, c // groups, out_c // groups * taps), -1, -2)  # (G, O/G * K, C/G)
+        cols = xp.matmul(wt, xs).reshape(n, out_c * taps, positions)                    # (N, O * K, L)
+        return _with_bias(xp.ascontiguousarray(_add_columns(xp, cols, shape, geometry)), b)
+    return opmath(compute, input, weight, bias)
+
+
+@conv_transpose_nd.grad
+def _(ctx, g):
+    y, w, bias, shape, geometry, groups = ctx.inputs
+    gy = conv_nd(g, w, None, geometry, groups) if _wanted(ctx, 0) else None
+    gw = conv_weight_grad(g, y, geometry, groups) if _wanted(ctx, 1) else None
+    return gy, gw, _bias_grad(ctx, g, bias), None, None, None
+
+
+@conv_transpose_nd.jvp
+def _(ctx, ty, tw, tb, *_):
+    y, w, _b, shape, geometry, groups = ctx.inputs
+    return conv_transpose_nd(ty, w, tb, shape, geometry, groups) + conv_transpose_nd(y, tw, None, shape, geometry,
+                                                                                     groups)
+
+
+@register("_conv_weight_grad", promote=(0, 1), saves=("input", "grad"))
+def conv_weight_grad(ctx, input, grad, geometry, groups):
+    """The gradient of _conv_nd in its weight, one op: the correlation of the input with the output's gradient.
+
+    input (N, C, *size), grad (N, O, *geometry.out) -> (O, C/groups, *kernel): grad @ im2col(input)^T per image
+    and group, summed over the images. float16/bfloat16: all of it in float32, rounded once."""
+    xp = array_module(input)
+    n, c = input.shape[:2]
+    out_c, positions = grad.shape[1], math.prod(geometry.out)
+
+    def compute(x, g):
+        cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel), positions)
+        per_image = xp.matmul(g.reshape(n, groups, out_c // groups, positions), xp.swapaxes(cols, -1, -2))
+        return _add_reduce(per_image, 0, False, per_image.dtype).reshape(out_c, c // groups, *geometry.kernel)
+    return opmath(compute, input, grad)
+
+
+@conv_weight_grad.grad
+def _(ctx, gw):
+    x, g, geometry, groups = ctx.inputs
+    gx = conv_transpose_nd(g, gw, None, tuple(x.shape), geometry, groups) if _wanted(ctx, 0) else None
+    gg = conv_nd(x, gw, None, geometry, groups) if _wanted(ctx, 1) else None
+    return gx, gg, None, None
+
+
+@conv_weight_grad.jvp
+def _(ctx, tx, tg, *_):
+    x, g, geometry, groups = ctx.inputs
+    return conv_weight_grad(tx, g, geometry, groups) + conv_weight_grad(x, tg, geometry, groups)
 
 
 # ---------------------------------------------------------------- argument checks
@@ -194,7 +336,7 @@ def _conv_padding(name, padding, kernel, dilation, stride, nd):
 
 # ---------------------------------------------------------------- convolution
 def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
-    """An nd-dim convolution on Tensors: im2col, then one (batched over groups) matrix product."""
+    """An nd-dim convolution on Tensors: the arguments checked, then the one op _conv_nd."""
     x = _check_tensors(name, nd, input, weight, bias, "(out_channels, in_channels/groups, *kernel)")
     n, c, *size = x.shape
     out_c, in_per_group, *kernel = weight.shape
@@ -207,13 +349,7 @@ def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
     if any(o < 1 for o in out):
         raise RuntimeError(f"{name}: the (padded) input of spatial size {tuple(size)} is smaller than the "
                            f"dilated kernel {tuple(kernel)}: the output would be empty")
-    geometry = Geometry(tuple(kernel), stride, pads, dilation, out)
-    taps, positions = math.prod(kernel), math.prod(out)
-    cols = _im2col(x, geometry).reshape(n, groups, c // groups * taps, positions)  # (N, G, C/G * K, L)
-    w = weight.reshape(groups, out_c // groups, in_per_group * taps)              # (G, O/G, C/G * K)
-    y = (w @ cols).reshape(n, out_c, *out)
-    if bias is not None:
-        y = y + bias.reshape(out_c, *(1,) * nd)
+    y = conv_nd(x, weight, bias, Geometry(tuple(kernel), stride, pads, dilation, out), groups)
     return y if input.ndim == nd + 2 else y.squeeze(0)
 
 
@@ -224,7 +360,8 @@ def _register_conv(nd):
         return _conv(name, nd, input, weight, bias, stride, padding, dilation, groups)
     forward.__doc__ = (f"{nd}-D convolution (cross-correlation, as torch) of (N, C, *{nd} dims) with a weight "
                        f"(O, C/groups, *kernel).\n\npadding: an int, a tuple, 'valid' or 'same' (stride 1). "
-                       "Lower precision under autocast.")
+                       "Lower precision under autocast; one op (_conv_nd): float16/bfloat16 computed in float32 "
+                       "(im2col, GEMM, bias) and rounded once.")
     return register(name, functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)(forward)
 
 
@@ -233,7 +370,7 @@ conv1d, conv2d, conv3d = (_register_conv(nd) for nd in (1, 2, 3))
 
 # ---------------------------------------------------------------- transposed convolution
 def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
-    """The adjoint of _conv with respect to its input: weight^T @ input, then col2im onto the output."""
+    """The adjoint of _conv with respect to its input: the arguments checked, then the one op _conv_transpose_nd."""
     x = _check_tensors(name, nd, input, weight, bias, "(in_channels, out_channels/groups, *kernel)")
     n, c, *size = x.shape
     in_c, out_per_group, *kernel = weight.shape
@@ -260,13 +397,7 @@ def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_paddi
     if any(o < 1 for o in out):
         raise RuntimeError(f"{name}: padding {pad} removes the whole output (its size would be {out})")
     geometry = Geometry(tuple(kernel), stride, tuple((p, p) for p in pad), dilation, tuple(size))
-    taps, positions = math.prod(kernel), math.prod(size)
-    xs = x.reshape(n, groups, c // groups, positions)                         # (N, G, C/G, L)
-    w = weight.reshape(groups, c // groups, out_per_group * taps).mT          # (G, O/G * K, C/G)
-    cols = (w @ xs).reshape(n, out_c * taps, positions)                       # (N, O * K, L)
-    y = _col2im(cols, (n, out_c, *out), geometry)
-    if bias is not None:
-        y = y + bias.reshape(out_c, *(1,) * nd)
+    y = conv_transpose_nd(x, weight, bias, (n, out_c, *out), geometry, groups)
     return y if input.ndim == nd + 2 else y.squeeze(0)
 
 
@@ -278,7 +409,8 @@ def _register_conv_transpose(nd):
     forward.__doc__ = (f"{nd}-D transposed convolution (the gradient of conv{nd}d with respect to its input) of "
                        f"(N, C, *{nd} dims) with a weight (C, O/groups, *kernel).\n\nEach output dim is "
                        "(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1. "
-                       "Lower precision under autocast.")
+                       "Lower precision under autocast; one op (_conv_transpose_nd): float16/bfloat16 computed "
+                       "in float32 (GEMM, col2im, bias) and rounded once.")
     return register(name, functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)(forward)
 
 

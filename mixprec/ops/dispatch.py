@@ -144,7 +144,8 @@ def run_observed(call, run, observers):
 
 def watching_backward() -> bool:
     """Whether an observer of this thread asked to see the autograd engine's calls (sees_backward)."""
-    return any(getattr(o, "sees_backward", False) for o in _observed.observers)
+    observers = _observed.observers
+    return bool(observers) and any(getattr(o, "sees_backward", False) for o in observers)
 
 
 def observed_backward(kind, op, args, device, run, node=None):
@@ -159,25 +160,31 @@ def observed_backward(kind, op, args, device, run, node=None):
 
 
 # ---------------------------------------------------------------- dispatch
+# Every op call runs this code, and on small tensors it is most of the time a training step takes
+# (benchmarks/dispatch.py). So the common case is kept cheap: one pass over the arguments (_find_tensors) finds
+# the tensors, their device, whether one requires grad, whether promotion has anything to do and the arrays forward
+# runs on; autocast, observers, forward AD and anomaly mode cost one check each when they are off.
 def dispatch(op, args, kwargs):
     """Run one call of ``op`` (the steps are listed in the module docstring)."""
-    if kwargs and "out" in kwargs and not op.takes_out:
-        return _dispatch_out(op, args, kwargs)
-    if kwargs and op.arg_names:
-        args, kwargs = _keyword_args_to_positional(op, args, kwargs)
-    if op.max_args is not None and len(args) > op.max_args:
+    if kwargs:
+        if "out" in kwargs and not op.takes_out:
+            return _dispatch_out(op, args, kwargs)
+        if op.arg_names:
+            args, kwargs = _keyword_args_to_positional(op, args, kwargs)
+    if len(args) > op.max_args:
         raise TypeError(f"{op.name}() takes at most {op.max_args} positional arguments "
                         f"({', '.join(op.arg_names)}) but {len(args)} were given")
-    tensors, args = _find_tensors(op, args)
-    if not tensors:
-        tensors, args = _scalars_to_tensors(op, args)
-    device = _common_device(op, tensors)
+    found = _find_tensors(op, args)
+    if found[2] is None:  # no Tensor at all
+        found = _scalars_to_tensors(op, args)
     if _observed.observers:
-        return _dispatch_observed(op, args, kwargs, device)
-    return _dispatch(op, args, kwargs, device, None)
+        return _dispatch_observed(op, kwargs, found)
+    return _dispatch(op, kwargs, found, None)
 
 
-def _dispatch(op, args, kwargs, device, call):
+def _dispatch(op, kwargs, found, call):
+    """Autocast, promotion and forward; ``found`` is what _find_tensors found, ``call`` the observed Call."""
+    args, _, device, _, uniform = found
     decision = None
     regions = _autocast.STATE.regions
     if regions and device.type in regions and not op.inplace and not explicit_dtype_or_out(op, args, kwargs):
@@ -193,28 +200,30 @@ def _dispatch(op, args, kwargs, device, call):
             return op.forward(None, *args, **kwargs)
         with _autocast.suspended():  # the op's own policy applied, once, at the top (as torch does)
             return op.forward(None, *args, **kwargs)
-    if op.promote:
+    if op.promote and not (uniform and decision is None):
         args = _promote(op, args)
     if call is not None:
         call.run_args = args
-    return _run(op, args, kwargs, device)
+    if args is not found[0]:  # autocast or promotion put casts in: look at the arguments again
+        found = _find_tensors(op, args)
+    return _run(op, kwargs, found)
 
 
-def _dispatch_observed(op, args, kwargs, device):
+def _dispatch_observed(op, kwargs, found):
     stack = _observed.stack
-    call = Call(op, args, kwargs, device, stack[-1] if stack else None, len(stack))
-    return run_observed(call, lambda: _dispatch(op, args, kwargs, device, call), _observed.observers)
+    call = Call(op, found[0], kwargs, found[2], stack[-1] if stack else None, len(stack))
+    return run_observed(call, lambda: _dispatch(op, kwargs, found, call), _observed.observers)
 
 
-def _run(op, args, kwargs, device):
+def _run(op, kwargs, found):
     """Forward on arrays, then the autograd bookkeeping of both modes."""
-    record = op.differentiable and _gm._local.grad and _any_requires_grad(args)
+    args, arrays, device, requires_grad, _ = found
+    record = requires_grad and op.differentiable and _gm._local.grad
     tangents = _fwad.STATE.level is not None and op.differentiable and _any_tangent(args)
     ctx = OpNode(op, args, kwargs) if record or tangents else _Scratch()
-    arrays = [a.data if isinstance(a, Tensor) else _arrays_in(a) for a in args]
     try:
         if device is CPU:
-            data = op.forward(ctx, *arrays, **kwargs)
+            data = op.forward(ctx, *arrays, **kwargs) if kwargs else op.forward(ctx, *arrays)
         else:
             with _on(device):
                 data = op.forward(ctx, *arrays, **kwargs)
@@ -222,17 +231,21 @@ def _run(op, args, kwargs, device):
         if op.broadcast:
             _check_broadcast(op, arrays)
         raise
-    if type(data) is tuple:
+    several = type(data) is tuple
+    if several:
         out = tuple(_wrap(op, d, args, arrays, kwargs) for d in data)
-        floating = any(o.data.dtype in _DIFFERENTIABLE for o in out)
-    else:
+    elif op.view or isinstance(data, np.generic):
         out = _wrap(op, data, args, arrays, kwargs)
-        floating = out.data.dtype in _DIFFERENTIABLE
+    else:  # (what _wrap does with a plain result, without the call)
+        out = Tensor._wrap(data)
     if _gm._local.inference:
-        for o in (out if type(out) is tuple else (out,)):
+        for o in (out if several else (out,)):
             o._inference = True
-    if floating and (record or tangents):
-        outs = out if type(out) is tuple else (out,)
+    if not (record or tangents):
+        return out
+    outs = out if several else (out,)
+    floating = any(o.data.dtype in _DIFFERENTIABLE for o in outs) if several else out.data.dtype in _DIFFERENTIABLE
+    if floating:  # (an integer result has no gradient)
         ctx._outs = outs
         if record:
             ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
@@ -246,7 +259,7 @@ def _run(op, args, kwargs, device):
 
 
 def _wrap(op, data, args, arrays, kwargs):
-    if not isinstance(data, np.ndarray) and isinstance(data, np.generic):
+    if isinstance(data, np.generic):
         data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
     if op.view and _is_view_of(data, arrays[0]):
         source = args[0]
@@ -254,18 +267,6 @@ def _wrap(op, data, args, arrays, kwargs):
         out._view = ViewInfo(source, op, args[1:], kwargs, not _gm._local.grad)
         return out
     return Tensor._wrap(data)
-
-
-def _any_requires_grad(args):
-    for a in args:
-        if isinstance(a, Tensor):
-            if a._requires_grad:
-                return True
-        elif isinstance(a, (list, tuple)):
-            for x in a:
-                if isinstance(x, Tensor) and x._requires_grad:
-                    return True
-    return False
 
 
 def _any_tangent(args):
@@ -388,54 +389,84 @@ def data_tensors(op, args):
 
 
 def _find_tensors(op, args):
-    """The Tensors among the positional args (also inside a list: cat, stack).
+    """Look at each positional arg once, also into lists (cat, stack). Returns
+    (args, arrays, device, requires_grad, uniform):
 
-    A raw NumPy/CuPy array in a data position (``op.promote``) is wrapped as a
-    Tensor first, so ``t + ndarray`` follows the same dtype and device rules as
-    two tensors.
+    args: as given, but a raw NumPy/CuPy array in a data position (``op.promote``)
+    wrapped as a Tensor, so ``t + ndarray`` follows the same dtype and device
+    rules as two tensors; arrays: what forward gets (each Tensor's array, also
+    inside a list; anything else as it is); device: the one device the Tensors
+    share (None: there is no Tensor); requires_grad: whether one of them does;
+    uniform: the Tensors have one dtype and no data position holds anything else
+    (but None), so promotion has nothing to do.
+
+    A view whose base was changed in place since is refreshed first (it follows its base).
     """
-    tensors = []
-    wrapped = None
+    data = op.promote if not op.variadic_data else data_positions(op, len(args))
+    arrays = []
+    any_tensor = off_host = requires_grad = False  # off_host: a Tensor's array is not NumPy's (not the CPU)
+    dtype, uniform = None, True
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            tensors.append(a)
             if a._view is not None:
-                a._view.refresh(a)  # a view whose base was changed in place since: follow the base
-        elif isinstance(a, (list, tuple)):
+                a._view.refresh(a)
+            x = a.data
+            arrays.append(x)
+            if not isinstance(x, np.ndarray):
+                off_host = True
+            if a._requires_grad:
+                requires_grad = True
+            if dtype is None:
+                dtype = x.dtype
+            elif x.dtype is not dtype and x.dtype != dtype:
+                uniform = False
+            continue
+        if i in data and a is not None:  # a number, a list (cat) or an array in a data position
+            uniform = False
+            if not isinstance(a, SCALARS) and is_array(a):
+                _dt.as_dtype(a.dtype)  # names an unsupported dtype
+                args = tuple(args[:i]) + (Tensor._wrap(a),) + tuple(args[i + 1:])
+                arrays.append(a)
+                any_tensor = True
+                off_host = off_host or not isinstance(a, np.ndarray)
+                continue
+        if isinstance(a, (list, tuple)):
+            has_tensors = False
             for x in a:
                 if isinstance(x, Tensor):
-                    tensors.append(x)
                     if x._view is not None:
                         x._view.refresh(x)
-        elif is_array(a) and i in data_positions(op, len(args)):
-            _dt.as_dtype(a.dtype)  # names an unsupported dtype
-            if wrapped is None:
-                wrapped = list(args)
-            wrapped[i] = Tensor._wrap(a)
-            tensors.append(wrapped[i])
-    return tensors, (args if wrapped is None else tuple(wrapped))
+                    has_tensors = True
+                    off_host = off_host or not isinstance(x.data, np.ndarray)
+                    requires_grad = requires_grad or x._requires_grad
+            if has_tensors:
+                any_tensor = True
+                a = type(a)(x.data if isinstance(x, Tensor) else x for x in a)
+        arrays.append(a)
+    if dtype is None and not any_tensor:
+        device = None
+    elif not off_host:
+        device = CPU  # without building Device objects
+    else:
+        device = _common_device(op, list(tensors_in(args)))
+    return args, arrays, device, requires_grad, uniform
 
 
 def _scalars_to_tensors(op, args):
     """No tensor at all (``mp.exp(1.0)``): data-position scalars become tensors on the default device."""
     data = data_positions(op, len(args))
     args = tuple(_make_tensor(a) if i in data and isinstance(a, SCALARS) else a for i, a in enumerate(args))
-    tensors = _find_tensors(op, args)[0]
-    if not tensors:
+    found = _find_tensors(op, args)
+    if found[2] is None:
         raise TypeError(f"{op.name}: expected a Tensor argument")
-    return tensors, args
+    return found
 
 
 def _common_device(op, tensors):
     device = tensors[0].device
-    if device is CPU:  # the common case, checked without building Device objects
-        for t in tensors:
-            if not isinstance(t.data, np.ndarray):
-                _check_same_device(op, device, t.device)
-    else:
-        for t in tensors:
-            if t.device is not device:
-                _check_same_device(op, device, t.device)
+    for t in tensors:
+        if t.device is not device:
+            _check_same_device(op, device, t.device)
     return device
 
 
@@ -470,21 +501,19 @@ def _keyword_args_to_positional(op, args, kwargs):
     return tuple(args) + tuple(extra), kwargs
 
 
-def _arrays_in(a):
-    """A list/tuple arg with Tensors in it becomes the same container of arrays; anything else passes."""
-    if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
-        return type(a)(x.data if isinstance(x, Tensor) else x for x in a)
-    return a
-
-
 def _promote(op, args):
     """Cast the data args (op.promote) to one dtype; scalars become scalars of that dtype.
 
-    Fast path: every data arg is a Tensor (or None) of one dtype, nothing to do.
+    Two common cases are decided here, the rest by _promote_mixed: every data arg
+    is a Tensor (or None) of one dtype (nothing to do), and Python ints and floats
+    beside Tensors of one dtype (``x * 2.0``, ``1 - p``, ``target != -100``): they
+    are weak, so they take that dtype (dtypes.result_type's rule for this case).
     """
     if not op.bools:
         _refuse_bools(op, args)
     target = None
+    numbers = None  # positions of Python ints and floats (not bools: they follow the general rule)
+    floats = False
     n = len(args)
     for i in (op.promote if not op.variadic_data else data_positions(op, n)):
         if i >= n:
@@ -496,9 +525,21 @@ def _promote(op, args):
                 target = d
             elif d is not target and d != target:
                 return _promote_mixed(op, args)
+        elif type(a) is int or type(a) is float:
+            numbers = (numbers or ()) + (i,)
+            floats = floats or type(a) is float
         elif a is not None:
             return _promote_mixed(op, args)
-    return args
+    if numbers is None:
+        return args
+    # weak numbers keep the tensors' dtype unless they are of a higher kind: a float beside integer tensors,
+    # an int beside bool ones (then, and with no tensor at all, result_type decides)
+    if target is None or not (target.kind in "fc" or (target.kind in "iu" and not floats)):
+        return _promote_mixed(op, args)
+    args = list(args)
+    for i in numbers:
+        args[i] = target.type(args[i])
+    return tuple(args)
 
 
 def _promote_mixed(op, args):

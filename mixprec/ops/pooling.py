@@ -4,8 +4,8 @@ Every max pool is one mechanism. Each pooled dim gets a table of window taps —
 which input index each tap of each output window reads, -1 for padding — the
 taps of all windows are gathered in one ``take``, one argmax finds each window's
 maximum, and its flat position in the input plane is kept as the index (torch's
-``return_indices``). The gradient goes back to those positions (scatter_add), the
-tangent is gathered from them. Only the tables differ:
+``return_indices``). The gradient goes back to those positions (_max_pool_backward,
+a scatter-add), the tangent is gathered from them. Only the tables differ:
 
     max_pool             o * stride - padding + tap * dilation (ceil_mode may add a window)
     adaptive_max_pool    floor(o * L / O) + tap, the window ending at ceil((o + 1) * L / O)
@@ -135,19 +135,50 @@ def _max_over_windows(ctx, x, taps, return_indices, unbatched):
     result = maxima.T.reshape(n, c, *out).astype(x.dtype, copy=False)
     index = xp.ascontiguousarray(index.T).astype(np.int64, copy=False).reshape(n, c, windows)
     ctx.index, ctx.in_shape, ctx.return_indices = index, (n, c, plane, *size), return_indices
-    ctx.unbatched = unbatched
+    ctx.unbatched, ctx.disjoint = unbatched, _disjoint(taps)
     result, index = _unbatch((result, index.reshape(n, c, *out)), unbatched)
     return (result, index) if return_indices else result
 
 
+def _disjoint(taps):
+    """Whether no input element lies in two windows (so none can win two): every dim's taps are distinct."""
+    if any(t.ndim != 2 for t in taps):  # per-plane tables (fractional pools): not worth checking
+        return False
+    return all(not (t >= 0).any() or np.bincount(t[t >= 0]).max() <= 1 for t in taps)
+
+
+@register("_max_pool_backward", promote=(), linear=True, saves=("index",))
+def _max_pool_backward(ctx, grad, index, plane, disjoint):
+    """The gradient a max pool sends its input: each window's gradient added at the element that won it.
+
+    grad and index (N, C, L) -> (N, C, plane). Where windows overlap an element may win several, and
+    their gradients add up (half ones in float32, rounded once: backend.scatter_add). Where they cannot
+    (``disjoint``) each element receives one at most, and adding it to zero in its own dtype is that same
+    single rounding, without widening and rounding the whole plane.
+    """
+    xp = array_module(grad)
+    n, c, _ = index.shape
+    out = xp.zeros((n, c, plane), dtype=grad.dtype)
+    if disjoint and xp is np:
+        rows = np.arange(0, n * c * plane, plane).reshape(n, c, 1)  # where each plane starts in the flat out
+        out.reshape(-1)[(index + rows).reshape(-1)] += grad.reshape(-1)
+    else:
+        grids = _be.open_grid(xp, index.shape)
+        _be.scatter_add(out, (grids[0], grids[1], index), grad)
+    return out
+
+
+@_max_pool_backward.grad
+def _(ctx, g):
+    return g.gather(2, ctx.inputs[1]), None, None, None
+
+
 def _max_pool_grad(ctx, g, *_):
-    # Each output's gradient goes to the position that won its window; scatter_add sums
-    # where overlapping windows chose the same element, and its own backward (a gather)
-    # makes this differentiable again.
+    # Each output's gradient goes to the position that won its window (_max_pool_backward, whose own
+    # backward, a gather, makes this differentiable again).
     n, c, plane, *size = ctx.in_shape
     g = g.unsqueeze(0) if ctx.unbatched else g
-    zeros = _wrap(array_module(g.data).zeros((n, c, plane), dtype=g.dtype))
-    gx = zeros.scatter_add(2, _wrap(ctx.index), g.reshape(ctx.index.shape)).reshape(n, c, *size)
+    gx = _max_pool_backward(g.reshape(ctx.index.shape), _wrap(ctx.index), plane, ctx.disjoint).reshape(n, c, *size)
     return (gx.squeeze(0) if ctx.unbatched else gx),
 
 

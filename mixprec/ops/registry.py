@@ -24,6 +24,7 @@ definition. Every call goes through :func:`mixprec.ops.dispatch.dispatch`.
 from __future__ import annotations
 
 import inspect
+import sys
 
 from ..tensor import Tensor
 from ..backend import is_array
@@ -83,9 +84,10 @@ class Op:
         self.bools = bools
         code = forward.__code__
         self.arg_names = code.co_varnames[1:code.co_argcount]  # positional params after ctx
-        self.max_args = None if code.co_flags & inspect.CO_VARARGS else len(self.arg_names)
+        varargs = bool(code.co_flags & inspect.CO_VARARGS)
+        self.max_args = sys.maxsize if varargs else len(self.arg_names)  # (an int either way: one check per call)
         # promote naming the *args position (the one after the named params) makes every variadic arg data
-        self.variadic_data = self.max_args is None and len(self.arg_names) in self.promote
+        self.variadic_data = varargs and len(self.arg_names) in self.promote
         defaults = forward.__defaults__ or ()
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         # where a dtype= or out= argument lands among the positional args (autocast must respect them)
@@ -104,7 +106,7 @@ class Op:
             if code.co_flags & inspect.CO_VARARGS else None
         n = len(self.arg_names)
         if saves is None:  # default: nothing for a linear op, every argument (also *args) otherwise
-            return _Positions((), None) if linear else _Positions(range(n), n if variadic else None), frozenset()
+            return _positions(() if linear else range(n), n if variadic and not linear else None), frozenset()
         if isinstance(saves, str):
             saves = (saves,)
         positions, outputs, rest = set(), set(), None
@@ -120,7 +122,7 @@ class Op:
             else:
                 raise ValueError(f"op {self.name!r}: saves={saves!r} names {s!r}, which is neither an argument of "
                                  f"its forward ({', '.join(self.arg_names)}) nor 'output'/'output<i>'")
-        return _Positions(positions, n if rest else None), (outputs if outputs is True else frozenset(outputs))
+        return _positions(positions, n if rest else None), (outputs if outputs is True else frozenset(outputs))
 
     def grad(self, fn):
         """Decorator: set this op's backward (its vector-Jacobian product)."""
@@ -164,10 +166,16 @@ class Op:
 def _conj(p):
     """The complex conjugate of a partial derivative (a Tensor or a number); real ones as they are."""
     if isinstance(p, Tensor):
-        return p.conj() if p.dtype.kind == "c" else p
+        return p.conj() if p.data.dtype.kind == "c" else p
     if isinstance(p, complex) or getattr(getattr(p, "dtype", None), "kind", "") == "c":
         return p.conjugate()
     return p
+
+
+def _positions(named, from_index):
+    """The positions an op saves: a frozenset of them (an ``in`` test costs nothing: the graph asks it for every
+    argument of every recorded call), or, for an op that saves its *args, a _Positions."""
+    return frozenset(named) if from_index is None else _Positions(named, from_index)
 
 
 class _Positions:
@@ -214,7 +222,7 @@ def unregister(name):
 def _method(op, name):
     if name.startswith("__") and name != "__getitem__":  # an operator: other types get NotImplemented
         def method(self, *args):
-            if args and not _is_operand(args[0]):
+            if args and type(args[0]) is not Tensor and not _is_operand(args[0]):  # (a Tensor: asked first)
                 return NotImplemented  # so Python raises its "unsupported operand type(s)" TypeError
             return dispatch(op, (self, *args), {})
     else:
@@ -227,16 +235,19 @@ def _method(op, name):
 
 def _rmethod(op, name):
     def method(self, other):
-        if not _is_operand(other):
+        if type(other) is not Tensor and not _is_operand(other):
             return NotImplemented
         return dispatch(op, (other, self), {})
     method.__name__ = name
     return method
 
 
+_OPERAND_TYPES = (Tensor, list, tuple) + SCALARS
+
+
 def _is_operand(x):
     """What an operator accepts next to a Tensor: tensors, numbers, arrays (and nested lists of numbers)."""
-    return isinstance(x, (Tensor, list, tuple) + SCALARS) or is_array(x)
+    return isinstance(x, _OPERAND_TYPES) or is_array(x)
 
 
 def get(name) -> Op:

@@ -38,7 +38,11 @@ def _to_copy(ctx, input, dtype=None, device=None):
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
         _be.require_dtype_support(dtype, _be.device_of_array(out))
-        out = out.astype(dtype, copy=out is input)
+        if out.dtype == np.bool_ and dtype == _dt.float16 and isinstance(out, np.ndarray):
+            # the same values, picked from (0, 1): NumPy converts bool to float16 through float, ~10 ns an element
+            out = np.asarray(np.array((0, 1), dtype=dtype).take(out.view(np.uint8)))
+        else:
+            out = out.astype(dtype, copy=out is input)
     elif out is input:
         out = out.copy()
     return out

@@ -9,7 +9,7 @@ from scipy.special import erf as _erf
 import mixprec as mp
 import mixprec.nn.functional as F
 
-from .case import Case, away, const, distinct, pos, rnd
+from .case import Case, away, const, distinct, grad_wrt_first, pos, rnd
 from .refs import gelu_tanh_ref, softplus_ref
 
 CASES = [
@@ -48,6 +48,8 @@ CASES = [
     Case("tanh", "tanh", [rnd(2, 3)], F.tanh, np.tanh),
     Case("sigmoid", "sigmoid", [rnd(2, 3)], F.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
     Case("relu", "relu", [away(2, 3)], F.relu, lambda a: np.maximum(a, 0)),
+    Case("relu-grad", "_relu_backward", [away(2, 3), rnd(2, 3)], grad_wrt_first(F.relu),
+         lambda a, g: g * (a > 0)),
     Case("gelu", "gelu", [rnd(2, 3)], F.gelu, lambda a: 0.5 * a * (1 + _erf(a / math.sqrt(2)))),
     Case("gelu-tanh", "gelu", [rnd(2, 3)], lambda a: a.gelu(approximate="tanh"), gelu_tanh_ref),
     Case("silu", "silu", [rnd(2, 3)], F.silu, lambda a: a / (1 + np.exp(-a)), second_order=True),

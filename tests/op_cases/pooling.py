@@ -26,6 +26,15 @@ UNPOOL_2D = _pooled_indices((1, 2, 5, 6), 2)  # windows that do not overlap: no 
 UNPOOL_3D = _pooled_indices((1, 1, 4, 4, 4), 2)
 
 
+def _max_pool_grad_ref(x, g, *args, **kw):
+    """d sum(g * max_pool(x)) / dx: each window's gradient added at its maximum (the reference pool's index)."""
+    n, c = x.shape[:2]
+    index = pool_ref(x, "max", *args, **kw)[1].reshape(n, c, -1)
+    out = np.zeros((n, c, x[0, 0].size))
+    np.add.at(out, (np.arange(n)[:, None, None], np.arange(c)[None, :, None], index), g.reshape(n, c, -1))
+    return out.reshape(x.shape)
+
+
 CASES = [
     # max_pool: values and the flat index of each maximum (return_indices)
     Case("max_pool1d-ceil-indices", "max_pool1d", [distinct(2, 3, 9)],
@@ -38,6 +47,15 @@ CASES = [
     Case("max_pool3d-indices", "max_pool3d", [distinct(1, 2, 5, 4, 5)],
          lambda x: F.max_pool3d(x, (2, 3, 2), (2, 1, 2), (1, 1, 0), (1, 1, 2), return_indices=True),
          lambda x: pool_ref(x, "max", (2, 3, 2), (2, 1, 2), (1, 1, 0), (1, 1, 2))),
+    # their gradient, _max_pool_backward: windows that cannot overlap (each element gets one gradient at most, added
+    # in the gradient's dtype) and windows that do (summed; half ones in float32, rounded once)
+    Case("max_pool2d-grad-disjoint", "_max_pool_backward", [distinct(1, 2, 6, 6), rnd(1, 2, 3, 3)],
+         grad_wrt_first(lambda x: F.max_pool2d(x, 2)), lambda x, g: _max_pool_grad_ref(x, g, 2)),
+    Case("max_pool2d-grad-overlapping", "_max_pool_backward", [distinct(1, 2, 5, 5), rnd(1, 2, 3, 3)],
+         grad_wrt_first(lambda x: F.max_pool2d(x, 3, 1)), lambda x, g: _max_pool_grad_ref(x, g, 3, 1)),
+    Case("max_pool1d-grad-dilated-disjoint", "_max_pool_backward", [distinct(2, 2, 8), rnd(2, 2, 4)],
+         grad_wrt_first(lambda x: F.max_pool1d(x, 2, 1, dilation=4)),
+         lambda x, g: _max_pool_grad_ref(x, g, 2, 1, dilation=4)),
     # avg_pool: a composite of _im2col, so its gradient is _col2im
     Case("avg_pool1d", "avg_pool1d", [rnd(2, 3, 8)], lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True),
          lambda x: pool_ref(x, "avg", 3, 2, 1, ceil_mode=True), lowp_ulps=2),

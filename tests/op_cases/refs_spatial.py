@@ -57,6 +57,25 @@ def conv_transpose_ref(x, w, b=None, stride=1, padding=0, output_padding=0, grou
     return out if b is None else out + b.reshape((1, -1) + (1,) * nd)
 
 
+def conv_weight_grad_ref(x, g, kernel, stride=1, padding=0, dilation=1, groups=1):
+    """d sum(g * conv(x, w)) / dw for w of spatial ``kernel``: each tap's weight met every input element it
+    multiplied, x[n, c, out * stride - padding + tap * dilation], times that output's gradient g[n, o, out]."""
+    nd = x.ndim - 2
+    stride, padding, dilation = _per_dim(stride, nd), _per_dim(padding, nd), _per_dim(dilation, nd)
+    o, cg = g.shape[1], x.shape[1] // groups
+    out = np.zeros((o, cg, *kernel))
+    per_group = o // groups
+    for oc in range(o):
+        first = oc // per_group * cg
+        for tap in _positions(kernel):
+            for pos in _positions(g.shape[2:]):
+                source = [p * s - pd + t * d for p, s, pd, t, d in zip(pos, stride, padding, tap, dilation)]
+                if all(0 <= i < n for i, n in zip(source, x.shape[2:])):
+                    patch = x[(slice(None), slice(first, first + cg)) + tuple(source)]   # (N, C/G)
+                    out[(oc, slice(None)) + tap] += g[(slice(None), oc) + pos] @ patch
+    return out
+
+
 def _per_dim(v, nd):
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
 

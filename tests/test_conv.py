@@ -1,0 +1,111 @@
+"""A convolution is one op (_conv_nd) whose gradients are convolutions (_conv_transpose_nd, _conv_weight_grad).
+
+Each computes float16/bfloat16 in float32 and rounds once, so its result is the exact (float64) convolution of
+its half inputs rounded once, except where float32's rounding of the sum can move it across a rounding boundary
+of the half dtype: there it is one of the two neighbours (one ulp at most).
+"""
+import numpy as np
+import pytest
+
+import mixprec as mp
+import mixprec.nn.functional as F
+
+U32 = 2.0 ** -24  # float32's unit roundoff
+
+
+def _windows(x, kernel, padding):
+    """x (N, C, H, W) zero-padded: every (kh, kw) window, (N, C, H', W', kh, kw), in float64."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    return np.lib.stride_tricks.sliding_window_view(x, kernel, axis=(2, 3))
+
+
+def _assert_rounded_once(got, exact, magnitude, additions, dtype):
+    """got (half) == exact rounded once to dtype wherever float32 summation cannot change that rounding.
+
+    Products of half values are exact in float32; each sum of them rounds, and a chain of ``additions`` float32
+    additions over terms of total ``magnitude`` (sum of |term|) is off by at most additions * 2^-24 * magnitude.
+    Where [exact - that, exact + that] holds a rounding boundary of dtype, got may be either side of it."""
+    bound = (additions + 1) * U32 * magnitude
+    lo, hi = (exact - bound).astype(dtype), (exact + bound).astype(dtype)
+    decided = lo == hi
+    assert got.dtype == dtype
+    assert np.array_equal(got[decided], lo[decided])  # exactly rounded once
+    assert np.all((lo <= got) & (got <= hi))          # elsewhere within what float32 rounding allows
+    assert decided.mean() > 0.7                       # (the bound is not so loose that it decides nothing)
+
+
+@pytest.mark.parametrize("dtype", [mp.float16, mp.bfloat16])
+def test_half_conv2d_and_its_gradients_are_float64_rounded_once(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 8, 6, 7)).astype(dtype)
+    w = (rng.standard_normal((5, 8, 3, 3)) / 4).astype(dtype)
+    b = rng.standard_normal(5).astype(dtype)
+    g = rng.standard_normal((4, 5, 6, 7)).astype(dtype)
+    xt, wt, bt = (mp.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = F.conv2d(xt, wt, bt, padding=1)
+    gx, gw = mp.autograd.grad(y, (xt, wt), mp.tensor(g))
+
+    win = _windows(x, (3, 3), 1)                                                # (N, C, H, W, 3, 3)
+    x64, w64, b64, g64 = (a.astype(np.float64) for a in (x, w, b, g))
+    exact = np.einsum("nchwij,ocij->nohw", win, w64) + b64[:, None, None]
+    size = np.einsum("nchwij,ocij->nohw", abs(win), abs(w64)) + abs(b64)[:, None, None]
+    _assert_rounded_once(y.numpy(), exact, size, 8 * 9, dtype)              # 72 products and the bias
+
+    exact_gw = np.einsum("nchwij,nohw->ocij", win, g64)  # the correlation of the input with g
+    size_gw = np.einsum("nchwij,nohw->ocij", abs(win), abs(g64))
+    _assert_rounded_once(gw.numpy(), exact_gw, size_gw, 6 * 7 + 4, dtype)  # 42 per image, then 4 images
+
+    # the input's gradient: every output's g spread back through the kernel (a transposed convolution)
+    gwin = _windows(g, (3, 3), 1)                                               # (N, O, H, W, 3, 3)
+    flipped = w64[:, :, ::-1, ::-1]
+    exact_gx = np.einsum("nohwij,ocij->nchw", gwin, flipped)
+    size_gx = np.einsum("nohwij,ocij->nchw", abs(gwin), abs(flipped))
+    _assert_rounded_once(gx.numpy(), exact_gx, size_gx, 5 + 9, dtype)  # 5 channels per tap, then 9 taps
+
+
+def _ops_run_by(fn):
+    """fn()'s result, and the names of the ops it dispatched, in order."""
+    seen = []
+
+    class Record:
+        def enter(self, call):
+            seen.append(call.op.name)
+
+        def exit(self, call):
+            pass
+    with mp.ops.dispatch.observe(Record()):
+        result = fn()
+    return result, seen
+
+
+def test_conv2d_is_one_node_and_its_gradients_are_convolutions():
+    x = mp.randn(2, 3, 5, 5, requires_grad=True)
+    w = mp.randn(4, 3, 3, 3, requires_grad=True)
+    b = mp.randn(4, requires_grad=True)
+    y = F.conv2d(x, w, b, stride=2, padding=1)
+    assert y.grad_fn.name() == "_conv_ndBackward"
+    assert [type(node).__name__ for node, _ in y.grad_fn.next_functions] == ["AccumulateGrad"] * 3
+    _, seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (x, w, b)))
+    assert {"_conv_transpose_nd", "_conv_weight_grad"} <= set(seen)
+    assert "matmul" not in seen and "_im2col" not in seen
+
+
+def test_conv2d_input_gradient_is_skipped_when_nothing_needs_it():
+    x = mp.randn(2, 3, 5, 5)  # data: no gradient wanted
+    w = mp.randn(4, 3, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    (gw,), seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (w,)))
+    assert "_conv_weight_grad" in seen and "_conv_transpose_nd" not in seen
+    assert gw.shape == w.shape
+
+
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2),
+     [(2, 4, 5, 6), (4, 2, 2, 3), (4,)]),
+    (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2),
+     [(1, 4, 3, 3), (4, 1, 3, 2), (2,)]),
+], ids=["conv2d", "conv_transpose2d"])
+def test_convolution_second_derivatives(fn, shapes):
+    rng = np.random.default_rng(1)
+    inputs = [mp.tensor(rng.standard_normal(s), dtype=mp.float64, requires_grad=True) for s in shapes]
+    assert mp.autograd.gradgradcheck(fn, inputs, check_fwd_over_rev=True)
