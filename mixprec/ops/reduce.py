@@ -100,7 +100,7 @@ def mean(ctx, input, dim=None, keepdim=False, dtype=None):
 mean.grad(lambda ctx, g: (_expand_back(ctx, g) / ctx.count,))
 
 
-@register("prod", methods=("prod",), cuda="fp32", cpu="fp32")
+@register("prod", methods=("prod",), cuda="fp32", cpu="fp32", saves=("input", "output"))
 def prod(ctx, input, dim=None, keepdim=False, dtype=None):
     """Product over one dim or all; float32 under autocast on both devices."""
     axes = _reduction(ctx, input, dim, keepdim, "prod")
