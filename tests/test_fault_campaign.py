@@ -93,6 +93,17 @@ DEVIATIONS = {
                        "passes the gradient unscaled: the nan norm is not over maxnorm)",
     ("addmv", "empty-first-dim-of-input"): "an empty matrix gives an empty result, broadcast as the shapes say "
                                            "(torch returns input unbroadcast, shape (1,))",
+    # group fca (elementwise/complex/shape/misc ops, FFTs)
+    ("silu", "dtype"): _INT_MATH,
+    **{("polar", f"{v}-in-input0"): "the gradient of abs * e^(i angle) w.r.t. abs is e^(i angle), finite at a "
+                                    "non-finite abs as mul's is; torch documents polar as undefined for a nan or "
+                                    "negative abs (its rule real(conj(g) sgn(result)) gives nan, and the wrong sign "
+                                    "at a negative abs)" for v in ("nan", "inf", "-inf")},
+    **{(op, v): "an empty batch gives an empty result, as numpy.fft does (torch's MKL CPU backend refuses a batch "
+                "of 0 with a DFTI configuration error, an artefact of that library)"
+       for op, v in (("fft_fft", "empty-first-dims"), ("fft_rfft", "empty-first-dims"),
+                     ("fft_rfft", "empty-last-dims"), ("fft_irfft", "empty-first-dims"),
+                     ("fft_hfft", "empty-first-dims"))},
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan

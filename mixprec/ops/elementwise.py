@@ -109,8 +109,8 @@ def rtruediv(ctx, input, other):
 @div.partials
 @rtruediv.partials
 def _(ctx):
-    a, b = ctx.inputs
-    return _partial(a, 1 / b), _partial(b, -a / (b * b))
+    a, b = ctx.inputs  # d/db as torch: -(a / b) / b, not -a / b**2 (b * b overflows first: an inf b gives 0, not nan)
+    return _partial(a, 1 / b), _partial(b, -(a / b) / b)
 
 
 @register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True,
@@ -197,11 +197,14 @@ rsqrt = unary("rsqrt", _rsqrt, d_out=lambda y: -0.5 * y ** 3, cuda="fp32")
 reciprocal = unary("reciprocal", ufunc("reciprocal"), d_out=lambda y: -y * y, cuda="fp32")
 # (|z| moves by Re(conj(sgn z) dz): a complex input's partial is conj(sgn z); see complex_ops.py)
 def _sign(a):
-    """(a > 0) - (a < 0), torch's sign: 0 at nan and at -0.0; a bool is its own sign; complex: z / |z|."""
+    """(a > 0) - (a < 0), torch's sign: 0 at nan and at -0.0; a bool is its own sign; complex: torch's sgn,
+    z / |z| as written (0 at 0; nan at an infinite z, where NumPy's sign gives the limit direction)."""
     if a.dtype == np.bool_:
         return a.copy()
     if a.dtype.kind == "c":
-        return array_module(a).sign(a)
+        xp = array_module(a)
+        size = xp.abs(a)
+        return xp.where(size == 0, a.dtype.type(0), a / xp.where(size == 0, size.dtype.type(1), size))
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
 
 

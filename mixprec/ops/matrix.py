@@ -243,10 +243,16 @@ def _(ctx, g):
     return diagonal_scatter(base, g, *ctx.inputs[1:], **ctx.kwargs),
 
 
-@register("diagonal_scatter", methods=("diagonal_scatter",), promote=(0, 1), linear=True)
+@register("diagonal_scatter", methods=("diagonal_scatter",), linear=True)
 def diagonal_scatter(ctx, input, src, offset=0, dim1=0, dim2=1):
-    """A copy of input with its diagonal ``offset`` of dims dim1/dim2 replaced by src (shaped like diagonal())."""
+    """A copy of input with its diagonal ``offset`` of dims dim1/dim2 replaced by src (shaped like diagonal()).
+
+    The result has input's dtype, src cast to it (torch); a floating src is not rounded into an integer or
+    bool input (torch refuses that too when src requires grad)."""
     xp = array_module(input)
+    if input.dtype.kind in "biu" and src.dtype.kind not in "biu":
+        raise TypeError(f"diagonal_scatter: a {src.dtype.name} src cannot be written into a {input.dtype.name} "
+                        "input (it would be rounded); cast one of them first")
     d1, d2, r, c = _diagonal_index("diagonal_scatter", input.shape, offset, dim1, dim2)
     want = tuple(n for i, n in enumerate(input.shape) if i not in (d1, d2)) + (len(r),)
     if tuple(src.shape) != want:
@@ -741,6 +747,8 @@ def trace(ctx, input):
     from .opmath import compute_dtype
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix (2-D), got a {input.ndim}-D tensor")
+    if input.dtype == np.bool_:
+        raise TypeError("trace: bool inputs are not supported (torch has no bool trace); cast to an integer dtype")
     ctx.shape = input.shape
     out_dtype = np.dtype(np.int64) if input.dtype.kind in "biu" else input.dtype
     return array_module(input).trace(input, dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype)

@@ -216,10 +216,11 @@ def bilinear(ctx, input1, input2, weight, bias=None):
     if bias is not None and tuple(bias.shape) != (o,):
         raise RuntimeError(f"bilinear: bias of shape {tuple(bias.shape)} does not fit {o} outputs")
     lead = input1.shape[:-1]
+    n = int(np.prod(lead))  # (B spelled out, not -1: an empty batch or weight leaves -1 undetermined)
 
     def compute(a, b, w, *bias_):
-        t = a.reshape(-1, i) @ w.transpose(1, 0, 2).reshape(i, o * j)         # (B, O * J)
-        y = (t.reshape(-1, o, j) * b.reshape(-1, 1, j)).sum(-1)                 # (B, O)
+        t = a.reshape(n, i) @ w.transpose(1, 0, 2).reshape(i, o * j)          # (B, O * J)
+        y = (t.reshape(n, o, j) * b.reshape(n, 1, j)).sum(-1)                   # (B, O)
         return (y + bias_[0] if bias_ else y).reshape(lead + (o,))
     return opmath(compute, input1, input2, weight, *(() if bias is None else (bias,)))
 
@@ -228,11 +229,12 @@ def bilinear(ctx, input1, input2, weight, bias=None):
 def _(ctx, g):
     a, b, w = ctx.inputs[:3]
     o, i, j = w.shape
-    a2, b2, g2 = a.reshape(-1, i), b.reshape(-1, j), g.reshape(-1, o)
-    gw_in = (g2 @ w.reshape(o, i * j)).reshape(-1, i, j)                        # sum_o g[., o] W[o]
+    n = int(np.prod(a.shape[:-1]))
+    a2, b2, g2 = a.reshape(n, i), b.reshape(n, j), g.reshape(n, o)
+    gw_in = (g2 @ w.reshape(o, i * j)).reshape(n, i, j)                         # sum_o g[., o] W[o]
     ga = (gw_in * b2.unsqueeze(1)).sum(-1).reshape(a.shape)
     gb = (gw_in * a2.unsqueeze(2)).sum(1).reshape(b.shape)
-    gw = (g2.mT @ (a2.unsqueeze(2) * b2.unsqueeze(1)).reshape(-1, i * j)).reshape(o, i, j)
+    gw = (g2.mT @ (a2.unsqueeze(2) * b2.unsqueeze(1)).reshape(n, i * j)).reshape(o, i, j)
     return ga, gb, gw, (g2.sum(0) if len(ctx.inputs) > 3 and ctx.inputs[3] is not None else None)
 
 

@@ -148,27 +148,39 @@ def check_nonempty(name, x, axes, error=IndexError):
                             "(the reduction has no identity); reduce over non-empty dims only")
 
 
-def _extreme(name, fn):
+def _extreme(name, fn, methods=None, partial=None):
     def forward(ctx, input, dim=None, keepdim=False):
         axes = _reduction(ctx, input, dim, keepdim, name)
         check_nonempty(name, input, axes)
         return fn(array_module(input), input, axes, keepdim)
-    forward.__name__ = name
-    op = register(name, methods=(name,), saves=("input", "output"))(forward)
+    forward.__name__ = name.replace(".", "_")
+    op = register(name, methods=(name,) if methods is None else methods, saves=("input", "output"))(forward)
     op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."
-    _reduction_rules(op, _extreme_partial)
+    _reduction_rules(op, partial or _extreme_partial)
     return op
 
 
 def _extreme_partial(ctx):
-    """1/k at each of the k elements that equal the extreme of their group, 0 elsewhere."""
+    """1/k at each of the k elements that equal the extreme of their group, 0 elsewhere (a nan extreme equals
+    nothing: its whole group gets nan, as torch's amax/amin)."""
     out = _expand_back(ctx, ctx.output)
     mask = (ctx.inputs[0] == out).to(out.dtype)
     return mask / mask.sum(dim=ctx.axes, keepdim=True)
 
 
+def _evenly_partial(ctx):
+    """max()/min() of all elements, torch's evenly_distribute_backward: 1/k at each of the k elements that equal
+    the extreme, or, when the extreme is a nan, at each nan (the nan that made it gets the gradient)."""
+    from .elementwise import where
+    x, out = ctx.inputs[0], ctx.output
+    mask = where(out.isnan(), x.isnan(), x == out).to(out.dtype)
+    return mask / mask.sum()
+
+
 amax = _extreme("amax", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep))
 amin = _extreme("amin", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep))
+max_all = _extreme("max.all", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep), (), _evenly_partial)
+min_all = _extreme("min.all", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep), (), _evenly_partial)
 
 
 @register("logsumexp", methods=("logsumexp",), saves=("input", "output"))
@@ -410,5 +422,5 @@ def _elementwise(name):
     return call
 
 
-max_op = _max_or_min("max", max_dim, amax, _elementwise("maximum"), max_result)  # (not named max: the builtin
-min_op = _max_or_min("min", min_dim, amin, _elementwise("minimum"), min_result)  # is used above)
+max_op = _max_or_min("max", max_dim, max_all, _elementwise("maximum"), max_result)  # (not named max: the builtin
+min_op = _max_or_min("min", min_dim, min_all, _elementwise("minimum"), min_result)  # is used above)
