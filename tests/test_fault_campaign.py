@@ -70,6 +70,11 @@ _NORM_DTYPES = ("mixed dtypes promote to the wider one (a half input with float3
 _MARGIN_NAN = "a nan stays nan (torch's kernel compares z > 0 and so turns a nan margin into 0)"
 _INT_MATH = ("integer and bool inputs compute in float32, as exp and sigmoid do (torch has no integer kernel for "
              "it); tests/test_ops.py::test_integer_inputs_of_float_math_compute_in_float32 holds this choice")
+_SDPA_KERNELS = ("computed as torch's math backend (masks added as 0/-inf, so a nan or inf score under the causal "
+                 "mask makes its row nan); torch's CPU flash kernel, its default here, skips masked blocks and so "
+                 "disagrees with its own math backend on these inputs")
+_SDPA_EMPTY_MASK = ("an attn_mask that does not broadcast to the scores (..., L, S) is refused even when the output "
+                    "is empty; torch skips every check then and accepts any mask")
 DEVIATIONS = {
     ("gelu", "dtype"): _INT_MATH,
     ("softplus", "dtype"): _INT_MATH,
@@ -93,6 +98,14 @@ DEVIATIONS = {
                        "passes the gradient unscaled: the nan norm is not over maxnorm)",
     ("addmv", "empty-first-dim-of-input"): "an empty matrix gives an empty result, broadcast as the shapes say "
                                            "(torch returns input unbroadcast, shape (1,))",
+    # group fcc (attention, ctc)
+    **{("scaled_dot_product_attention", f"{v}-in-input{i}"): _SDPA_KERNELS for v, i in
+       (("nan", 0), ("inf", 0), ("-inf", 0), ("-inf", 1))},
+    ("scaled_dot_product_attention", "empty-first-dim-of-input2"):
+        "value's batch dims must broadcast with query's and key's (refused for 2 vs 0, 0 for 1 vs 0); torch returns "
+        "zeros shaped by the query's batch, values with no value rows to come from",
+    ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
+    ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan
