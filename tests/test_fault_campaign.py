@@ -75,6 +75,9 @@ _SDPA_KERNELS = ("computed as torch's math backend (masks added as 0/-inf, so a 
                  "disagrees with its own math backend on these inputs")
 _SDPA_EMPTY_MASK = ("an attn_mask that does not broadcast to the scores (..., L, S) is refused even when the output "
                     "is empty; torch skips every check then and accepts any mask")
+_CTC_GRADIENT = ("the gradient with respect to log_probs is the derivative of the loss (mixprec/ops/ctc.py); torch's "
+                 "adds exp(log_probs) (pytorch issues 52241, 181534), so the two differ wherever that term does not "
+                 "vanish, and torch's nan/inf at a non-finite log-probability that no path uses comes from it")
 DEVIATIONS = {
     ("gelu", "dtype"): _INT_MATH,
     ("softplus", "dtype"): _INT_MATH,
@@ -106,6 +109,7 @@ DEVIATIONS = {
         "zeros shaped by the query's batch, values with no value rows to come from",
     ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
     ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
+    **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan
