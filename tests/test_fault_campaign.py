@@ -70,6 +70,14 @@ _NORM_DTYPES = ("mixed dtypes promote to the wider one (a half input with float3
 _MARGIN_NAN = "a nan stays nan (torch's kernel compares z > 0 and so turns a nan margin into 0)"
 _INT_MATH = ("integer and bool inputs compute in float32, as exp and sigmoid do (torch has no integer kernel for "
              "it); tests/test_ops.py::test_integer_inputs_of_float_math_compute_in_float32 holds this choice")
+_SDPA_KERNELS = ("computed as torch's math backend (masks added as 0/-inf, so a nan or inf score under the causal "
+                 "mask makes its row nan); torch's CPU flash kernel, its default here, skips masked blocks and so "
+                 "disagrees with its own math backend on these inputs")
+_SDPA_EMPTY_MASK = ("an attn_mask that does not broadcast to the scores (..., L, S) is refused even when the output "
+                    "is empty; torch skips every check then and accepts any mask")
+_CTC_GRADIENT = ("the gradient with respect to log_probs is the derivative of the loss (mixprec/ops/ctc.py); torch's "
+                 "adds exp(log_probs) (pytorch issues 52241, 181534), so the two differ wherever that term does not "
+                 "vanish, and torch's nan/inf at a non-finite log-probability that no path uses comes from it")
 DEVIATIONS = {
     ("gelu", "dtype"): _INT_MATH,
     ("softplus", "dtype"): _INT_MATH,
@@ -104,6 +112,15 @@ DEVIATIONS = {
        for op, v in (("fft_fft", "empty-first-dims"), ("fft_rfft", "empty-first-dims"),
                      ("fft_rfft", "empty-last-dims"), ("fft_irfft", "empty-first-dims"),
                      ("fft_hfft", "empty-first-dims"))},
+    # group fcc (attention, ctc)
+    **{("scaled_dot_product_attention", f"{v}-in-input{i}"): _SDPA_KERNELS for v, i in
+       (("nan", 0), ("inf", 0), ("-inf", 0), ("-inf", 1))},
+    ("scaled_dot_product_attention", "empty-first-dim-of-input2"):
+        "value's batch dims must broadcast with query's and key's (refused for 2 vs 0, 0 for 1 vs 0); torch returns "
+        "zeros shaped by the query's batch, values with no value rows to come from",
+    ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
+    ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
+    **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan
