@@ -44,6 +44,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
+from .autocast import suspended
 from .opmath import compute_dtype, opmath
 from .padding import constant_pad_nd
 from .reduce import _add_reduce
@@ -475,11 +476,12 @@ def conv_tbc(ctx, input, weight, bias, pad=0):
         raise RuntimeError(f"conv_tbc: a kernel of {taps} taps is longer than the padded input ({steps} steps with "
                            f"pad {pad} on each side)")
     work = compute_dtype(input.dtype)
-    x, w = input.to(work), weight.to(work)
-    y = bias.to(work).expand(out_steps, batch, out_c)
-    for k in range(taps):
-        lo, hi = max(0, pad - k), min(out_steps, steps + pad - k)  # the steps whose row t + k - pad exists
-        if hi > lo:
-            part = x[lo + k - pad:hi + k - pad].matmul(w[k])
-            y = y + constant_pad_nd(part, (0, 0, 0, 0, lo, out_steps - hi))
-    return y.to(input.dtype)
+    with suspended():  # one kernel: autocast decided its inputs (CPU) or left them (CUDA), not its matmuls
+        x, w = input.to(work), weight.to(work)
+        y = bias.to(work).expand(out_steps, batch, out_c)
+        for k in range(taps):
+            lo, hi = max(0, pad - k), min(out_steps, steps + pad - k)  # the steps whose row t + k - pad exists
+            if hi > lo:
+                part = x[lo + k - pad:hi + k - pad].matmul(w[k])
+                y = y + constant_pad_nd(part, (0, 0, 0, 0, lo, out_steps - hi))
+        return y.to(input.dtype)
