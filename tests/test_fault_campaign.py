@@ -93,6 +93,12 @@ DEVIATIONS = {
                        "passes the gradient unscaled: the nan norm is not over maxnorm)",
     ("addmv", "empty-first-dim-of-input"): "an empty matrix gives an empty result, broadcast as the shapes say "
                                            "(torch returns input unbroadcast, shape (1,))",
+    # linear algebra (matrix.py, decompositions.py)
+    ("ormqr", "nan-in-input1"): "the result is linear in each tau_i, so a non-finite tau_i keeps its own exact, "
+                                "finite gradient (every other tau's is nan, as in torch, whose backward formula "
+                                "makes that one nan too)",
+    ("ormqr", "inf-in-input1"): "as for a nan tau: the result is linear in each tau_i",
+    ("ormqr", "-inf-in-input1"): "as for a nan tau: the result is linear in each tau_i",
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan

@@ -138,17 +138,23 @@ def _check_householder(name, A, tau, rows_needed=None):
     return k
 
 
+def _householder_q(A, tau, k, cols):
+    """The first ``cols`` columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector
+    in A (H_k applied first)."""
+    m = A.shape[-2]
+    q = _eye_like(A, m, cols).expand(*A.shape[:-2], m, cols)
+    for i in reversed(range(k)):
+        v = _reflector(A, i)
+        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
+    return q
+
+
 @register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1), cpu="fp32",
           composite=True)
 def linalg_householder_product(ctx, A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
     k = _check_householder("linalg_householder_product", A, tau)
-    m, n = A.shape[-2:]
-    q = _eye_like(A, m, n).expand(*A.shape)
-    for i in reversed(range(k)):
-        v = _reflector(A, i)
-        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
-    return q
+    return _householder_q(A, tau, k, A.shape[-1])
 
 
 @register("ormqr", methods=("ormqr",), promote=(0, 1, 2), cpu="fp32", composite=True)
@@ -161,6 +167,9 @@ def ormqr(ctx, input, tau, other, left=True, transpose=False):
     if input.shape[-2] != size:
         raise RuntimeError(f"ormqr: input {tuple(input.shape)} holds reflectors of length {input.shape[-2]}, but "
                            f"other {tuple(other.shape)} needs {size}")
+    if k != min(size, input.shape[-1]):
+        raise RuntimeError(f"ormqr: tau must hold min({size}, {input.shape[-1]}) = {min(size, input.shape[-1])} "
+                           f"scalar factors (one per reflector of input), got tau of shape {tuple(tau.shape)}")
     c = other
     order = range(k) if left == transpose else reversed(range(k))  # Q C applies H_k first; Q^T C applies H_1 first
     for i in order:

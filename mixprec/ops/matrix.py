@@ -110,8 +110,8 @@ def _no_convergence(a):
 
 
 def _flat(a):
-    """a (..., m, n) as (B, m, n), and how to restore the batch shape."""
-    return a.reshape((-1,) + a.shape[-2:]), a.shape[:-2]
+    """a (..., m, n) as (B, m, n), and how to restore the batch shape (B counted, not -1: a may be empty)."""
+    return a.reshape((int(np.prod(a.shape[:-2])),) + a.shape[-2:]), a.shape[:-2]
 
 
 def _lu(a):
@@ -382,7 +382,7 @@ def _masked_triangle(xp, a, upper, unitriangular):
 
 def _substitute(t, b, upper):
     """Forward/back substitution for T X = B, vectorized over the batch: what a zero pivot gives is inf/NaN, as in
-    LAPACK's trsm (used only when the fast solve refuses a singular triangle)."""
+    LAPACK's trsm (used when the fast solve refuses a singular triangle, or would spread an inf/NaN)."""
     xp = array_module(t)
     n = t.shape[-1]
     x = xp.zeros_like(b)
@@ -409,11 +409,16 @@ def linalg_solve_triangular(ctx, A, B, *, upper, left=True, unitriangular=False)
                            f"do not fit")
     batch = _batch_shape("linalg_solve_triangular", t.shape[:-2], b.shape[:-2])
     t, b = xp.broadcast_to(t, batch + t.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
-    try:
-        with linalg_errors(xp):
-            x = xp.linalg.solve(t, b)
-    except np.linalg.LinAlgError:
+    if not (bool(xp.isfinite(t).all()) and bool(xp.isfinite(b).all())):
+        # LU's row swaps would spread an inf/NaN to entries that substitution (LAPACK's trsm, torch's) never
+        # lets it reach
         x = _substitute(t, b, upper_)
+    else:
+        try:
+            with linalg_errors(xp):
+                x = xp.linalg.solve(t, b)
+        except np.linalg.LinAlgError:
+            x = _substitute(t, b, upper_)
     return x if left else xp.swapaxes(x, -1, -2)
 
 
