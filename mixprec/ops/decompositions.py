@@ -494,7 +494,11 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     d0, d1 = (dim_index(d, A.ndim, "linalg_matrix_norm") for d in dim)
     rest = [i for i in range(A.ndim) if i not in (d0, d1)]
     a = A.permute(*rest, d0, d1)
-    if ord == "fro":
+    if ord not in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf):
+        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
+    if (a.shape[-1] == 0 or a.shape[-2] == 0) and ord not in (-1, -2, -np.inf):
+        out = a.abs().sum((-2, -1))  # an empty matrix's norm is 0, as in torch (the negative orders' min refuses)
+    elif ord == "fro":
         out = (a * a).sum((-2, -1)).sqrt()
     elif ord in ("nuc", 2, -2):
         s = linalg_svdvals(a)
@@ -502,8 +506,6 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     elif ord in (1, -1, np.inf, -np.inf):
         sums = a.abs().sum(-2 if ord in (1, -1) else -1)
         out = sums.amax(-1) if ord > 0 else sums.amin(-1)
-    else:
-        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
     if keepdim:
         for d in sorted((d0, d1)):
             out = out.unsqueeze(d)
