@@ -452,6 +452,16 @@ def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+def _nan_where_not_finite(b):
+    """A constant: NaN for each matrix of b holding an inf or NaN, else 0. LAPACK's least-squares drivers scale B
+    by its largest entry, so an inf anywhere makes torch's whole solution NaN; adding this does the same and leaves
+    the gradients what the product gives (torch's come from the pseudo-inverse too)."""
+    from ..tensor import Tensor
+    xp = array_module(b.data)
+    bad = ~xp.isfinite(b.data).all((-2, -1))
+    return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b.data.dtype), b.data.dtype.type(0))[..., None, None])
+
+
 @register("linalg_lstsq", promote=(0, 1), cpu="fp32", composite=True)
 def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
     """(solution, residuals, rank, singular_values) of min ||A X - B|| (the least-norm X when A is rank-deficient).
@@ -474,7 +484,7 @@ def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"linalg_lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} must have the same number of "
                            "rows")
     rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
-    x = linalg_pinv(A, rtol=rtol) @ b
+    x = linalg_pinv(A, rtol=rtol) @ b + _nan_where_not_finite(b)
     empty = zeros(0, dtype=A.dtype, device=A.device)
     rank = linalg_matrix_rank(A, rtol=rtol)
     full_rank = m > n and bool((rank == n).all())
