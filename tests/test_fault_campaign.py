@@ -121,6 +121,24 @@ DEVIATIONS = {
     ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
     ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
     **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
+    # linear algebra (matrix.py, decompositions.py)
+    ("ormqr", "nan-in-input1"): "the result is linear in each tau_i, so a non-finite tau_i keeps its own exact, "
+                                "finite gradient (every other tau's is nan, as in torch, whose backward formula "
+                                "makes that one nan too)",
+    ("ormqr", "inf-in-input1"): "as for a nan tau: the result is linear in each tau_i",
+    ("ormqr", "-inf-in-input1"): "as for a nan tau: the result is linear in each tau_i",
+    ("linalg_solve", "nan-in-input0"): "a NaN in A makes the whole solution NaN, as torch's LAPACK does (every "
+                                       "entry of A^-1 depends on every entry of A); the NumPy reference, which "
+                                       "judges the batched cases, keeps some entries finite",
+    ("linalg_lstsq", "nan-in-input1"): "a NaN in B makes the solution NaN, as an inf does in torch; torch's gelsy "
+                                       "call fails an internal assert there ('please report a bug to PyTorch')",
+    **{("linalg_lstsq", f"{v}-in-input1"): "the solution is NaN as torch's; the residuals are those of that solution "
+                                           "(NaN), where torch reports 0 for a column without the inf, a number its "
+                                           "NaN solution does not have" for v in ("inf", "-inf")},
+    ("cholesky_inverse", "float32-input"): "the gradient is that of the function computed, which reads only L's "
+                                           "triangle; torch's backward multiplies by the whole input, so its "
+                                           "gradient depends on the entries the forward ignores (the case's L has "
+                                           "3s there; torch differs in float64 too)",
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan

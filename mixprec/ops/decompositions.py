@@ -138,17 +138,23 @@ def _check_householder(name, A, tau, rows_needed=None):
     return k
 
 
+def _householder_q(A, tau, k, cols):
+    """The first ``cols`` columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector
+    in A (H_k applied first)."""
+    m = A.shape[-2]
+    q = _eye_like(A, m, cols).expand(*A.shape[:-2], m, cols)
+    for i in reversed(range(k)):
+        v = _reflector(A, i)
+        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
+    return q
+
+
 @register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1), cpu="fp32",
           composite=True)
 def linalg_householder_product(ctx, A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
     k = _check_householder("linalg_householder_product", A, tau)
-    m, n = A.shape[-2:]
-    q = _eye_like(A, m, n).expand(*A.shape)
-    for i in reversed(range(k)):
-        v = _reflector(A, i)
-        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
-    return q
+    return _householder_q(A, tau, k, A.shape[-1])
 
 
 @register("ormqr", methods=("ormqr",), promote=(0, 1, 2), cpu="fp32", composite=True)
@@ -161,6 +167,9 @@ def ormqr(ctx, input, tau, other, left=True, transpose=False):
     if input.shape[-2] != size:
         raise RuntimeError(f"ormqr: input {tuple(input.shape)} holds reflectors of length {input.shape[-2]}, but "
                            f"other {tuple(other.shape)} needs {size}")
+    if k != min(size, input.shape[-1]):
+        raise RuntimeError(f"ormqr: tau must hold min({size}, {input.shape[-1]}) = {min(size, input.shape[-1])} "
+                           f"scalar factors (one per reflector of input), got tau of shape {tuple(tau.shape)}")
     c = other
     order = range(k) if left == transpose else reversed(range(k))  # Q C applies H_k first; Q^T C applies H_1 first
     for i in order:
@@ -443,6 +452,16 @@ def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+def _nan_where_not_finite(b):
+    """A constant: NaN for each matrix of b holding an inf or NaN, else 0. LAPACK's least-squares drivers scale B
+    by its largest entry, so an inf anywhere makes torch's whole solution NaN; adding this does the same and leaves
+    the gradients what the product gives (torch's come from the pseudo-inverse too)."""
+    from ..tensor import Tensor
+    xp = array_module(b.data)
+    bad = ~xp.isfinite(b.data).all((-2, -1))
+    return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b.data.dtype), b.data.dtype.type(0))[..., None, None])
+
+
 @register("linalg_lstsq", promote=(0, 1), cpu="fp32", composite=True)
 def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
     """(solution, residuals, rank, singular_values) of min ||A X - B|| (the least-norm X when A is rank-deficient).
@@ -465,7 +484,7 @@ def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"linalg_lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} must have the same number of "
                            "rows")
     rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
-    x = linalg_pinv(A, rtol=rtol) @ b
+    x = linalg_pinv(A, rtol=rtol) @ b + _nan_where_not_finite(b)
     empty = zeros(0, dtype=A.dtype, device=A.device)
     rank = linalg_matrix_rank(A, rtol=rtol)
     full_rank = m > n and bool((rank == n).all())
@@ -485,7 +504,11 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     d0, d1 = (dim_index(d, A.ndim, "linalg_matrix_norm") for d in dim)
     rest = [i for i in range(A.ndim) if i not in (d0, d1)]
     a = A.permute(*rest, d0, d1)
-    if ord == "fro":
+    if ord not in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf):
+        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
+    if (a.shape[-1] == 0 or a.shape[-2] == 0) and ord not in (-1, -2, -np.inf):
+        out = a.abs().sum((-2, -1))  # an empty matrix's norm is 0, as in torch (the negative orders' min refuses)
+    elif ord == "fro":
         out = (a * a).sum((-2, -1)).sqrt()
     elif ord in ("nuc", 2, -2):
         s = linalg_svdvals(a)
@@ -493,8 +516,6 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     elif ord in (1, -1, np.inf, -np.inf):
         sums = a.abs().sum(-2 if ord in (1, -1) else -1)
         out = sums.amax(-1) if ord > 0 else sums.amin(-1)
-    else:
-        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
     if keepdim:
         for d in sorted((d0, d1)):
             out = out.unsqueeze(d)
