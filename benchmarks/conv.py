@@ -19,7 +19,6 @@ products here are per image and small enough to run on one thread anyway.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mixprec as mp  # noqa: E402
+import _env  # noqa: E402  (benchmarks/ is on sys.path when one of its scripts runs)
 from dispatch import best_times  # noqa: E402  (the same timing loop)
 
 try:
@@ -79,9 +79,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if torch is not None:
         torch.set_num_threads(1)
-    print(f"mixprec {mp.__version__}, numpy {np.__version__}"
-          + (f", torch {torch.__version__}" if torch is not None else ", torch not installed (no ratio column)"))
-    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or platform.system()}")
+    print(_env.describe(torch))
     head = f"{'workload (fwd + bwd)':34} {'mixprec us':>11} {'torch us':>9} {'ratio':>6}"
     print("\n" + head + "\n" + "-" * len(head))
     for name, (fn, x_shape, w, _) in WORKLOADS.items():

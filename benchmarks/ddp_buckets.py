@@ -69,7 +69,8 @@ def main():
         print(f"{dist.get_world_size()} ranks, backend {dist.get_backend()}, {args.tensors} float32 tensors x "
               f"{args.numel} elements ({mb:.2f} MiB of gradients)")
         print(f"  bucketed   : {len(bucketed.buckets):4d} all-reduce call(s)  {best['bucketed'] * 1e3:8.3f} ms/sync")
-        print(f"  per tensor : {len(per_tensor.buckets):4d} all-reduce call(s)  {best['per tensor'] * 1e3:8.3f} ms/sync")
+        print(f"  per tensor : {len(per_tensor.buckets):4d} all-reduce call(s)  "
+              f"{best['per tensor'] * 1e3:8.3f} ms/sync")
         print(f"  per tensor / bucketed = {best['per tensor'] / best['bucketed']:.1f}x")
     dist.destroy_process_group()
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import platform
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mixprec as mp  # noqa: E402
+import _env  # noqa: E402  (benchmarks/ is on sys.path when one of its scripts runs)
 
 try:
     import torch
@@ -231,9 +231,7 @@ def main(argv=None):
 
     if torch is not None:
         torch.set_num_threads(1)  # tiny tensors: threads only add overhead, keep both single-threaded
-    print(f"mixprec {mp.__version__}, numpy {np.__version__}"
-          + (f", torch {torch.__version__}" if torch is not None else ", torch not installed (no ratio column)"))
-    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or platform.system()}")
+    print(_env.describe(torch))
     diff = check_same_training()
     if diff is not None:
         print(f"same models, same data: |loss_mixprec - loss_torch| after 20 steps <= {diff:.2e}")

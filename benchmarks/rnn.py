@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mixprec as mp  # noqa: E402
+import _env  # noqa: E402  (benchmarks/ is on sys.path when one of its scripts runs)
 from dispatch import best_times  # noqa: E402  (benchmarks/dispatch.py: turn-taking best-of timing)
 
 try:
@@ -113,9 +113,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if torch is not None:
         torch.set_num_threads(1)
-    print(f"mixprec {mp.__version__}, numpy {np.__version__}"
-          + (f", torch {torch.__version__}" if torch is not None else ", torch not installed (no ratio column)"))
-    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or platform.system()}")
+    print(_env.describe(torch))
     head = f"{'workload (forward + backward, float32)':42} {'mixprec ms':>11} {'torch ms':>9} {'ratio':>6}"
     print("\n" + head + "\n" + "-" * len(head))
     for label, make in WORKLOADS.items():

@@ -145,7 +145,8 @@ def main(argv=None):
         r = bench_case(cp, torch, name, count, size, args.repeat)
         cp.get_default_memory_pool().free_all_blocks()
         ratio = f"{r['t_torch'] / r['t_call']:.2f}x" if r["torch"] else "n/a"
-        print(f"{r['case']:>14} {r['copy'] / 1e9:10.0f} {r['kernel'] / 1e9:12.0f} {100 * r['kernel'] / r['copy']:6.0f}% "
+        print(f"{r['case']:>14} {r['copy'] / 1e9:10.0f} {r['kernel'] / 1e9:12.0f} "
+              f"{100 * r['kernel'] / r['copy']:6.0f}% "
               f"{r['call'] / 1e9:10.0f} {(r['torch'] or 0) / 1e9:11.0f} {ratio:>11} {r['launches']:9d}")
     extra, scaled, plain, fused = scaler_overhead(cp, args.repeat)
     print(f"GradScaler per step (64 x 64k float32 params): scale+unscale_+step+update {scaled:.0f} µs, "

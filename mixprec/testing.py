@@ -226,7 +226,8 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
                 with _am.autocast(device_type, dtype=lower), _am.autocast(device_type, enabled=False):
                     _run(op, args, kwargs)
         if t_off.casts or any(r.policy is not None for r in t_off.records):
-            raise AssertionError(f"{op.name}: autocast cast inputs {'outside a region' if region is None else 'in an enabled=False region'}")
+            where = "outside a region" if region is None else "in an enabled=False region"
+            raise AssertionError(f"{op.name}: autocast cast inputs {where}")
 
     # 4. gradients arrive in each leaf's dtype
     if check_grads:

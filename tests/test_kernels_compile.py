@@ -47,7 +47,8 @@ def ptx(nvrtc):
         lowered, text, _ = tool.compile_kernel(nvrtc, filename, "compute_80")
         entries = re.split(r"\n(?=\.(?:visible|weak) \.entry )", text)
         for expr in exprs:
-            out[expr] = next(e for e in entries if re.match(rf"\.(?:visible|weak) \.entry {re.escape(lowered[expr])}\(", e))
+            entry = rf"\.(?:visible|weak) \.entry {re.escape(lowered[expr])}\("
+            out[expr] = next(e for e in entries if re.match(entry, e))
     return out
 
 
@@ -89,7 +90,7 @@ def test_update_kernel_rounds_float64_products_once_to_float32(ptx):
 
 
 def test_sources_are_package_data_and_headers_are_spliced():
-    """The non-editable install ships every file of kernels/ as mixprec/kernels (pyproject package-dir + package-data)."""
+    """The non-editable install ships every file of kernels/ as mixprec/kernels (package-dir + package-data)."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = config["tool"]["setuptools"]["package-data"]["mixprec.kernels"]

@@ -56,7 +56,8 @@ def test_linear_init_forward_and_grads():
     m.double()
     np.testing.assert_allclose(m(x).detach().numpy(), x.numpy() @ m.weight.numpy().T + m.bias.numpy(), rtol=1e-12)
     gradcheck(lambda a, w, b: F.linear(a, w, b), (x64(2, 5), x64(3, 5), x64(3)))
-    with pytest.raises(ValueError, match=r"Linear\(in_features=5.*expected input\[\.\.\., 5\], got input of shape \(4, 4\)"):
+    with pytest.raises(ValueError,
+                       match=r"Linear\(in_features=5.*expected input\[\.\.\., 5\], got input of shape \(4, 4\)"):
         m(x64(4, 4))
 
 

@@ -219,7 +219,8 @@ def test_power_of_two_scales_round_trip_exactly_in_float32(values, log2_scale):
         scaled = x * scale
     if not np.isfinite(scaled).all() or np.any((scaled == 0) != (x == 0)):
         return
-    if np.any(np.abs(scaled[x != 0]) < np.finfo(np.float32).tiny) or np.any(np.abs(x[x != 0]) < np.finfo(np.float32).tiny):
+    tiny = np.finfo(np.float32).tiny
+    if np.any(np.abs(scaled[x != 0]) < tiny) or np.any(np.abs(x[x != 0]) < tiny):
         return  # subnormals lose bits on the way
     F.non_finite_check_and_unscale_([scaled], flag(), inv_of(scale))
     assert np.array_equal(bits(scaled), bits(x))

@@ -23,8 +23,8 @@ from ..ops import registry as _reg
 from ..ops.autocast import DEFAULT_DTYPES, DEVICE_TYPES, LOWER_DTYPES, CastPolicy  # noqa: F401
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
-           "is_autocast_cache_enabled", "clear_autocast_cache", "resolve_dtypes", "op_policy", "register_autocast", "override",
-           "custom_fwd", "custom_bwd"]
+           "is_autocast_cache_enabled", "clear_autocast_cache", "resolve_dtypes", "op_policy", "register_autocast",
+           "override", "custom_fwd", "custom_bwd"]
 
 
 # ---------------------------------------------------------------- validation

@@ -25,7 +25,9 @@ def _check(tensor, name):
 def _draw(tensor, kind):
     dtype = np.float64 if tensor.dtype == _dt.float64 else np.float32
     gen = _rng_state["np"]
-    return gen.random(tensor.shape, dtype=dtype) if kind == "uniform" else gen.standard_normal(tensor.shape, dtype=dtype)
+    if kind == "uniform":
+        return gen.random(tensor.shape, dtype=dtype)
+    return gen.standard_normal(tensor.shape, dtype=dtype)
 
 
 def _fill(tensor, array):
