@@ -48,16 +48,17 @@ def test_max_pool_gradient_of_disjoint_windows_is_the_scatter_add_bit_for_bit(dt
     assert fast.tobytes() == general.tobytes()
 
 
-def test_relu_gradient_in_float16_is_the_product_with_its_mask_bit_for_bit():
-    # relu's float16 gradient is a selection on the 16-bit patterns: the bits of grad * (output > 0), computed
-    # here by NumPy's float16 product, for every float16 gradient (infinities and NaNs included) against outputs
-    # of every sign (each pattern once, shuffled)
+def test_relu_gradient_in_float16_is_torchs_selection_bit_for_bit():
+    # relu's float16 gradient tests the 16-bit patterns of the output: the bits of torch's threshold_backward,
+    # where(output <= 0, 0, grad) (a nan output passes grad, a flat one gives +0 even for an inf or nan grad),
+    # computed here by NumPy's float16 comparison, for every float16 gradient against outputs of every sign and
+    # nan payload (each pattern once, shuffled)
     patterns = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     rng = np.random.default_rng(0)
     for _ in range(2):
         grad, output = patterns.copy(), rng.permutation(patterns)
-        with np.errstate(invalid="ignore"):  # (inf * 0)
-            want = grad * (output > 0).astype(np.float16)
-            got = mp.ops.get("_relu_backward")(mp.tensor(grad), mp.tensor(output)).numpy()
+        with np.errstate(invalid="ignore"):
+            want = np.where(output <= 0, np.float16(0), grad)
+        got = mp.ops.get("_relu_backward")(mp.tensor(grad), mp.tensor(output)).numpy()
         assert got.dtype == np.float16
         assert got.tobytes() == want.tobytes()

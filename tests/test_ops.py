@@ -442,7 +442,7 @@ def test_integer_inputs_of_float_math_compute_in_float32():
     """exp/sin/sqrt/... of an int or bool tensor are float32 (torch), never float64; relu/abs keep ints."""
     i = mp.tensor([1, 4])
     for fn in (mp.exp, mp.log, mp.sqrt, mp.rsqrt, mp.sin, mp.cos, mp.tanh, mp.sigmoid, mp.log1p, mp.expm1,
-               mp.reciprocal, mp.gelu, mp.softplus):
+               mp.reciprocal, mp.gelu, mp.softplus, mp.silu):
         assert fn(i).dtype == mp.float32, fn
     np.testing.assert_allclose(mp.sqrt(i).numpy(), [1.0, 2.0])
     assert mp.log(mp.tensor([True])).dtype == mp.float32

@@ -23,6 +23,8 @@ def _prepare(ctx, input, dim, dtype, name):
 def softmax(ctx, input, dim=None, dtype=None):
     """exp(x) / sum(exp(x)) along dim, computed stably (max subtracted)."""
     input = _prepare(ctx, input, dim, dtype, "softmax")
+    if input.size == 0:
+        return input.copy()
 
     def f(x):
         e = array_module(x).exp(x - x.max(axis=ctx.dim, keepdims=True))
@@ -48,6 +50,8 @@ def _(ctx, t, *_):
 def log_softmax(ctx, input, dim=None, dtype=None):
     """x - logsumexp(x) along dim."""
     input = _prepare(ctx, input, dim, dtype, "log_softmax")
+    if input.size == 0:
+        return input.copy()
 
     def f(x):
         xp = array_module(x)

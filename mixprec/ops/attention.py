@@ -5,8 +5,9 @@ kernel), written out with mixprec ops so both modes of autograd come for free:
 
     scores = (Q @ K^T) * scale     float32 (float16/bfloat16 Q and K are widened: a float32-accumulating
                                    GEMM whose result is kept in float32, never rounded to half)
-    masks, causal mask             applied to the float32 scores (bool: False -> -inf; float: added)
-    P = softmax(scores)            float32; a row with nothing to attend to gets zeros, not NaN
+    masks, causal mask             added to the float32 scores (bool and causal: 0 or -inf, so a nan or +inf
+                                   score stays visible where it is masked, as in torch's math backend)
+    P = softmax(scores)            float32; a row with nothing to attend to (all -inf) gets zeros, not NaN
     dropout(P)                     float32, then P is rounded once to V's dtype
     out = P @ V                    half inputs, float32 accumulation, one rounding
 
@@ -53,15 +54,13 @@ def _attention(q, k, v, mask, dropout_p, is_causal, scale):
     work = compute_dtype(q.dtype)
     scores = matmul(q.to(work), k.to(work).mT) * scale
     if is_causal:
-        scores = where(_causal_mask(scores.shape[-2], scores.shape[-1], q.device), scores, _NEG_INF)
+        scores = scores + _bias(_causal_mask(scores.shape[-2], scores.shape[-1], q.device), work)
     if mask is not None:
-        scores = where(mask, scores, _NEG_INF) if mask.dtype == _dt.bool_ else scores + mask.to(work)
+        scores = scores + (_bias(mask, work) if mask.dtype == _dt.bool_ else mask.to(work))
     if scores.shape[-1] == 0:  # no keys: nothing to normalise, and the output is zeros
         probs = scores
-    elif mask is None:  # a causal mask alone leaves every row something to attend to
-        probs = softmax(scores, -1)
     else:
-        probs = _softmax_or_zeros(scores)
+        probs = _safe_softmax(scores)
     if dropout_p > 0:
         probs = dropout(probs, dropout_p)
     probs = probs.to(v.dtype)
@@ -73,11 +72,20 @@ def _causal_mask(n_queries, n_keys, device):
     return arange(n_queries, device=device).unsqueeze(1) >= arange(n_keys, device=device).unsqueeze(0)
 
 
-def _softmax_or_zeros(scores):
-    """softmax over the last dim; rows that are all -inf (fully masked) give zeros instead of NaN, and
-    pass no gradient back (torch's safe softmax)."""
+def _bias(allowed, dtype):
+    """A bool mask (True: may attend) as the float added to the scores: 0 or -inf. Added, not selected with
+    where: a masked score of nan or +inf then makes its row nan, forward and backward, as torch's math backend
+    (which converts bool masks the same way) does; a where would hide it."""
+    return where(allowed, 0.0, _NEG_INF).to(dtype)
+
+
+def _safe_softmax(scores):
+    """softmax over the last dim, except that a row with nothing to attend to (all -inf: fully masked) gives
+    zeros, not nan (torch's _safe_softmax). Those zeros are exp(scores) = exp(-inf), so their gradient is
+    0 * g: zero, or nan where g is nan, as torch's y * (g - sum(g * y)) with y = 0; a nan is never laundered.
+    (Only dead rows go through exp: a large live score would overflow it, and 0 * inf is nan.)"""
     dead = scores.amax(-1, keepdim=True) == _NEG_INF
-    return where(dead, 0.0, softmax(where(dead, 0.0, scores), -1))
+    return where(dead, where(dead, scores, _NEG_INF).exp(), softmax(where(dead, 0.0, scores), -1))
 
 
 def _repeat_heads(t, groups):
@@ -174,7 +182,9 @@ def scaled_dot_product_attention(ctx, query, key, value, attn_mask=None, dropout
         key, value = _repeat_heads(key, groups), _repeat_heads(value, groups)
     batch = _batch_shape(name, query, key, value)
     _check_mask(name, attn_mask, query, batch + (query.shape[-2], key.shape[-2]))
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if scale is None:  # (with no features the scores are 0 whatever the scale; 1/sqrt(0) would make them nan)
+        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+    scale = float(scale)
     with suspended():  # one fused unit: autocast decided its inputs (if at all), not its steps
         return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)[0]
 

@@ -29,8 +29,9 @@ convolutions up to 6x.)
 gradient) for the average pools, which sum the taps im2col lays out.
 
 Internal and backend names from the autocast tables map onto these:
-``_convolution`` (aten's convolution with all its backend flags) and ``conv_tbc``
-(time, batch, channel layout) are composites that call the same code.
+``_convolution`` (aten's convolution with all its backend flags) is a composite
+that calls the same code. ``conv_tbc`` (time, batch, channel layout) is a composite
+of per-tap matmuls, as torch's own kernel: it never multiplies the padding.
 """
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
-from .opmath import opmath
+from .autocast import suspended
+from .opmath import compute_dtype, opmath
+from .padding import constant_pad_nd
 from .reduce import _add_reduce
 from .registry import register
 
@@ -306,9 +309,18 @@ def _check_tensors(name, nd, input, weight, bias, weight_layout):
     return x
 
 
-def _check_groups(name, groups, in_channels, in_per_group, out_channels, weight):
+def _check_group_count(name, groups, weight):
+    """groups is a positive int, and the weight's first dim (its channels: out for a convolution, in for a
+    transposed one) holds at least one per group, as torch requires (an empty weight is refused, not summed)."""
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
+    if weight.shape[0] == 0:  # (a non-empty one that does not fit the groups gets the divisibility error)
+        raise RuntimeError(f"{name}: with groups={groups}, expected the weight's dim 0 to be at least {groups}, got "
+                           f"a weight of shape {tuple(weight.shape)}")
+
+
+def _check_groups(name, groups, in_channels, in_per_group, out_channels, weight):
+    _check_group_count(name, groups, weight)
     if in_channels != in_per_group * groups:
         raise RuntimeError(f"{name}: input has {in_channels} channels, but weight of shape {tuple(weight.shape)} "
                            f"with groups={groups} expects {in_per_group * groups}")
@@ -374,8 +386,7 @@ def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_paddi
     x = _check_tensors(name, nd, input, weight, bias, "(in_channels, out_channels/groups, *kernel)")
     n, c, *size = x.shape
     in_c, out_per_group, *kernel = weight.shape
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
+    _check_group_count(name, groups, weight)
     if c != in_c:
         raise RuntimeError(f"{name}: input has {c} channels, but weight of shape {tuple(weight.shape)} expects "
                            f"{in_c} (weight is (in_channels, out_channels/groups, *kernel))")
@@ -441,14 +452,36 @@ def _convolution(ctx, input, weight, bias, stride, padding, dilation, transposed
 def conv_tbc(ctx, input, weight, bias, pad=0):
     """1-D convolution in (time, batch, channel) layout: input (T, B, C), weight (K, C, O), bias (O,).
 
-    Output (T + 2 * pad - K + 1, B, O). Lower precision under CPU autocast.
+    Output (T + 2 * pad - K + 1, B, O). As torch's own kernel (not its conv1d), it is the bias plus, for each
+    tap k, ``input[t + k - pad] @ weight[k]`` over the steps t where that row exists: the padding is never
+    multiplied, so a nan or inf weight reaches only the outputs its tap met, and a 0-tap kernel gives the bias.
+    float16/bfloat16 are computed in float32 and rounded once. Lower precision under CPU autocast.
     """
     for what, t, nd in (("input", input, 3), ("weight", weight, 3), ("bias", bias, 1)):
         if not isinstance(t, Tensor) or t.ndim != nd:
             got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise RuntimeError(f"conv_tbc: {what} must be a {nd}-D tensor, got {got}")
-    if input.shape[2] != weight.shape[1]:
-        raise RuntimeError(f"conv_tbc: input has {input.shape[2]} channels, weight of shape {tuple(weight.shape)} "
+    if not _dt.is_floating(input.dtype) or weight.dtype != input.dtype or bias.dtype != input.dtype:
+        raise TypeError(f"conv_tbc: expected floating input, weight and bias of one dtype, got {input.dtype.name}, "
+                        f"{weight.dtype.name} and {bias.dtype.name}")
+    steps, batch, channels = input.shape
+    taps, _, out_c = weight.shape
+    if channels != weight.shape[1]:
+        raise RuntimeError(f"conv_tbc: input has {channels} channels, weight of shape {tuple(weight.shape)} "
                            f"expects {weight.shape[1]} (weight is (kernel, in_channels, out_channels))")
-    y = _conv("conv_tbc", 1, input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, 1, pad, 1, 1)
-    return y.permute(2, 0, 1)
+    _check_bias("conv_tbc", bias, out_c)
+    (pad,) = ntuple("conv_tbc", "pad", pad, 1, 0)
+    out_steps = steps + 2 * pad - taps + 1
+    if out_steps < 0:
+        raise RuntimeError(f"conv_tbc: a kernel of {taps} taps is longer than the padded input ({steps} steps with "
+                           f"pad {pad} on each side)")
+    work = compute_dtype(input.dtype)
+    with suspended():  # one kernel: autocast decided its inputs (CPU) or left them (CUDA), not its matmuls
+        x, w = input.to(work), weight.to(work)
+        y = bias.to(work).expand(out_steps, batch, out_c)
+        for k in range(taps):
+            lo, hi = max(0, pad - k), min(out_steps, steps + pad - k)  # the steps whose row t + k - pad exists
+            if hi > lo:
+                part = x[lo + k - pad:hi + k - pad].matmul(w[k])
+                y = y + constant_pad_nd(part, (0, 0, 0, 0, lo, out_steps - hi))
+        return y.to(input.dtype)

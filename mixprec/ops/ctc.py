@@ -42,12 +42,13 @@ from .registry import register
 
 # ---------------------------------------------------------------- the recursions, on arrays
 def _lse(*terms):
-    """log(sum(exp(terms))) elementwise; -inf where every term is -inf (no NaN from inf - inf)."""
+    """log(sum(exp(terms))) elementwise; -inf where every term is -inf (no NaN from -inf - -inf), NaN where a
+    term is +inf (inf - inf, as torch's max subtraction gives: a log-probability of +inf is no probability)."""
     xp = _be.array_module(terms[0])
     m = terms[0]
     for t in terms[1:]:
         m = xp.maximum(m, t)
-    safe = xp.where(xp.isfinite(m), m, 0)
+    safe = xp.where(m == -xp.inf, 0, m)
     total = sum(xp.exp(t - safe) for t in terms)
     with np.errstate(divide="ignore"):
         return xp.log(total) + safe

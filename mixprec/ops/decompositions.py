@@ -18,7 +18,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import CPU, array_module, device_of_array, to_device
 from .elementwise import where
-from .matrix import (_eye_like, _h, _matrices, _no_convergence, _no_derivative, _run, _same_dtype,
+from .matrix import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run, _same_dtype,
                      _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve, linalg_solve_triangular,
                      tril, triu)
 from .registry import register
@@ -138,17 +138,23 @@ def _check_householder(name, A, tau, rows_needed=None):
     return k
 
 
+def _householder_q(A, tau, k, cols):
+    """The first ``cols`` columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector
+    in A (H_k applied first)."""
+    m = A.shape[-2]
+    q = _eye_like(A, m, cols).expand(*A.shape[:-2], m, cols)
+    for i in reversed(range(k)):
+        v = _reflector(A, i)
+        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
+    return q
+
+
 @register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1), cpu="fp32",
           composite=True)
 def linalg_householder_product(ctx, A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
     k = _check_householder("linalg_householder_product", A, tau)
-    m, n = A.shape[-2:]
-    q = _eye_like(A, m, n).expand(*A.shape)
-    for i in reversed(range(k)):
-        v = _reflector(A, i)
-        q = q - (tau[..., i, None, None] * v.unsqueeze(-1)) @ (v.unsqueeze(-2) @ q)
-    return q
+    return _householder_q(A, tau, k, A.shape[-1])
 
 
 @register("ormqr", methods=("ormqr",), promote=(0, 1, 2), cpu="fp32", composite=True)
@@ -161,6 +167,9 @@ def ormqr(ctx, input, tau, other, left=True, transpose=False):
     if input.shape[-2] != size:
         raise RuntimeError(f"ormqr: input {tuple(input.shape)} holds reflectors of length {input.shape[-2]}, but "
                            f"other {tuple(other.shape)} needs {size}")
+    if k != min(size, input.shape[-1]):
+        raise RuntimeError(f"ormqr: tau must hold min({size}, {input.shape[-1]}) = {min(size, input.shape[-1])} "
+                           f"scalar factors (one per reflector of input), got tau of shape {tuple(tau.shape)}")
     c = other
     order = range(k) if left == transpose else reversed(range(k))  # Q C applies H_k first; Q^T C applies H_1 first
     for i in order:
@@ -174,6 +183,12 @@ def ormqr(ctx, input, tau, other, left=True, transpose=False):
 
 
 # ---------------------------------------------------------------- eigenvalues
+def _finite(name, A):
+    """Refuse inf/NaN before LAPACK's iterative eig/SVD sees them: given an inf, NumPy's gesdd never returns."""
+    if not bool(array_module(A).isfinite(A).all()):
+        raise LinAlgError(f"{name}: the input holds inf or NaN values; the algorithm cannot converge on them")
+
+
 def _off_diagonal_ratio(num, den, diag):
     """num / den off the diagonal, ``diag`` (a (..., n) tensor or None for zeros) on it."""
     n = num.shape[-1]
@@ -232,6 +247,7 @@ def _eig_on_host(a):
 def linalg_eig(ctx, A):
     """(eigenvalues, eigenvectors) of a square matrix, always complex; eigenvectors have unit norm."""
     _matrices("linalg_eig", A, square=True)
+    _finite("linalg_eig", A)
     w, v = _run("linalg_eig", lambda: _eig_on_host(A), A, _no_convergence)
     cdt = _dt.complex_of(A.dtype)
     return w.astype(cdt), v.astype(cdt)
@@ -275,6 +291,7 @@ def linalg_svd(ctx, A, full_matrices=True):
     """(U, S, Vh) with A = U diag(S) Vh, S descending. full_matrices=False gives the thin U (m x k) and Vh
     (k x n), k = min(m, n)."""
     _matrices("linalg_svd", A)
+    _finite("linalg_svd", A)
     xp = array_module(A)
     u, s, vh = _run("linalg_svd", lambda: xp.linalg.svd(A, full_matrices=full_matrices), A,
                     _no_convergence)
@@ -386,6 +403,7 @@ def linalg_pinv(ctx, A, *, atol=None, rtol=None, hermitian=False):
         tol = _tolerance(xp.abs(w), atol, rtol, A.shape)
         inv = xp.where(xp.abs(w) > tol, 1 / xp.where(w == 0, 1, w), 0)
         return (v * inv[..., None, :]) @ xp.swapaxes(v, -1, -2)
+    _finite("linalg_pinv", A)
     u, s, vh = xp.linalg.svd(A, full_matrices=False)
     tol = _tolerance(s, atol, rtol, A.shape)
     inv = xp.where(s > tol, 1 / xp.where(s == 0, 1, s), 0)
@@ -425,11 +443,23 @@ def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values above max(atol, rtol * s_max) (int64)."""
     _matrices("linalg_matrix_rank", A)
     xp = array_module(A)
+    if not hermitian:
+        _finite("linalg_matrix_rank", A)
     s = xp.abs(xp.linalg.eigvalsh(A)) if hermitian else xp.linalg.svd(A, compute_uv=False)
     return (s > _tolerance(s, atol, rtol, A.shape)).sum(-1).astype(np.int64)
 
 
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def _nan_where_not_finite(b):
+    """A constant: NaN for each matrix of b holding an inf or NaN, else 0. LAPACK's least-squares drivers scale B
+    by its largest entry, so an inf anywhere makes torch's whole solution NaN; adding this does the same and leaves
+    the gradients what the product gives (torch's come from the pseudo-inverse too)."""
+    from ..tensor import Tensor
+    xp = array_module(b.data)
+    bad = ~xp.isfinite(b.data).all((-2, -1))
+    return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b.data.dtype), b.data.dtype.type(0))[..., None, None])
 
 
 @register("linalg_lstsq", promote=(0, 1), cpu="fp32", composite=True)
@@ -454,7 +484,7 @@ def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"linalg_lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} must have the same number of "
                            "rows")
     rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
-    x = linalg_pinv(A, rtol=rtol) @ b
+    x = linalg_pinv(A, rtol=rtol) @ b + _nan_where_not_finite(b)
     empty = zeros(0, dtype=A.dtype, device=A.device)
     rank = linalg_matrix_rank(A, rtol=rtol)
     full_rank = m > n and bool((rank == n).all())
@@ -474,7 +504,11 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     d0, d1 = (dim_index(d, A.ndim, "linalg_matrix_norm") for d in dim)
     rest = [i for i in range(A.ndim) if i not in (d0, d1)]
     a = A.permute(*rest, d0, d1)
-    if ord == "fro":
+    if ord not in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf):
+        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
+    if (a.shape[-1] == 0 or a.shape[-2] == 0) and ord not in (-1, -2, -np.inf):
+        out = a.abs().sum((-2, -1))  # an empty matrix's norm is 0, as in torch (the negative orders' min refuses)
+    elif ord == "fro":
         out = (a * a).sum((-2, -1)).sqrt()
     elif ord in ("nuc", 2, -2):
         s = linalg_svdvals(a)
@@ -482,8 +516,6 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     elif ord in (1, -1, np.inf, -np.inf):
         sums = a.abs().sum(-2 if ord in (1, -1) else -1)
         out = sums.amax(-1) if ord > 0 else sums.amin(-1)
-    else:
-        raise RuntimeError(f"linalg_matrix_norm: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
     if keepdim:
         for d in sorted((d0, d1)):
             out = out.unsqueeze(d)

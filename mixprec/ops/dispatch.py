@@ -509,6 +509,8 @@ def _promote(op, args):
     beside Tensors of one dtype (``x * 2.0``, ``1 - p``, ``target != -100``): they
     are weak, so they take that dtype (dtypes.result_type's rule for this case).
     """
+    if not op.bools:
+        _refuse_bools(op, args)
     target = None
     numbers = None  # positions of Python ints and floats (not bools: they follow the general rule)
     floats = False
@@ -572,6 +574,15 @@ def _promote_mixed(op, args):
         else:
             args[i] = _cast_or_scalar(a, target)
     return tuple(args)
+
+
+def _refuse_bools(op, args):
+    """TypeError if a data arg is a bool tensor or a Python bool (ops registered with bools=False)."""
+    for i in data_positions(op, len(args)):
+        x = args[i] if i < len(args) else None
+        if isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype == np.bool_):
+            raise TypeError(f"{op.name}: bool operands are not supported (as in torch); to invert a mask use ~ or "
+                            "logical_not(), to count with one convert it first: mask.to(dtype)")
 
 
 def _cast_or_scalar(x, dtype):

@@ -39,7 +39,7 @@ def _(ctx, g):
     return g, (g if ctx.alpha == 1 else g * ctx.alpha)
 
 
-@register("sub", methods=("sub", "__sub__"), promote=(0, 1), broadcast=True, linear=True)
+@register("sub", methods=("sub", "__sub__"), promote=(0, 1), broadcast=True, linear=True, bools=False)
 def sub(ctx, input, other, alpha=1):
     """input - alpha * other."""
     ctx.alpha = alpha
@@ -51,7 +51,7 @@ def _(ctx, g):
     return g, -g if ctx.alpha == 1 else g * -ctx.alpha
 
 
-@register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True, linear=True)
+@register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True, linear=True, bools=False)
 def rsub(ctx, input, other):
     """other - input, for ``2 - x``: called as rsub(2, x)."""
     return input - other
@@ -109,22 +109,31 @@ def rtruediv(ctx, input, other):
 @div.partials
 @rtruediv.partials
 def _(ctx):
-    a, b = ctx.inputs
-    return _partial(a, 1 / b), _partial(b, -a / (b * b))
+    a, b = ctx.inputs  # d/db as torch: -(a / b) / b, not -a / b**2 (b * b overflows first: an inf b gives 0, not nan)
+    return _partial(a, 1 / b), _partial(b, -(a / b) / b)
 
 
 @register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True,
           saves=("input", "exponent", "output"))
 def pow(ctx, input, exponent):
     """input ** exponent (float32 under CUDA autocast); integers stay integers."""
-    return opmath(np.power, input, exponent, ints="keep")
+    return _power(input, exponent)
 
 
 @register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32", broadcast=True,
           saves=("input", "exponent", "output"))
 def rpow(ctx, input, exponent):
     """``2 ** x``, called as rpow(2, x)."""
-    return opmath(np.power, input, exponent, ints="keep")
+    return _power(input, exponent)
+
+
+def _power(base, exponent):
+    """base ** exponent in opmath; integers stay integers, so a negative integer exponent is refused (as torch)."""
+    if base.dtype.kind in "biu" and exponent.dtype.kind in "biu":
+        negative = exponent < 0
+        _be.check(negative if _be.is_array(negative) else np.asarray(negative), RuntimeError,
+                  "pow: integers to negative integer powers are not allowed (cast to a floating dtype first)")
+    return opmath(np.power, base, exponent, ints="keep")
 
 
 @pow.partials
@@ -132,22 +141,31 @@ def rpow(ctx, input, exponent):
 def _(ctx):
     a, b = ctx.inputs
     if not isinstance(b, Tensor):  # a number exponent: d/da a**b = b * a**(b-1) (0 for b == 0)
-        return (b * a ** (b - 1) if b != 0 else 0 * a), None
+        return (_nan_where_nan(ctx.output, b * a ** (b - 1)) if b != 0 else zeros_like(a)), None
     # d/db a**b = a**b * log(a), taken as 0 where a == 0 (the limit for b > 0)
     if not isinstance(a, Tensor):  # a number base (2 ** x)
         return None, ctx.output * math.log(a)
-    return b * a ** (b - 1), ctx.output * where(a > 0, a, 1.0).log()
+    return _nan_where_nan(ctx.output, b * a ** (b - 1)), ctx.output * where(a > 0, a, 1.0).log()
+
+
+def _nan_where_nan(out, partial):
+    """The partial, nan where the result is nan: C's pow(-inf, -0.5) is 0, but sqrt(-inf) is no number."""
+    return where(out.isnan(), out, partial)
 
 
 # ---------------------------------------------------------------- the unary math table
-def unary(name, fn, *, d_in=None, d_out=None, ints="float", functional=False, **policy):
+def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, functional=False, **policy):
     """Register an elementwise one-input op ``name``: ``fn`` on arrays, run in opmath.
 
     Its derivative is given from the input x, ``d_in(x)``, or from the output
     y = f(x), ``d_out(y)`` (whichever is cheaper; both on Tensors). Integer
-    inputs compute in float32 (``ints="keep"``: in their own type).
+    inputs compute in float32 (``ints="keep"``: in their own type); ``bools=False``
+    refuses bool inputs, as torch does for relu and abs.
     """
     def forward(ctx, input):
+        if not bools and input.dtype == np.bool_:
+            raise TypeError(f"{name}: bool inputs are not supported (as in torch); convert the mask first: "
+                            "mask.to(dtype)")
         return opmath(fn, input, ints=ints)
     forward.__name__ = forward.__qualname__ = name
     saves = ("input",) if d_in is not None else ("output",)
@@ -178,35 +196,45 @@ sqrt = unary("sqrt", ufunc("sqrt"), d_out=lambda y: 0.5 / y)
 rsqrt = unary("rsqrt", _rsqrt, d_out=lambda y: -0.5 * y ** 3, cuda="fp32")
 reciprocal = unary("reciprocal", ufunc("reciprocal"), d_out=lambda y: -y * y, cuda="fp32")
 # (|z| moves by Re(conj(sgn z) dz): a complex input's partial is conj(sgn z); see complex_ops.py)
-abs = unary("abs", ufunc("abs"), d_in=lambda x: x.sign().conj() if x.is_complex() else x.sign(), ints="keep")
-sign = unary("sign", ufunc("sign"), d_in=zeros_like, ints="keep")
+def _sign(a):
+    """(a > 0) - (a < 0), torch's sign: 0 at nan and at -0.0; a bool is its own sign; complex: torch's sgn,
+    z / |z| as written (0 at 0; nan at an infinite z, where NumPy's sign gives the limit direction)."""
+    if a.dtype == np.bool_:
+        return a.copy()
+    if a.dtype.kind == "c":
+        xp = array_module(a)
+        size = xp.abs(a)
+        return xp.where(size == 0, a.dtype.type(0), a / xp.where(size == 0, size.dtype.type(1), size))
+    return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
+
+
+abs = unary("abs", ufunc("abs"), d_in=lambda x: x.sign().conj() if x.is_complex() else x.sign(), ints="keep",
+            bools=False)  # 0 at nan, as torch
+sign = unary("sign", _sign, d_in=zeros_like, ints="keep")
 sin = unary("sin", ufunc("sin"), d_in=lambda x: x.cos())
 cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
 tanh = unary("tanh", ufunc("tanh"), d_out=lambda y: 1 - y * y, functional=True)
 sigmoid = unary("sigmoid", _sigmoid, d_out=lambda y: y * (1 - y), functional=True)
 silu = unary("silu", lambda a: a * _sigmoid(a), d_in=lambda x: _silu_slope(x.sigmoid(), x), functional=True)
 relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_out=lambda y: y > 0,
-             functional=True, ints="keep")
+             functional=True, ints="keep", bools=False)
 
 
 @register("_relu_backward", promote=(0, 1), saves=("output",))
 def _relu_backward(ctx, grad, output):
-    """relu's gradient: grad times its partial derivative (output > 0), i.e. grad * 1 or grad * 0.
+    """relu's gradient, torch's threshold_backward: grad where the output is not <= 0, else 0.
 
-    The product of a float16 array and a mask costs NumPy a conversion of every element both
-    ways (~10 ns each); on the 16-bit patterns it is a selection: grad where the output is
-    positive, else zero with grad's sign, which is grad * 0 for every finite grad. Infinite and
-    NaN gradients (none, usually) take the product itself, so the bits are the product's.
+    A selection, not a product: where relu was flat the gradient is 0 even if grad is inf or
+    NaN, and a NaN output (a NaN input) passes grad on, as in torch. Comparing float16 costs
+    NumPy a conversion of every element (~10 ns each); the same test on the 16-bit patterns
+    (0 < y <= inf, or y is NaN) does not.
     """
-    if grad.dtype != np.float16 or not isinstance(grad, np.ndarray):
-        return grad * (output > 0)
-    g, y = grad.view(np.uint16), output.view(np.uint16)
-    positive = (y - np.uint16(1)) < np.uint16(0x7C00)                    # 0 < output <= inf
-    out = np.where(positive, g, g & np.uint16(0x8000)).view(np.float16)
-    special = (g & np.uint16(0x7C00)) == np.uint16(0x7C00)             # grad is inf or NaN
-    if special.any():
-        out[special] = grad[special] * positive[special]
-    return out
+    if isinstance(output, np.ndarray) and output.dtype == np.float16:
+        y = output.view(np.uint16)
+        passes = ((y - np.uint16(1)) < np.uint16(0x7C00)) | ((y & np.uint16(0x7FFF)) > np.uint16(0x7C00))
+    else:
+        passes = ~(output <= 0)
+    return array_module(grad).where(passes, grad, grad.dtype.type(0))
 
 
 @_relu_backward.grad
@@ -274,16 +302,16 @@ def _(ctx):
 
 
 # ---------------------------------------------------------------- binary selection
-def _minmax_partials(ctx):
-    """Each input's share where it is the result; ties split evenly, as torch does."""
-    a, b = ctx.inputs
-    out = ctx.output
-    wa = (a == out).to(out.dtype) if isinstance(a, Tensor) else None
-    wb = (b == out).to(out.dtype) if isinstance(b, Tensor) else None
-    if wa is not None and wb is not None:
-        tot = wa + wb
-        return wa / tot, wb / tot
-    return wa, wb
+def _selection_partials(loses):
+    """Partials of maximum/minimum, torch's rule: half each on a tie, else all of it to each input that does
+    not lose the comparison (``loses(x, y)``: x < y for maximum). A nan loses nothing, so both inputs of a
+    comparison with a nan get the whole gradient: the nan is never replaced by a finite 0."""
+    def partials(ctx):
+        a, b = ctx.inputs
+        tie = a == b
+        return (where(tie, 0.5, loses(a, b).logical_not()) if isinstance(a, Tensor) else None,
+                where(tie, 0.5, loses(b, a).logical_not()) if isinstance(b, Tensor) else None)
+    return partials
 
 
 @register("maximum", methods=("maximum",), promote=(0, 1), broadcast=True, saves=("input", "other", "output"))
@@ -296,8 +324,8 @@ def minimum(ctx, input, other):
     return array_module(input).minimum(input, other)
 
 
-maximum.partials(_minmax_partials)
-minimum.partials(_minmax_partials)
+maximum.partials(_selection_partials(lambda x, y: x < y))
+minimum.partials(_selection_partials(lambda x, y: x > y))
 
 
 @register("where", promote=(1, 2), broadcast=True, linear=True, saves=("condition",))
@@ -331,6 +359,8 @@ def clamp(ctx, input, min=None, max=None):
 
 @clamp.partials
 def _(ctx):
+    """torch's clamp_backward: the input where min <= x <= max (never at a nan, of x or of a bound); a
+    tensor bound where it binds, max also wherever max < min (then it is the result)."""
     x, lo, hi = (*ctx.inputs, None, None)[:3]  # bounds given by keyword may be absent
     inside = None
     if lo is not None:
@@ -338,8 +368,11 @@ def _(ctx):
     if hi is not None:
         upper = x <= hi
         inside = upper if inside is None else inside.logical_and(upper)
-    below = x < lo if isinstance(lo, Tensor) else None  # tensor bounds get the gradient where they bind
-    above = x > hi if isinstance(hi, Tensor) else None
+    below = above = None
+    if isinstance(lo, Tensor):
+        below = x < lo if hi is None else (x < lo).logical_and(lo < hi)
+    if isinstance(hi, Tensor):
+        above = x > hi if lo is None else (x > hi).logical_or(hi < lo)
     return inside, below, above
 
 
@@ -369,9 +402,18 @@ def logical_or(ctx, input, other):
     return array_module(input).logical_or(input, other)
 
 
-@register("logical_not", methods=("logical_not", "__invert__"), promote=(), differentiable=False)
+@register("logical_not", methods=("logical_not",), promote=(), differentiable=False)
 def logical_not(ctx, input):
     return array_module(input).logical_not(input)
+
+
+@register("bitwise_not", methods=("bitwise_not", "__invert__"), promote=(), differentiable=False)
+def bitwise_not(ctx, input):
+    """~x: every bit flipped for integers, logical not for bool (as torch); floats have no bits to flip."""
+    if input.dtype.kind not in "biu":
+        raise TypeError(f"bitwise_not: ~ is only for integer and bool tensors, got {input.dtype.name} "
+                        "(for a mask from floats use logical_not())")
+    return array_module(input).invert(input)
 
 
 @register("isfinite", methods=("isfinite",), differentiable=False)

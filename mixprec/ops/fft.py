@@ -251,6 +251,8 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
         raise RuntimeError(f"stft: expected a 1-D (L,) or 2-D (B, L) tensor, got shape "
                            f"{tuple(getattr(input, 'shape', ()))}")
     _check_input("stft", input.data)
+    if input.data.dtype.kind in "biu":  # (unlike the plain transforms: torch's stft has no integer path either)
+        raise TypeError(f"stft: expected a floating point or complex input, got {input.dtype.name}")
     complex_input = _dt.is_complex(input.dtype) or (window is not None and _dt.is_complex(window.dtype))
     if return_complex is None:
         if not complex_input:

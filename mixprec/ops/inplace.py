@@ -67,7 +67,12 @@ def _(ctx, g):
 def _copy_slices(ctx, base, value, replay):
     xp = array_module(base)
     out = base.copy(order="K")
-    _region(out, replay)[...] = value
+    region = _region(out, replay)
+    try:
+        region[...] = value
+    except ValueError:
+        raise RuntimeError(f"_copy_slices: a value of shape {tuple(value.shape)} cannot be written into a view of "
+                           f"shape {tuple(region.shape)} (it must broadcast to that shape)") from None
     ctx.region = xp.zeros_like(base, dtype=np.bool_)  # same layout as base, so replay views it the same way
     _region(ctx.region, replay)[...] = True
     return out

@@ -195,7 +195,7 @@ vdot.grad(_dot_grad)
 vdot.jvp(_bilinear_tangent)
 
 
-@register("addmm", methods=("addmm",), promote=(0, 1, 2), cuda=LP, cpu=LP, saves=("mat1", "mat2"))
+@register("addmm", methods=("addmm",), promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP, saves=("mat1", "mat2"))
 def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
     _check("addmm", mat1.ndim == 2 and mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0], mat1, mat2,
@@ -235,7 +235,8 @@ def _check_batches(name, batch1, batch2):
            and batch1.shape[2] == batch2.shape[1], batch1, batch2, f"{name} needs matching 3-D batches")
 
 
-@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP, saves=("batch1", "batch2"))
+@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP,
+          saves=("batch1", "batch2"))
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
     _check_batches("baddbmm", batch1, batch2)
@@ -247,7 +248,7 @@ baddbmm.grad(_fused_grad(_matmul_adjoints))
 baddbmm.jvp(_fused_tangent(operator.matmul))
 
 
-@register("addbmm", methods=("addbmm",), promote=(0, 1, 2), cuda=LP, cpu=LP)
+@register("addbmm", methods=("addbmm",), promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP)
 def addbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * sum_b batch1[b] @ batch2[b], the batch sum inside one GEMM's accumulation."""
     _check_batches("addbmm", batch1, batch2)
@@ -261,7 +262,7 @@ addbmm.grad(_fused_grad(lambda ga, b1, b2: (ga @ _H(b2), _H(b1) @ ga)))
 addbmm.jvp(_fused_tangent(lambda b1, b2: (b1 @ b2).sum(0)))
 
 
-@register("addmv", methods=("addmv",), promote=(0, 1, 2), cuda=LP)
+@register("addmv", methods=("addmv",), promote=(0, 1, 2), same_dtype=True, cuda=LP)
 def addmv(ctx, input, mat, vec, beta=1, alpha=1):
     """beta * input + alpha * (mat @ vec)."""
     _check("addmv", mat.ndim == 2 and vec.ndim == 1 and mat.shape[1] == vec.shape[0], mat, vec,
@@ -274,7 +275,7 @@ addmv.grad(_fused_grad(lambda ga, m, v: (ga.unsqueeze(-1) * _c(v), _H(m) @ ga)))
 addmv.jvp(_fused_tangent(operator.matmul))
 
 
-@register("addr", methods=("addr",), promote=(0, 1, 2), cuda=LP)
+@register("addr", methods=("addr",), promote=(0, 1, 2), same_dtype=True, cuda=LP)
 def addr(ctx, input, vec1, vec2, beta=1, alpha=1):
     """beta * input + alpha * outer(vec1, vec2)."""
     for name, v in (("vec1", vec1), ("vec2", vec2)):

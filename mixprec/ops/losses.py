@@ -96,9 +96,14 @@ def l1_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean"
 
 
 def _huber(d, delta):
-    """0.5 d**2 where |d| < delta, else delta * (|d| - 0.5 delta)."""
+    """0.5 d**2 where |d| < delta, else delta * (|d| - 0.5 delta).
+
+    Written as 0.5 q**2 + delta (|d| - q) with q = min(|d|, delta), so no branch that is not taken
+    carries an infinite factor into the gradient: at d = +-inf it is +-delta, as torch's, not nan.
+    """
     a = d.abs()
-    return where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)
+    q = clamp(a, max=delta)
+    return q * q * 0.5 + (a - q) * delta
 
 
 @register("smooth_l1_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
@@ -118,6 +123,7 @@ def smooth_l1_loss(ctx, input, target, size_average=None, reduce=None, reduction
 def huber_loss(ctx, input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d**2 if |d| < delta else delta * (|d| - 0.5 delta); with weight, 'mean' averages w * loss."""
     reduction = _reduction("huber_loss", None, None, reduction)
+    _check_floating("huber_loss", input)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
@@ -199,17 +205,18 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
     n_classes = input.shape[cdim]
     _check_class_weight("cross_entropy", weight, input, cdim)
     logp = input.log_softmax(dim=cdim)
+    share = label_smoothing / n_classes if n_classes else 0.0  # each class's part of the smoothing
     w_b = None if weight is None else weight.reshape((n_classes,) + (1,) * (input.ndim - cdim - 1))
     if _dt.is_floating(target.dtype):  # class probabilities
         if tuple(target.shape) != tuple(input.shape):
             raise RuntimeError(f"cross_entropy: probability targets must have the input's shape "
                                f"{tuple(input.shape)}, got {tuple(target.shape)}")
         if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+            target = target * (1 - label_smoothing) + share
         prod = logp * target if w_b is None else logp * target * w_b
         per_sample = -prod.sum(dim=cdim)
         if reduction == "mean":
-            return per_sample.sum() / (input.numel() // max(n_classes, 1))
+            return per_sample.sum() / (per_sample.numel() if n_classes else math.nan)  # (torch: 0 / 0 classes)
         return _reduce(per_sample, reduction)
     nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if label_smoothing == 0:
@@ -224,7 +231,7 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
             smooth = smooth.sum() / where(valid, weight[where(valid, target, 0)], 0.0).sum()
     else:
         smooth = _reduce(smooth, reduction)
-    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
+    return nll * (1 - label_smoothing) + smooth * share
 
 
 def _check_probabilities(name, t, what):
@@ -285,12 +292,13 @@ def kl_div(ctx, input, target, size_average=None, reduce=None, reduction="mean",
     if reduction == "mean":
         warnings.warn("kl_div: reduction='mean' divides by the number of elements, not the batch size; "
                       "use reduction='batchmean' for the KL divergence", UserWarning, stacklevel=3)
+    _check_floating("kl_div", input)
+    _check_floating("kl_div", target, "target")
     if log_target:
         loss = target.exp() * (target - input)
-    else:
-        positive = target > 0
-        log_t = where(positive, target, 1.0).log()
-        loss = where(positive, target * (log_t - input), 0.0)
+    else:  # torch's xlogy(t, t) - t * x: 0 log 0 counts as 0; a negative or nan target gives nan
+        log_t = where(target == 0, 1.0, target).log()
+        loss = target * (log_t - input)
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
     return _reduce(loss, reduction)
@@ -481,8 +489,11 @@ def poisson_nll_loss(ctx, input, target, log_input=True, full=False, size_averag
     """
     reduction = _reduction("poisson_nll_loss", size_average, reduce, reduction)
     _check_floating("poisson_nll_loss", input)
+    if target.dtype == np.bool_:
+        raise TypeError("poisson_nll_loss: expected a count target, got a bool tensor (convert it: t.to(dtype))")
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
-    if full:
-        t = where(target > 1, target, 1.0)  # Stirling's term only counts above 1 (and log(0) never runs)
-        loss = loss + where(target > 1, t * t.log() - t + 0.5 * (2 * math.pi * t).log(), 0.0)
+    if full:  # Stirling's term counts where the target is not <= 1 (a nan target stays nan, as torch)
+        small = target <= 1
+        t = where(small, 1.0, target)  # (so log(0) never runs)
+        loss = loss + where(small, 0.0, t * t.log() - t + 0.5 * (2 * math.pi * t).log())
     return _reduce(loss, reduction)

@@ -13,9 +13,10 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, erf
+from ..tensor import zeros_like
 from .elementwise import ufunc, unary, where
 from .opmath import compute_dtype, opmath
-from .reduce import _axes, _expand_back, _reduction_rules
+from .reduce import _axes, _expand_back, _reduction_rules, check_nonempty
 from .registry import register
 from .shape import dim_index
 
@@ -75,7 +76,8 @@ erfinv = unary("erfinv", _erfinv, d_out=lambda y: (y * y).exp() * (math.sqrt(mat
 
 
 # ---------------------------------------------------------------- binary / ternary pointwise
-@register("atan2", methods=("atan2", "arctan2"), aliases=("arctan2",), promote=(0, 1), cuda="promote")
+@register("atan2", methods=("atan2", "arctan2"), aliases=("arctan2",), promote=(0, 1), cuda="promote",
+          broadcast=True)
 def atan2(ctx, input, other):
     """Elementwise angle of the point (other, input): atan(input / other) in the right quadrant."""
     return opmath(ufunc("arctan2"), input, other)
@@ -88,7 +90,8 @@ def _(ctx):
     return x / r2, -y / r2
 
 
-@register("addcmul", methods=("addcmul",), promote=(0, 1, 2), cuda="promote", saves=("tensor1", "tensor2"))
+@register("addcmul", methods=("addcmul",), promote=(0, 1, 2), cuda="promote", broadcast=True,
+          saves=("tensor1", "tensor2"))
 def addcmul(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 * tensor2, in one rounding for half inputs."""
     ctx.value = value
@@ -101,7 +104,8 @@ def _(ctx):
     return 1.0, t2 * ctx.value, t1 * ctx.value
 
 
-@register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), cuda="promote", saves=("tensor1", "tensor2"))
+@register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), cuda="promote", broadcast=True,
+          saves=("tensor1", "tensor2"))
 def addcdiv(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 / tensor2, in one rounding for half inputs."""
     if input.dtype.kind in "biu" and tensor1.dtype.kind in "biu" and tensor2.dtype.kind in "biu":
@@ -139,6 +143,8 @@ def norm(ctx, input, p="fro", dim=None, keepdim=False, dtype=None):
     if not _dt.is_floating(input.dtype):
         raise TypeError(f"norm: expected a floating input, got {input.dtype.name} (pass dtype= or cast first)")
     axes = _axes(dim, input.ndim, "norm")
+    if pv in (math.inf, -math.inf):  # the max/min of nothing is undefined
+        check_nonempty("norm", input, axes, RuntimeError)
     ctx.p, ctx.axes, ctx.keepdim, ctx.in_shape = pv, axes, keepdim, input.shape
 
     def f(x):
@@ -174,11 +180,11 @@ def _p_norm_partial(x, norm, p, dims):
     as torch; ties share an inf-norm's gradient evenly.
     """
     if p == 0:
-        return x * 0
+        return zeros_like(x)  # (not x * 0: that is nan at an infinite x)
     if p == 1:
         return x.sign()
-    if p in (math.inf, -math.inf):
-        hit = (x.abs() == norm).to(x.dtype)
+    if p in (math.inf, -math.inf):  # a nan is the extreme of its group (torch's mask); its sign, 0, zeroes it
+        hit = (x.abs() == norm).logical_or(x.isnan()).to(x.dtype)
         return x.sign() * hit / hit.sum(dim=dims, keepdim=True)
     zero = norm == 0
     safe = where(zero, 1.0, norm)
@@ -274,7 +280,8 @@ def renorm(ctx, input, p, dim, maxnorm):
         raise TypeError(f"renorm: expected a floating input, got {input.dtype.name}")
     d = dim_index(dim, input.ndim, "renorm")
     n = norm(input, p, tuple(i for i in range(input.ndim) if i != d), True)
-    return input * where(n > maxnorm, maxnorm / (n + 1e-7), 1.0)
+    over = n > maxnorm  # (a slice whose norm is nan is not over: it stays as it is, as torch's)
+    return input * where(over, maxnorm / (where(over, n, 1.0) + 1e-7), 1.0)  # no nan from the unused branch
 
 
 # ---------------------------------------------------------------- cross product
@@ -345,8 +352,8 @@ def _cdist_array(a, b, p, use_mm):
         sq = (a * a).sum(-1)[..., :, None] + (b * b).sum(-1)[..., None, :]
         return xp.sqrt(xp.maximum(sq - 2 * (a @ xp.swapaxes(b, -1, -2)), 0))
     diff = xp.abs(a[..., :, None, :] - b[..., None, :, :])
-    if p == 0:
-        return (diff != 0).sum(-1).astype(a.dtype)
+    if p == 0:  # the count of differing features; nan where a difference is nan, as torch's cdist
+        return xp.where(xp.isnan(diff), diff, diff != 0).sum(-1).astype(a.dtype)
     if diff.shape[-1] == 0 or p == 1:
         return diff.sum(-1)
     if p == 2:
@@ -396,11 +403,21 @@ def _euclid_ratio(ctx, g):
 
 
 def _cdist_partial(ctx):
-    """d dist_ij / d (x1_i - x2_j), shape (..., P, R, M), in float32 for half inputs."""
+    """d dist_ij / d (x1_i - x2_j), shape (..., P, R, M), in float32 for half inputs.
+
+    nan where torch's cdist kernel has one: at a nan difference for p = 1, and for p = inf where
+    |diff| - dist is nan (a nan, or an infinite difference)."""
     x1, x2 = ctx.inputs[:2]
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     diff = diff.to(compute_dtype(diff.dtype))
-    return _p_norm_partial(diff, ctx.output.to(diff.dtype).unsqueeze(-1), ctx.p, -1)
+    dist = ctx.output.to(diff.dtype).unsqueeze(-1)
+    partial = _p_norm_partial(diff, dist, ctx.p, -1)
+    if ctx.p == 1:
+        return where(diff.isnan(), diff, partial)
+    if ctx.p == math.inf:
+        gap = diff.abs() - dist
+        return where(gap.isnan(), gap, partial)
+    return partial
 
 
 @cdist.grad

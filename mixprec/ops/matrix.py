@@ -109,9 +109,17 @@ def _no_convergence(a):
     return "the algorithm did not converge" + ("" if finite else " (the input holds inf or NaN values)")
 
 
+def _nan_fills(a, x):
+    """x (the inverse of a, or a solve with it) all NaN for each matrix of a holding a NaN: every entry of A^-1
+    depends on every entry of A, and torch's LAPACK gives all NaN there (NumPy's keeps some entries finite)."""
+    xp = array_module(a)
+    bad = xp.isnan(a).any((-2, -1))
+    return xp.where(bad[..., None, None], xp.asarray(xp.nan, dtype=x.dtype), x) if bool(bad.any()) else x
+
+
 def _flat(a):
-    """a (..., m, n) as (B, m, n), and how to restore the batch shape."""
-    return a.reshape((-1,) + a.shape[-2:]), a.shape[:-2]
+    """a (..., m, n) as (B, m, n), and how to restore the batch shape (B counted, not -1: a may be empty)."""
+    return a.reshape((int(np.prod(a.shape[:-2])),) + a.shape[-2:]), a.shape[:-2]
 
 
 def _lu(a):
@@ -243,10 +251,16 @@ def _(ctx, g):
     return diagonal_scatter(base, g, *ctx.inputs[1:], **ctx.kwargs),
 
 
-@register("diagonal_scatter", methods=("diagonal_scatter",), promote=(0, 1), linear=True)
+@register("diagonal_scatter", methods=("diagonal_scatter",), linear=True)
 def diagonal_scatter(ctx, input, src, offset=0, dim1=0, dim2=1):
-    """A copy of input with its diagonal ``offset`` of dims dim1/dim2 replaced by src (shaped like diagonal())."""
+    """A copy of input with its diagonal ``offset`` of dims dim1/dim2 replaced by src (shaped like diagonal()).
+
+    The result has input's dtype, src cast to it (torch); a floating src is not rounded into an integer or
+    bool input (torch refuses that too when src requires grad)."""
     xp = array_module(input)
+    if input.dtype.kind in "biu" and src.dtype.kind not in "biu":
+        raise TypeError(f"diagonal_scatter: a {src.dtype.name} src cannot be written into a {input.dtype.name} "
+                        "input (it would be rounded); cast one of them first")
     d1, d2, r, c = _diagonal_index("diagonal_scatter", input.shape, offset, dim1, dim2)
     want = tuple(n for i, n in enumerate(input.shape) if i not in (d1, d2)) + (len(r),)
     if tuple(src.shape) != want:
@@ -296,7 +310,7 @@ def linalg_inv(ctx, A):
     """The inverse of each square matrix; a singular one raises LinAlgError."""
     _matrices("linalg_inv", A, square=True, complex_ok=True)
     xp = array_module(A)
-    return _run("linalg_inv", lambda: xp.linalg.inv(A), A, _singular)
+    return _nan_fills(A, _run("linalg_inv", lambda: xp.linalg.inv(A), A, _singular))
 
 
 linalg_inv.grad(_inv_grad)
@@ -310,12 +324,12 @@ def linalg_inv_ex(ctx, A, *, check_errors=False):
     xp = array_module(A)
     info = _lu(A)[2]
     if not bool(info.any()):
-        return xp.linalg.inv(A), info
+        return _nan_fills(A, xp.linalg.inv(A)), info
     if check_errors:
         raise LinAlgError(f"linalg_inv_ex: {_singular(A)}")
     ok = (info == 0)[..., None, None]
     safe = xp.where(ok, A, xp.eye(A.shape[-1], dtype=A.dtype))
-    return xp.where(ok, xp.linalg.inv(safe), xp.nan), info
+    return _nan_fills(A, xp.where(ok, xp.linalg.inv(safe), xp.nan)), info
 
 
 linalg_inv_ex.grad(_inv_grad)
@@ -344,7 +358,7 @@ def linalg_solve(ctx, A, B, *, left=True):
                            f"(B needs {n} {'rows' if left else 'columns'})")
     batch = _batch_shape("linalg_solve", A.shape[:-2], b.shape[:-2])
     a_, b_ = xp.broadcast_to(A, batch + A.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
-    x = _run("linalg_solve", lambda: xp.linalg.solve(a_, b_), a_, _singular)
+    x = _nan_fills(a_, _run("linalg_solve", lambda: xp.linalg.solve(a_, b_), a_, _singular))
     if not left:
         x = xp.swapaxes(x, -1, -2)
     return x[..., 0] if vector else x
@@ -382,7 +396,7 @@ def _masked_triangle(xp, a, upper, unitriangular):
 
 def _substitute(t, b, upper):
     """Forward/back substitution for T X = B, vectorized over the batch: what a zero pivot gives is inf/NaN, as in
-    LAPACK's trsm (used only when the fast solve refuses a singular triangle)."""
+    LAPACK's trsm (used when the fast solve refuses a singular triangle, or would spread an inf/NaN)."""
     xp = array_module(t)
     n = t.shape[-1]
     x = xp.zeros_like(b)
@@ -409,11 +423,16 @@ def linalg_solve_triangular(ctx, A, B, *, upper, left=True, unitriangular=False)
                            f"do not fit")
     batch = _batch_shape("linalg_solve_triangular", t.shape[:-2], b.shape[:-2])
     t, b = xp.broadcast_to(t, batch + t.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
-    try:
-        with linalg_errors(xp):
-            x = xp.linalg.solve(t, b)
-    except np.linalg.LinAlgError:
+    if not (bool(xp.isfinite(t).all()) and bool(xp.isfinite(b).all())):
+        # LU's row swaps would spread an inf/NaN to entries that substitution (LAPACK's trsm, torch's) never
+        # lets it reach
         x = _substitute(t, b, upper_)
+    else:
+        try:
+            with linalg_errors(xp):
+                x = xp.linalg.solve(t, b)
+        except np.linalg.LinAlgError:
+            x = _substitute(t, b, upper_)
     return x if left else xp.swapaxes(x, -1, -2)
 
 
@@ -498,6 +517,8 @@ def _lu_parts(LU):
 def _(ctx, g_lu, g_piv=None):
     """With P fixed, L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1 splits into its strict lower and upper parts."""
     A = ctx.inputs[0]
+    if A.numel() == 0:
+        return _zeros_if_none(None, A),
     if A.shape[-1] != A.shape[-2]:
         raise NotImplementedError("linalg_lu_factor: the derivative is only implemented for square matrices")
     lower, upper = _lu_parts(ctx.outputs[0])
@@ -510,6 +531,8 @@ def _(ctx, g_lu, g_piv=None):
 @linalg_lu_factor.jvp
 def _(ctx, ta, *_):
     A = ctx.inputs[0]
+    if A.numel() == 0:
+        return _zeros_if_none(None, A), None
     if A.shape[-1] != A.shape[-2]:
         raise NotImplementedError("linalg_lu_factor: forward-mode AD is only implemented for square matrices")
     lower, upper = _lu_parts(ctx.outputs[0])
@@ -741,6 +764,8 @@ def trace(ctx, input):
     from .opmath import compute_dtype
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix (2-D), got a {input.ndim}-D tensor")
+    if input.dtype == np.bool_:
+        raise TypeError("trace: bool inputs are not supported (torch has no bool trace); cast to an integer dtype")
     ctx.shape = input.shape
     out_dtype = np.dtype(np.int64) if input.dtype.kind in "biu" else input.dtype
     return array_module(input).trace(input, dtype=compute_dtype(out_dtype, ints="keep")).astype(out_dtype)

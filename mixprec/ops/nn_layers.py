@@ -80,14 +80,18 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
         if t is not None and tuple(t.shape) != (c,):
             raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)}, expected ({c},) for an input "
                              f"with {c} channels (shape {tuple(input.shape)})")
+        if t is not None and not _dt.is_floating(t.dtype):
+            raise TypeError(f"batch_norm: expected a floating-point {name}, got {t.dtype.name}")
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: training=False needs running_mean and running_var")
     axes = (0,) + tuple(range(2, input.ndim))
     bshape = (1, c) + (1,) * (input.ndim - 2)
     x = input.to(compute_dtype(input.dtype))  # half inputs are normalised in float32
-    if training:
-        n = input.numel() // c if c else 0
-        if n <= 1:
+    if training and input.numel() == 0:  # an empty batch: an empty output, running stats untouched (torch)
+        y = x
+    elif training:
+        n = input.numel() // c
+        if n == 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input "
                              f"of shape {tuple(input.shape)}")
         mean = x.mean(dim=axes, keepdim=True)
@@ -99,10 +103,9 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
                 running_mean._assign("batch_norm", running_mean * (1 - m) + mean.detach().reshape(c) * m)
                 running_var._assign("batch_norm",
                                     running_var * (1 - m) + var.detach().reshape(c) * (m * n / (n - 1)))
+        y = (x - mean) * (var + eps).rsqrt()
     else:
-        mean = running_mean.reshape(bshape)
-        var = running_var.reshape(bshape)
-    y = (x - mean) * (var + eps).rsqrt()
+        y = (x - running_mean.reshape(bshape)) * (running_var.reshape(bshape) + eps).rsqrt()
     if weight is not None:
         y = y * weight.reshape(bshape)
     if bias is not None:
@@ -144,7 +147,8 @@ def _(ctx, g):
     idx = ctx.inputs[0].data.reshape(-1)
     dim = g.shape[-1]
     xp = array_module(g.data)
-    gw = index_put(_wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(-1, dim), accumulate=True)
+    gw = index_put(_wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(idx.size, dim),
+                   accumulate=True)
     if ctx.padding_idx is not None:
         gw = index_put(gw, (ctx.padding_idx,), 0.0)
     return None, gw
@@ -212,10 +216,11 @@ def bilinear(ctx, input1, input2, weight, bias=None):
     if bias is not None and tuple(bias.shape) != (o,):
         raise RuntimeError(f"bilinear: bias of shape {tuple(bias.shape)} does not fit {o} outputs")
     lead = input1.shape[:-1]
+    n = int(np.prod(lead))  # (B spelled out, not -1: an empty batch or weight leaves -1 undetermined)
 
     def compute(a, b, w, *bias_):
-        t = a.reshape(-1, i) @ w.transpose(1, 0, 2).reshape(i, o * j)         # (B, O * J)
-        y = (t.reshape(-1, o, j) * b.reshape(-1, 1, j)).sum(-1)                 # (B, O)
+        t = a.reshape(n, i) @ w.transpose(1, 0, 2).reshape(i, o * j)          # (B, O * J)
+        y = (t.reshape(n, o, j) * b.reshape(n, 1, j)).sum(-1)                   # (B, O)
         return (y + bias_[0] if bias_ else y).reshape(lead + (o,))
     return opmath(compute, input1, input2, weight, *(() if bias is None else (bias,)))
 
@@ -224,11 +229,12 @@ def bilinear(ctx, input1, input2, weight, bias=None):
 def _(ctx, g):
     a, b, w = ctx.inputs[:3]
     o, i, j = w.shape
-    a2, b2, g2 = a.reshape(-1, i), b.reshape(-1, j), g.reshape(-1, o)
-    gw_in = (g2 @ w.reshape(o, i * j)).reshape(-1, i, j)                        # sum_o g[., o] W[o]
+    n = int(np.prod(a.shape[:-1]))
+    a2, b2, g2 = a.reshape(n, i), b.reshape(n, j), g.reshape(n, o)
+    gw_in = (g2 @ w.reshape(o, i * j)).reshape(n, i, j)                         # sum_o g[., o] W[o]
     ga = (gw_in * b2.unsqueeze(1)).sum(-1).reshape(a.shape)
     gb = (gw_in * a2.unsqueeze(2)).sum(1).reshape(b.shape)
-    gw = (g2.mT @ (a2.unsqueeze(2) * b2.unsqueeze(1)).reshape(-1, i * j)).reshape(o, i, j)
+    gw = (g2.mT @ (a2.unsqueeze(2) * b2.unsqueeze(1)).reshape(n, i * j)).reshape(o, i, j)
     return ga, gb, gw, (g2.sum(0) if len(ctx.inputs) > 3 and ctx.inputs[3] is not None else None)
 
 

@@ -49,6 +49,14 @@ def _work(*tensors):
 def _check_affine(name, t, what, shape):
     if t is not None and tuple(t.shape) != tuple(shape):
         raise RuntimeError(f"{name}: {what} of shape {tuple(t.shape)} does not match the expected shape {tuple(shape)}")
+    if t is not None and not _dt.is_floating(t.dtype):
+        raise TypeError(f"{name}: expected a floating-point {what}, got {t.dtype.name}")
+
+
+def _grouped(x, groups):
+    """(N, C, *) as (N, groups, C / groups * spatial) (sizes spelled out: -1 is ambiguous for an empty batch)."""
+    n = x.shape[0]
+    return x.reshape(n, groups, int(np.prod(x.shape[1:])) // groups)
 
 
 def _trailing_axes(name, input, normalized_shape):
@@ -106,7 +114,7 @@ def group_norm(ctx, input, num_groups, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
     if not _dt.is_floating(input.dtype):
         raise TypeError(f"group_norm: expected a floating input, got {input.dtype.name}")
-    n, c = input.shape[:2]
+    c = input.shape[1]
     if not isinstance(num_groups, (int, np.integer)) or num_groups < 1 or c % num_groups:
         raise RuntimeError(f"group_norm: the {c} channels cannot be split into num_groups={num_groups!r} groups")
     _check_affine("group_norm", weight, "weight", (c,))
@@ -115,7 +123,7 @@ def group_norm(ctx, input, num_groups, weight=None, bias=None, eps=1e-5):
     per_channel = (1, c) + (1,) * (input.ndim - 2)
 
     def f(x, w, b):
-        y = _normalize_array(x.reshape(n, num_groups, -1), (2,), eps).reshape(x.shape)
+        y = _normalize_array(_grouped(x, num_groups), (2,), eps).reshape(x.shape)
         y = y if w is None else y * w.reshape(per_channel)
         return y if b is None else y + b.reshape(per_channel)
     return opmath(f, input, weight, bias)
@@ -126,10 +134,10 @@ def _(ctx, g):
     x, w, b = _data_args(ctx)
     x, g, w = _work(x, g, w)
     shape = x.shape
-    n, c = shape[:2]
+    c = shape[1]
     per_channel = (1, c) + (1,) * (x.ndim - 2)
     gxhat = g * w.reshape(per_channel) if w is not None else g
-    gx, xhat = _normalize_grad(x.reshape(n, ctx.groups, -1), gxhat.reshape(n, ctx.groups, -1), (2,), ctx.eps)
+    gx, xhat = _normalize_grad(_grouped(x, ctx.groups), _grouped(gxhat, ctx.groups), (2,), ctx.eps)
     not_channel = (0,) + tuple(range(2, x.ndim))
     gw = (g * xhat.reshape(shape)).sum(dim=not_channel) if w is not None else None
     gb = g.sum(dim=not_channel) if b is not None else None
@@ -140,9 +148,9 @@ def _(ctx, g):
 def _(ctx, tx, _, tw=None, tb=None):
     x, w, b = _data_args(ctx)
     x, tx, w, tw, tb = _work(x, tx, w, tw, tb)
-    n, c = x.shape[:2]
+    c = x.shape[1]
     per_channel = (1, c) + (1,) * (x.ndim - 2)
-    dxhat, xhat = _normalize_grad(x.reshape(n, ctx.groups, -1), tx.reshape(n, ctx.groups, -1), (2,), ctx.eps)
+    dxhat, xhat = _normalize_grad(_grouped(x, ctx.groups), _grouped(tx, ctx.groups), (2,), ctx.eps)
     dxhat, xhat = dxhat.reshape(x.shape), xhat.reshape(x.shape)
     ty = dxhat if w is None else dxhat * w.reshape(per_channel) + xhat * tw.reshape(per_channel)
     return ty if tb is None else ty + tb.reshape(per_channel)

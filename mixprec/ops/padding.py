@@ -49,11 +49,13 @@ def _pad_pairs(name, pad, ndim):
 
 
 def _check_out_sizes(name, shape, pairs):
+    """Negative pads crop first (torch narrows, then pads): the crop must fit the dim (then so does the result)."""
     first = len(shape) - len(pairs)
     for d, (lo, hi) in enumerate(pairs, first):
-        if shape[d] + lo + hi < 0:
-            raise RuntimeError(f"{name}: dim {d} of size {shape[d]} with pads ({lo}, {hi}) would have a negative "
-                               f"size {shape[d] + lo + hi}")
+        cropped = shape[d] - max(-lo, 0) - max(-hi, 0)
+        if cropped < 0:
+            raise RuntimeError(f"{name}: dim {d} of size {shape[d]} cropped by pads ({lo}, {hi}) would have a "
+                               f"negative size {cropped} (negative pads crop before the others pad)")
 
 
 # ---------------------------------------------------------------- constant
@@ -100,21 +102,25 @@ def _circular(lo, hi, n):
     return (np.arange(kept + max(lo, 0) + max(hi, 0)) - max(lo, 0)) % kept + max(-lo, 0)
 
 
-def _gather_pad(name, nd, input, pad, index_map, limit):
+def _gather_pad(name, nd, input, pad, index_map, limit, any_leading=False):
     """input padded along its last nd dims by reading input[index_map(lo, hi, size)] along each.
 
-    ``limit(size)`` is the largest pad the mode allows on a dim of that size.
+    ``limit(size)`` is the largest pad the mode allows on a dim of that size. The reflection and replication
+    kernels (torch's) take no bool input and need every dim but the batch non-empty; ``any_leading`` (circular,
+    a composite in torch) takes any dtype and empty dims before the padded ones.
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+    if not any_leading and input.dtype == np.bool_:
+        raise TypeError(f"{name}: bool input is not supported (as in torch); pad an integer or floating tensor")
     if input.ndim not in (nd + 1, nd + 2):
         raise RuntimeError(f"{name}: expected a {nd + 1}-D or {nd + 2}-D input, got shape {tuple(input.shape)}")
     pairs = _pad_pairs(name, pad, input.ndim)
     if len(pairs) != nd:
         raise ValueError(f"{name}: expected {2 * nd} pad values (a low and a high pad for each of the last {nd} "
                          f"dims), got {tuple(pad)!r}")
-    batched = input.ndim == nd + 2
-    if any(s == 0 for s in input.shape[int(batched):]):
+    first_checked = input.ndim - nd if any_leading else input.ndim - nd - 1
+    if any(s == 0 for s in input.shape[first_checked:]):
         raise RuntimeError(f"{name}: expected non-empty dims besides the batch dim, got an input of shape "
                            f"{tuple(input.shape)}")
     _check_out_sizes(name, input.shape, pairs)
@@ -149,7 +155,7 @@ def _pad_circular(ctx, input, pad):
     nd = len(pad) // 2 if isinstance(pad, (tuple, list)) else 0
     if nd not in (1, 2, 3):
         raise ValueError(f"_pad_circular: expected 2, 4 or 6 pad values, got {pad!r}")
-    return _gather_pad("_pad_circular", nd, input, pad, _circular, lambda n: n)
+    return _gather_pad("_pad_circular", nd, input, pad, _circular, lambda n: n, any_leading=True)
 
 
 # ---------------------------------------------------------------- F.pad

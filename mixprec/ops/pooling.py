@@ -332,9 +332,12 @@ def _register_fractional_max_pool(nd):
                                     _be.device_of_array(x))
         else:
             samples = _random_samples
-            if tuple(samples.shape) != (n, c, nd) or not _dt.is_floating(samples.dtype):
+            if (samples.ndim != 3 or samples.shape[0] < n or tuple(samples.shape[1:]) != (c, nd)
+                    or not _dt.is_floating(samples.dtype)):
                 raise ValueError(f"{name}: _random_samples must be a floating tensor of shape {(n, c, nd)} "
-                                 f"(batch, channels, {nd}), got {samples.dtype.name} of shape {tuple(samples.shape)}")
+                                 f"(batch, channels, {nd}; a larger batch is allowed, its first {n} are read), got "
+                                 f"{samples.dtype.name} of shape {tuple(samples.shape)}")
+            samples = samples[:n]
         samples = samples.astype(work, copy=False)
         taps = [_fractional_starts(xp, samples[..., sample_of_dim[d]], s, o, kk)[..., None] + xp.arange(kk)
                 for d, (s, o, kk) in enumerate(zip(size, out, k))]
@@ -410,7 +413,8 @@ def _register_max_unpool(nd):
     def _(ctx, g):
         indices = ctx.inputs[1]  # (version-checked: an index changed in place since forward is an error)
         n, c = (1, indices.shape[0]) if len(ctx.in_shape) == nd + 1 else indices.shape[:2]
-        gx = g.reshape(n, c, ctx.plane).gather(2, indices.reshape(n, c, -1)).reshape(ctx.in_shape)
+        positions = math.prod(indices.shape[-nd:])  # (not -1: it is ambiguous when n or c is 0)
+        gx = g.reshape(n, c, ctx.plane).gather(2, indices.reshape(n, c, positions)).reshape(ctx.in_shape)
         return gx, None
     return op
 

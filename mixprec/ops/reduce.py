@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from ..tensor import ones_like
 from .opmath import compute_dtype, opmath
 from .registry import register
 
@@ -99,7 +100,7 @@ def mean(ctx, input, dim=None, keepdim=False, dtype=None):
 mean.grad(lambda ctx, g: (_expand_back(ctx, g) / ctx.count,))
 
 
-@register("prod", methods=("prod",), cuda="fp32", cpu="fp32")
+@register("prod", methods=("prod",), cuda="fp32", cpu="fp32", saves=("input", "output"))
 def prod(ctx, input, dim=None, keepdim=False, dtype=None):
     """Product over one dim or all; float32 under autocast on both devices."""
     axes = _reduction(ctx, input, dim, keepdim, "prod")
@@ -109,39 +110,77 @@ def prod(ctx, input, dim=None, keepdim=False, dtype=None):
 
 
 def _prod_partial(ctx):
-    """d prod / d x_i is the product of the other elements. Dividing out/x fails at
-    zeros, so count zeros per group: with none, it is p/x_i; with exactly one, only
-    the zero's position gets the product of the non-zeros; with more, all are 0."""
+    """d prod / d x_i is the product of the other elements: out / x_i in a group without zeros (as torch),
+    else multiplied out (no division by a zero, and a nan or inf among the others still reaches x_i)."""
     from .elementwise import where
     x = ctx.inputs[0]
-    zeros = x == 0
-    nonzero_x = where(zeros, 1.0, x)
-    p = nonzero_x.prod(dim=ctx.axes, keepdim=True)
-    nzeros = zeros.sum(dim=ctx.axes, keepdim=True)
-    return where(zeros, where(nzeros == 1, p, 0.0), where(nzeros == 0, p / nonzero_x, 0.0))
+    if not ctx.axes:
+        return ones_like(x)
+    has_zero = (x == 0).any(dim=ctx.axes, keepdim=True)
+    divided = _expand_back(ctx, ctx.output) / where(has_zero, 1.0, x)
+    return where(has_zero, _product_of_the_others(x, ctx.axes), divided)
+
+
+def _product_of_the_others(x, axes):
+    """For each element, the product of the others of its group along ``axes``: the running product of
+    those before it times that of those after it (Tensor ops: it differentiates again)."""
+    from .shape import cat
+    kept = [d for d in range(x.ndim) if d not in axes]
+    moved = x.permute(*kept, *axes)
+    lead = moved.shape[:len(kept)]
+    flat = moved.reshape(*lead, int(np.prod(moved.shape[len(kept):])))
+    one = ones_like(flat[..., :1])
+    before = cat([one, flat[..., :-1]], -1).cumprod(-1)
+    after = cat([flat[..., 1:], one], -1).flip(-1).cumprod(-1).flip(-1)
+    back = np.argsort(kept + list(axes)).tolist()
+    return (before * after).reshape(moved.shape).permute(*back)
 
 
 _reduction_rules(prod, _prod_partial)
 
 
-def _extreme(name, fn):
-    op = register(name, methods=(name,), saves=("input", "output"))(
-        lambda ctx, input, dim=None, keepdim=False: fn(array_module(input), input,
-                                                        _reduction(ctx, input, dim, keepdim, name), keepdim))
+def check_nonempty(name, x, axes, error=IndexError):
+    """Refuse a reduction without an identity (max, min, argmax, the inf-norm) over an empty dim, as torch."""
+    if x.size == 0:
+        for a in axes:
+            if x.shape[a] == 0:
+                raise error(f"{name}: cannot reduce over dim {a} of size 0 of an input of shape {tuple(x.shape)} "
+                            "(the reduction has no identity); reduce over non-empty dims only")
+
+
+def _extreme(name, fn, methods=None, partial=None):
+    def forward(ctx, input, dim=None, keepdim=False):
+        axes = _reduction(ctx, input, dim, keepdim, name)
+        check_nonempty(name, input, axes)
+        return fn(array_module(input), input, axes, keepdim)
+    forward.__name__ = name.replace(".", "_")
+    op = register(name, methods=(name,) if methods is None else methods, saves=("input", "output"))(forward)
     op.__doc__ = f"{name} over dim; the gradient is split evenly between tied elements."
-    _reduction_rules(op, _extreme_partial)
+    _reduction_rules(op, partial or _extreme_partial)
     return op
 
 
 def _extreme_partial(ctx):
-    """1/k at each of the k elements that equal the extreme of their group, 0 elsewhere."""
+    """1/k at each of the k elements that equal the extreme of their group, 0 elsewhere (a nan extreme equals
+    nothing: its whole group gets nan, as torch's amax/amin)."""
     out = _expand_back(ctx, ctx.output)
     mask = (ctx.inputs[0] == out).to(out.dtype)
     return mask / mask.sum(dim=ctx.axes, keepdim=True)
 
 
+def _evenly_partial(ctx):
+    """max()/min() of all elements, torch's evenly_distribute_backward: 1/k at each of the k elements that equal
+    the extreme, or, when the extreme is a nan, at each nan (the nan that made it gets the gradient)."""
+    from .elementwise import where
+    x, out = ctx.inputs[0], ctx.output
+    mask = where(out.isnan(), x.isnan(), x == out).to(out.dtype)
+    return mask / mask.sum()
+
+
 amax = _extreme("amax", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep))
 amin = _extreme("amin", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep))
+max_all = _extreme("max.all", lambda xp, a, axes, keep: xp.amax(a, axis=axes, keepdims=keep), (), _evenly_partial)
+min_all = _extreme("min.all", lambda xp, a, axes, keep: xp.amin(a, axis=axes, keepdims=keep), (), _evenly_partial)
 
 
 @register("logsumexp", methods=("logsumexp",), saves=("input", "output"))
@@ -280,14 +319,22 @@ def _(ctx, t, *_):
     return where(before, y * where(before, t / where(before, x, 1.0), 0.0).cumsum(d), t_first * y_skip)
 
 
-@register("argmax", methods=("argmax",), differentiable=False)
-def argmax(ctx, input, dim=None, keepdim=False):
-    return array_module(input).argmax(input, axis=dim, keepdims=keepdim)
+def _arg_extreme(name):
+    def forward(ctx, input, dim=None, keepdim=False):
+        if input.dtype == np.bool_:
+            raise TypeError(f"{name}: bool input is not supported (as in torch); convert it first: mask.to(dtype)")
+        axes = _axes(dim, input.ndim, name)
+        check_nonempty(name, input, axes)
+        axis = None if dim is None or input.ndim == 0 else axes[0]
+        return getattr(array_module(input), name)(input, axis=axis, keepdims=keepdim)
+    forward.__name__ = name
+    op = register(name, methods=(name,), differentiable=False)(forward)
+    op.__doc__ = f"The index of the {name[3:]} along dim (of the flattened input when dim is None); a nan wins."
+    return op
 
 
-@register("argmin", methods=("argmin",), differentiable=False)
-def argmin(ctx, input, dim=None, keepdim=False):
-    return array_module(input).argmin(input, axis=dim, keepdims=keepdim)
+argmax = _arg_extreme("argmax")
+argmin = _arg_extreme("argmin")
 
 
 @register("all", methods=("all",), differentiable=False)
@@ -375,5 +422,5 @@ def _elementwise(name):
     return call
 
 
-max_op = _max_or_min("max", max_dim, amax, _elementwise("maximum"), max_result)  # (not named max: the builtin
-min_op = _max_or_min("min", min_dim, amin, _elementwise("minimum"), min_result)  # is used above)
+max_op = _max_or_min("max", max_dim, max_all, _elementwise("maximum"), max_result)  # (not named max: the builtin
+min_op = _max_or_min("min", min_dim, min_all, _elementwise("minimum"), min_result)  # is used above)

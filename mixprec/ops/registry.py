@@ -53,7 +53,8 @@ class Op:
     both modes of autograd come from them); ``linear`` (the op is linear in its
     floating inputs, so its tangent is the op applied to their tangents);
     ``inplace``; ``view`` (the output may share input 0's memory, then also its
-    version counter); ``broadcast`` (elementwise: shape errors name every shape).
+    version counter); ``broadcast`` (elementwise: shape errors name every shape);
+    ``bools=False`` refuse bool data inputs before promotion would hide them (torch's ``-``).
 
     ``saves`` names what backward reads: forward arguments by name and
     ``"output"`` (every output) or ``"output1"`` (one of several). Only those are
@@ -65,7 +66,7 @@ class Op:
 
     def __init__(self, name, forward, *, cuda=None, cpu=None, promote=(0,), same_dtype=False,
                  differentiable=True, composite=False, linear=False, inplace=False, view=False, broadcast=False,
-                 saves=None, doc=None):
+                 bools=True, saves=None, doc=None):
         if list(promote) != sorted(promote):
             raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
         self.name = name
@@ -80,6 +81,7 @@ class Op:
         self.inplace = inplace
         self.view = view
         self.broadcast = broadcast
+        self.bools = bools
         code = forward.__code__
         self.arg_names = code.co_varnames[1:code.co_argcount]  # positional params after ctx
         varargs = bool(code.co_flags & inspect.CO_VARARGS)

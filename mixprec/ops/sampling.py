@@ -13,8 +13,9 @@ last grid dim ordered (x, y[, z]) = (W, H[, D]). Each point is
 It is a composite of Tensor ops (gather for the reads), so the gradients for the
 input and for the grid, second derivatives and forward mode all come from those
 ops; half-precision inputs are computed in float32 and rounded once. Clipping
-has gradient 0 at the border itself, as torch's. A NaN coordinate gives a NaN
-output (bilinear) or reads nothing (nearest), as torch's "zeros" mode does.
+has gradient 0 at the border itself, as torch's (a factor: a nan gradient stays
+nan). A NaN coordinate gives a NaN output (bilinear) or reads nothing (nearest),
+as torch's "zeros" mode does.
 
 Names: ``grid_sample`` (torch.nn.functional's) promotes under CUDA autocast and
 calls ``grid_sampler`` (aten's, with integer mode enums: 0 bilinear, 1 nearest,
@@ -44,9 +45,15 @@ def _constant(like, array):
 
 
 def _clip(coord, size):
-    """Clip to [0, size - 1], gradient 1 strictly inside and 0 on or beyond the border (torch's rule)."""
+    """Clip to [0, size - 1], gradient 1 strictly inside and 0 on or beyond the border (torch's rule).
+
+    The gradient is the incoming one MULTIPLIED by that slope, as torch's backward does (a selection would
+    turn a nan gradient, from a nan pixel, into 0 at the border): the clipped value plus (coord - coord) times
+    the slope, with the difference taken on finite coordinates only (an infinite one is clipped, slope 0)."""
+    xp = array_module(coord.data)
     inside = (coord > 0).logical_and(coord < size - 1)
-    return where(inside, coord, coord.detach().clamp(0, size - 1))
+    finite = where(Tensor._wrap(xp.isfinite(coord.data)), coord, zeros_like(coord))
+    return coord.detach().clamp(0, size - 1) + (finite - finite.detach()) * inside.to(coord.dtype)
 
 
 def _reflect(coord, twice_low, twice_high):

@@ -1,6 +1,8 @@
 """Shape, indexing, joining and dtype/device movement ops."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import backend as _be
@@ -113,7 +115,8 @@ def flatten(ctx, input, start_dim=0, end_dim=-1):
     s, e = dim_index(start_dim, input.ndim, "flatten"), dim_index(end_dim, input.ndim, "flatten")
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    return input.reshape(input.shape[:s] + (-1,) + input.shape[e + 1:])
+    merged = int(np.prod(input.shape[s:e + 1]))  # (not -1: NumPy cannot infer it for an empty input)
+    return input.reshape(input.shape[:s] + (merged,) + input.shape[e + 1:])
 
 
 flatten.grad(_reshape_grad)
@@ -263,15 +266,27 @@ def split(ctx, input, split_size_or_sections, dim=0):
 @register("chunk", methods=("chunk",), composite=True)
 def chunk(ctx, input, chunks, dim=0):
     """Split into ``chunks`` pieces of equal size (the last may be smaller)."""
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     n = input.shape[dim_index(dim, input.ndim, "chunk")]
+    if n == 0:  # torch: chunks empty pieces
+        return split(input, [0] * chunks, dim)
     return split(input, -(-n // chunks), dim)
 
 
 @register("select", methods=("select",), composite=True)
 def select(ctx, input, dim, index):
     """input[..., index, ...] at dim, dropping that dim."""
+    d = dim_index(dim, input.ndim, "select")
+    n = input.shape[d]
+    try:
+        i = operator.index(index)  # an int, or a 0-d integer tensor
+    except TypeError:
+        raise TypeError(f"select: index must be an int, got {type(index).__name__}") from None
+    if not -n <= i < n:
+        raise IndexError(f"select: index {i} is out of range for dim {d} of size {n} (expected {-n} <= index < {n})")
     key = [slice(None)] * input.ndim
-    key[dim_index(dim, input.ndim, "select")] = index
+    key[d] = i
     return input[tuple(key)]
 
 
@@ -304,6 +319,7 @@ def getitem(ctx, input, key):
     """Basic (ints, slices, None, ...) and integer/bool array indexing."""
     ctx.in_shape = input.shape
     key = _array_key(input, key)
+    check_key("__getitem__", key, input.shape)
     try:
         return input[key]
     except IndexError as exc:
@@ -327,12 +343,13 @@ def _zeros_of(like, shape):
     return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
 
 
-@register("index_put", promote=(0, 2), cuda="promote", linear=True, saves=("indices",))
+@register("index_put", promote=(0, 2), same_dtype=True, cuda="promote", linear=True, saves=("indices",))
 def index_put(ctx, input, indices, values, accumulate=False):
     """A copy of input with input[indices] = values (or += values when accumulate)."""
     if isinstance(indices, list):
         indices = tuple(indices)
     ctx.accumulate = accumulate
+    check_key("index_put", indices, input.shape)
     out = input.copy()
     try:
         if accumulate:
@@ -358,15 +375,49 @@ def _(ctx, g):
     return gx, None, gv
 
 
-def _check_index_range(name, index, size, dim):
-    """IndexError unless every index is in [0, size): these ops reject negative indices (as torch), never wrap."""
-    bad = (index < 0) | (index >= size)
-    expected = f"for dimension {dim} with size {size} (expected 0 <= index < {size})"
+def _check_index_range(name, index, size, dim, negative=False):
+    """IndexError unless every index is in [0, size), never wrapped: gather, scatter and index_select reject
+    negative indices, as torch. ``negative``: [-size, size), a negative index counting from the end (x[idx])."""
+    low = -size if negative else 0
+    bad = (index < low) | (index >= size)
+    expected = f"for dimension {dim} with size {size} (expected {low} <= index < {size})"
     if isinstance(bad, np.ndarray):  # on the CPU the error names the first bad index, now
         if bad.any():
             raise IndexError(f"{name}: index {int(index[bad][0])} is out of bounds {expected}")
     else:  # on a GPU it is raised at the next point the host waits anyway (backend.check)
         _be.check(bad, IndexError, f"{name}: an index is out of bounds {expected}")
+
+
+def check_key(name, key, shape):
+    """Check the array parts of an index into a tensor of ``shape`` before NumPy or CuPy use it.
+
+    Masks must have the shape of the dims they cover (NumPy lets an empty one through) and nothing but
+    integers and bools may index. Integer arrays must lie in [-size, size) of their dim (a negative index
+    counts from the end): NumPy raises for the others, CuPy would wrap them silently, so on a GPU they are
+    checked here (without a host wait: backend.check). Ints, slices, None and ... are NumPy's/CuPy's to check.
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    parts = tuple(np.asarray(p) if isinstance(p, list) else p for p in parts)
+    spans = [p.ndim if _be.is_array(p) and p.dtype == np.bool_ else 0 if p is None or p is Ellipsis else 1
+             for p in parts]
+    d = 0
+    for p, span in zip(parts, spans):
+        if p is Ellipsis:
+            d += max(len(shape) - sum(spans), 0)  # the dims ... stands for
+            continue
+        if _be.is_array(p) and d + span <= len(shape):
+            if p.dtype == np.bool_:
+                if tuple(p.shape) != tuple(shape[d:d + span]):
+                    raise IndexError(f"{name}: a mask of shape {tuple(p.shape)} does not match the shape "
+                                     f"{tuple(shape[d:d + span])} of the dims it covers (from dim {d}) of a tensor "
+                                     f"of shape {tuple(shape)}")
+            elif p.dtype.kind in "iu":
+                if not isinstance(p, np.ndarray):
+                    _check_index_range(name, p, shape[d], d, negative=True)
+            else:
+                raise IndexError(f"{name}: tensors used as indices must be integer or bool tensors, got "
+                                 f"{p.dtype.name}")
+        d += span
 
 
 def _along(name, input, dim, index):
@@ -383,8 +434,13 @@ def _along(name, input, dim, index):
 def gather(ctx, input, dim, index):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
     ctx.dim = _along("gather", input, dim, index)
+    if any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != ctx.dim):
+        raise RuntimeError(f"gather: index of shape {tuple(index.shape)} must not be larger than the input "
+                           f"{tuple(input.shape)} outside dim {ctx.dim}")
     ctx.in_shape = input.shape
-    return array_module(input).take_along_axis(input, index, axis=ctx.dim)
+    # index may be smaller than the input outside dim: it reads the leading part (take_along_axis would broadcast)
+    leading = tuple(slice(None) if d == ctx.dim else slice(0, n) for d, n in enumerate(index.shape))
+    return array_module(input).take_along_axis(input[leading], index, axis=ctx.dim)
 
 
 @gather.grad
@@ -392,7 +448,8 @@ def _(ctx, g):
     return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
 
 
-@register("scatter_add", methods=("scatter_add",), promote=(0, 3), cuda="promote", linear=True, saves=("index",))
+@register("scatter_add", methods=("scatter_add",), promote=(0, 3), same_dtype=True, cuda="promote", linear=True,
+          saves=("index",))
 def scatter_add(ctx, input, dim, index, src):
     """A copy of input with src added at index along dim (repeated indices add up)."""
     ctx.dim = _along("scatter_add", input, dim, index)

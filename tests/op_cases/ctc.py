@@ -28,6 +28,8 @@ def ctc_brute(lp, target, blank=0):
             grad[np.arange(steps), path] += p
     if total == 0:
         return np.inf, np.full_like(lp, np.nan)
+    if not np.isfinite(total):  # a log-probability of +inf (or nan) on a path: undefined, nan as torch
+        return np.nan, np.full_like(lp, np.nan)
     return -np.log(total), -grad / total
 
 

@@ -42,9 +42,10 @@ def diagonal_scatter_ref(a, s):
     return out
 
 
-def with_long(result):
-    """An op's outputs with its int32 one (pivots, info) as int64, the dtype the case drivers compare."""
-    return tuple(t.long() if t.dtype == mp.int32 else t for t in result)
+def with_long(result, lib):
+    """An op's outputs with its int32 one (pivots, info) as int64, the dtype the case drivers compare (lib: the
+    library the case runs under, mixprec or torch as the fault campaign rebinds ``mp``)."""
+    return tuple(t.long() if t.dtype == lib.int32 else t for t in result)
 
 
 def lu_ref(a):
@@ -75,7 +76,7 @@ CASES = [
          rtol64=1e-10),
     Case("inverse", "linalg_inv", [wellcond(3, 3)], lambda a: a.inverse(), np.linalg.inv, lowp=False,
          rtol64=1e-10),
-    Case("inv_ex", "linalg_inv_ex", [wellcond(2, 3, 3)], lambda a: with_long(mp.linalg.inv_ex(a)),
+    Case("inv_ex", "linalg_inv_ex", [wellcond(2, 3, 3)], lambda a: with_long(mp.linalg.inv_ex(a), mp),
          lambda a: (np.linalg.inv(a), np.zeros(2, dtype=np.int64)), lowp=False, rtol64=1e-10),
     Case("solve", "linalg_solve", [wellcond(2, 3, 3), rnd(2, 3, 2)], mp.linalg.solve, np.linalg.solve,
          lowp=False, second_order=True, rtol64=1e-10),
@@ -92,7 +93,7 @@ CASES = [
     Case("triangular_solve", "triangular_solve", [rnd(3, 2), wellcond(3, 3)],
          lambda b, a: mp.triangular_solve(b, a, upper=False, transpose=True),
          lambda b, a: (sla.solve_triangular(a, b, lower=True, trans=1), a), lowp=False, rtol64=1e-10),
-    Case("lu_factor", "linalg_lu_factor", [rnd(4, 4)], lambda a: with_long(mp.linalg.lu_factor(a)), lu_ref,
+    Case("lu_factor", "linalg_lu_factor", [rnd(4, 4)], lambda a: with_long(mp.linalg.lu_factor(a), mp), lu_ref,
          lowp=False, rtol64=1e-10),
     Case("lu_solve", "lu_solve", [rnd(4, 2), wellcond(4, 4)],
          lambda b, lu: mp.lu_solve(b, lu, mp.tensor(PIVOTS)), lu_solve_ref, lowp=False, rtol64=1e-10),
@@ -111,7 +112,7 @@ CASES = [
     Case("cholesky-upper", "linalg_cholesky", [rnd(3, 3)], lambda x: mp.cholesky(mspd(x), True),
          lambda x: np.linalg.cholesky(spd(x)).T, lowp=False, rtol64=1e-10),
     Case("cholesky_ex", "linalg_cholesky_ex", [rnd(3, 3)],
-         lambda x: with_long(mp.linalg.cholesky_ex(mspd(x), upper=True)),
+         lambda x: with_long(mp.linalg.cholesky_ex(mspd(x), upper=True), mp),
          lambda x: (np.linalg.cholesky(spd(x)).T, np.zeros((), dtype=np.int64)), lowp=False, rtol64=1e-10),
     Case("cholesky_inverse", "cholesky_inverse", [rnd(2, 3, 3)], lambda x: mp.cholesky_inverse(x.tril() + 3),
          lambda x: (lambda low: np.linalg.inv(low @ np.swapaxes(low, -1, -2)))(np.tril(np.tril(x) + 3)),

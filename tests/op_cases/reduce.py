@@ -53,6 +53,7 @@ CASES = [
          lambda a: a.cumprod(-1), lambda a: np.cumprod(a, -1), lowp_ulps=4, lowp_spread=4, second_order=True),
     # ---- max / min: all elements, (values, indices) along a dim (the several-output ops), elementwise
     Case("max-all", "max", [distinct(2, 3)], lambda a: a.max(), np.max),
+    Case("min-all", "min", [distinct(3, 2)], mp.min, np.min),
     Case("min-other", "min", [rnd(2, 3), rnd(3)], lambda a, b: mp.min(a, b), np.minimum),
     Case("max-dim", "max.dim", [distinct(3, 4)], lambda a: a.max(1), lambda a: (a.max(1), a.argmax(1))),
     Case("max-dim-keepdim-neg", "max.dim", [distinct(2, 3, 2)], lambda a: mp.max(a, -2, keepdim=True),

@@ -281,14 +281,14 @@ def batch_norm_train_ref(x, w, b, eps=1e-5):
 
 
 def sdpa_ref(q, k, v, mask=None, causal=False, scale=None, with_probs=False):
-    """Attention in float64: mask is bool (True: may attend) or added; fully masked rows give zeros."""
+    """Attention in float64: mask is bool (True: may attend) or float, added; fully masked rows give zeros."""
     s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
-    if causal:
-        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    if causal:  # bool masks are added as 0 / -inf, as torch does (a masked nan or +inf score is not hidden)
+        s = s + np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), 0.0, -np.inf)
     if mask is not None:
-        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+        s = s + (np.where(mask, 0.0, -np.inf) if mask.dtype == bool else mask)
+    dead = (s == -np.inf).all(-1, keepdims=True)  # nothing to attend to (a nan row is not dead: it stays nan)
     top = s.max(-1, keepdims=True)
-    e = np.exp(s - np.where(np.isinf(top), 0.0, top))
-    total = e.sum(-1, keepdims=True)
-    p = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    e = np.exp(s - np.where(dead, 0.0, top))
+    p = np.where(dead, 0.0, e / e.sum(-1, keepdims=True))
     return (p @ v, p) if with_probs else p @ v

@@ -59,7 +59,8 @@ def conv_transpose_ref(x, w, b=None, stride=1, padding=0, output_padding=0, grou
 
 def conv_weight_grad_ref(x, g, kernel, stride=1, padding=0, dilation=1, groups=1):
     """d sum(g * conv(x, w)) / dw for w of spatial ``kernel``: each tap's weight met every input element it
-    multiplied, x[n, c, out * stride - padding + tap * dilation], times that output's gradient g[n, o, out]."""
+    multiplied, x[n, c, out * stride - padding + tap * dilation], times that output's gradient g[n, o, out].
+    A tap over the padding multiplied a zero: it adds g * 0, so a nan or inf gradient reaches it (as torch's)."""
     nd = x.ndim - 2
     stride, padding, dilation = _per_dim(stride, nd), _per_dim(padding, nd), _per_dim(dilation, nd)
     o, cg = g.shape[1], x.shape[1] // groups
@@ -72,7 +73,9 @@ def conv_weight_grad_ref(x, g, kernel, stride=1, padding=0, dilation=1, groups=1
                 source = [p * s - pd + t * d for p, s, pd, t, d in zip(pos, stride, padding, tap, dilation)]
                 if all(0 <= i < n for i, n in zip(source, x.shape[2:])):
                     patch = x[(slice(None), slice(first, first + cg)) + tuple(source)]   # (N, C/G)
-                    out[(oc, slice(None)) + tap] += g[(slice(None), oc) + pos] @ patch
+                else:
+                    patch = np.zeros((x.shape[0], cg))                                    # the padding
+                out[(oc, slice(None)) + tap] += g[(slice(None), oc) + pos] @ patch
     return out
 
 

@@ -1,0 +1,599 @@
+"""Fault campaign: every op in the case table (tests/op_cases/) under hostile inputs (issue 13).
+
+Each case is rerun on variants of its own inputs, derived here, so an op that gets a case is
+subject to all of them with no further work:
+
+  empty      a 0-size dim: the first dim of every array input, the last dim of every one, and the
+             first dim of one input at a time
+  nan, inf   one element of one floating input set to nan, inf or -inf
+  dtype      one floating input as int64, as bool or as float32; one integer/bool input as float64
+  edit       (cases with gradients) each integer/bool input edited in place between forward and backward
+  device     (GPU only, its own test) one input on the GPU, the others on the CPU
+
+The oracle is torch when the case's function runs under torch unchanged (its ``mp`` and ``F``
+rebound to torch and torch.nn.functional, an op passed as it is looked up by name) and then
+reproduces the case's own NumPy reference on the clean inputs; otherwise it is that reference.
+
+A variant holds when
+  * both give a result: the same shapes and, with torch, dtypes; the same values (non-finite where
+    the oracle's are: nan and +-inf count alike, which one a formula gives depends on its
+    association; finite ones within 1e-9, 1e-5 with float32 involved); and, with torch, the same
+    gradient of a fixed projection of the outputs for every floating input (a finite gradient where
+    torch's is nan is a laundered nan: GradScaler would take that step);
+  * both refuse, and mixprec's error is clear;
+  * mixprec refuses a non-empty input clearly (where torch computes, that is allowed: a clear error
+    beats a coercion), or computes what only torch's backward or the NumPy reference cannot.
+It fails when mixprec computes another value than torch, refuses an empty input torch handles,
+computes what torch's forward refuses (a silent coercion), or raises an unclear error. An edit
+holds when backward raises torch's "modified by an in-place operation" error, or, when no
+backward reads the tensor, gives the gradient of the forward that ran.
+
+A clear error is a TypeError, ValueError, RuntimeError, IndexError or NotImplementedError raised
+by a ``raise`` statement in mixprec's own code (not by NumPy, CuPy or Python inside a mixprec
+line), not chained to another exception the traceback would show, whose message names the op:
+the case's op, an op running when it was raised, or any op written as ``<op>:`` (an error raised
+outside every op, by a Tensor method the case called, names that method).
+
+Deliberate differences from torch are listed in DEVIATIONS with the reason. ``PYTHONPATH=tests:.
+python tests/test_fault_campaign.py`` prints how many hostile variants run and how many hold, per op.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import types
+import warnings
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import mixprec as mp
+from mixprec.ops import dispatch
+from op_cases import CASES
+
+try:
+    import torch
+except ImportError:  # the NumPy references are the oracle for every case
+    torch = None
+
+MIXPREC_DIR = os.path.dirname(os.path.abspath(mp.__file__))
+CLEAR_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, NotImplementedError)
+
+# (op, variant kind or name without its input number) -> why mixprec deliberately differs from torch there.
+# Each entry is a decision, not a way to silence a failure.
+_NORM_DTYPES = ("mixed dtypes promote to the wider one (a half input with float32 parameters is the common case, "
+                "e.g. under CPU autocast; torch accepts that pair and refuses the others)")
+_MARGIN_NAN = "a nan stays nan (torch's kernel compares z > 0 and so turns a nan margin into 0)"
+_INT_MATH = ("integer and bool inputs compute in float32, as exp and sigmoid do (torch has no integer kernel for "
+             "it); tests/test_ops.py::test_integer_inputs_of_float_math_compute_in_float32 holds this choice")
+_SDPA_KERNELS = ("computed as torch's math backend (masks added as 0/-inf, so a nan or inf score under the causal "
+                 "mask makes its row nan); torch's CPU flash kernel, its default here, skips masked blocks and so "
+                 "disagrees with its own math backend on these inputs")
+_SDPA_EMPTY_MASK = ("an attn_mask that does not broadcast to the scores (..., L, S) is refused even when the output "
+                    "is empty; torch skips every check then and accepts any mask")
+_CTC_GRADIENT = ("the gradient with respect to log_probs is the derivative of the loss (mixprec/ops/ctc.py); torch's "
+                 "adds exp(log_probs) (pytorch issues 52241, 181534), so the two differ wherever that term does not "
+                 "vanish, and torch's nan/inf at a non-finite log-probability that no path uses comes from it")
+DEVIATIONS = {
+    ("gelu", "dtype"): _INT_MATH,
+    ("softplus", "dtype"): _INT_MATH,
+    ("layer_norm", "dtype"): _NORM_DTYPES,
+    ("group_norm", "dtype"): _NORM_DTYPES,
+    ("batch_norm", "dtype"): _NORM_DTYPES,
+    ("huber_loss", "float32-input"): "the result has the promoted dtype, as mse_loss and l1_loss (torch's huber "
+                                     "keeps the input's)",
+    ("cdist", "nan"): "a nan difference makes the inf-distance nan, as in pdist and norm (torch's cdist kernel "
+                      "drops it from its max)",
+    ("soft_margin_loss", "inf"): "computed stably: at x = -inf the loss is inf and its gradient the limit -1; "
+                                 "torch's log1p(exp(z)) gives inf / inf = nan",
+    ("poisson_nll_loss", "inf"): "Stirling's term is not evaluated where it does not count (target <= 1), so a "
+                                 "target of -inf gets the gradient -input; torch evaluates it and masks: nan",
+    ("multi_margin_loss", "nan"): _MARGIN_NAN,
+    ("multilabel_margin_loss", "nan"): _MARGIN_NAN,
+    ("multi_margin_loss", "empty-first-dims"): "an empty batch gives nan for 'mean' (torch: uninitialised memory)",
+    ("multilabel_margin_loss", "empty-first-dims"): "an empty batch gives nan for 'mean' (torch: uninitialised "
+                                                    "memory)",
+    ("renorm", "nan"): "a slice holding a nan gets a nan gradient through its norm (torch's fused backward "
+                       "passes the gradient unscaled: the nan norm is not over maxnorm)",
+    ("addmv", "empty-first-dim-of-input"): "an empty matrix gives an empty result, broadcast as the shapes say "
+                                           "(torch returns input unbroadcast, shape (1,))",
+    # group fca (elementwise/complex/shape/misc ops, FFTs)
+    ("silu", "dtype"): _INT_MATH,
+    **{("polar", f"{v}-in-input0"): "the gradient of abs * e^(i angle) w.r.t. abs is e^(i angle), finite at a "
+                                    "non-finite abs as mul's is; torch documents polar as undefined for a nan or "
+                                    "negative abs (its rule real(conj(g) sgn(result)) gives nan, and the wrong sign "
+                                    "at a negative abs)" for v in ("nan", "inf", "-inf")},
+    **{(op, v): "an empty batch gives an empty result, as numpy.fft does (torch's MKL CPU backend refuses a batch "
+                "of 0 with a DFTI configuration error, an artefact of that library)"
+       for op, v in (("fft_fft", "empty-first-dims"), ("fft_rfft", "empty-first-dims"),
+                     ("fft_rfft", "empty-last-dims"), ("fft_irfft", "empty-first-dims"),
+                     ("fft_hfft", "empty-first-dims"))},
+    # group fcc (attention, ctc)
+    **{("scaled_dot_product_attention", f"{v}-in-input{i}"): _SDPA_KERNELS for v, i in
+       (("nan", 0), ("inf", 0), ("-inf", 0), ("-inf", 1))},
+    ("scaled_dot_product_attention", "empty-first-dim-of-input2"):
+        "value's batch dims must broadcast with query's and key's (refused for 2 vs 0, 0 for 1 vs 0); torch returns "
+        "zeros shaped by the query's batch, values with no value rows to come from",
+    ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
+    ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
+    **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
+    # linear algebra (matrix.py, decompositions.py)
+    ("ormqr", "nan-in-input1"): "the result is linear in each tau_i, so a non-finite tau_i keeps its own exact, "
+                                "finite gradient (every other tau's is nan, as in torch, whose backward formula "
+                                "makes that one nan too)",
+    ("ormqr", "inf-in-input1"): "as for a nan tau: the result is linear in each tau_i",
+    ("ormqr", "-inf-in-input1"): "as for a nan tau: the result is linear in each tau_i",
+    ("linalg_solve", "nan-in-input0"): "a NaN in A makes the whole solution NaN, as torch's LAPACK does (every "
+                                       "entry of A^-1 depends on every entry of A); the NumPy reference, which "
+                                       "judges the batched cases, keeps some entries finite",
+    ("linalg_lstsq", "nan-in-input1"): "a NaN in B makes the solution NaN, as an inf does in torch; torch's gelsy "
+                                       "call fails an internal assert there ('please report a bug to PyTorch')",
+    **{("linalg_lstsq", f"{v}-in-input1"): "the solution is NaN as torch's; the residuals are those of that solution "
+                                           "(NaN), where torch reports 0 for a column without the inf, a number its "
+                                           "NaN solution does not have" for v in ("inf", "-inf")},
+    ("cholesky_inverse", "float32-input"): "the gradient is that of the function computed, which reads only L's "
+                                           "triangle; torch's backward multiplies by the whole input, so its "
+                                           "gradient depends on the entries the forward ignores (the case's L has "
+                                           "3s there; torch differs in float64 too)",
+    ("linalg_inv", "nan-in-input0"): "a NaN in A makes the whole inverse NaN, as torch's LAPACK does; the NumPy "
+                                     "reference, which judges the batched case, keeps some entries finite",
+    # Non-finite factors: the output is finite in torch and here alike; torch's closed-form backward multiplies by
+    # the whole factor, so the inf entry gets 0 * inf = nan, where mixprec's gradient is the chain rule of the
+    # substitution it ran (gradcheck-exact on finite input)
+    **{(op, f"{v}-in-input{i}"): "the gradient of the substitution actually run (torch: 0 * inf = nan from its "
+                                 "closed-form backward)"
+       for op, i in (("lu_solve", 1), ("linalg_lu_solve", 0), ("cholesky_solve", 1), ("cholesky_inverse", 0))
+       for v in ("inf", "-inf")},
+    ("cholesky_inverse", "nan-in-input0"): "a NaN in L reaches every entry of the inverse that depends on it; "
+                                           "torch's potri skips exact zeros and leaves some of them finite",
+    # QR of a matrix holding inf/NaN is LAPACK-implementation-defined: NumPy's LAPACK and torch's MKL disagree on
+    # which entries become non-finite; mixprec's Q and R are non-finite as NumPy's are (never all finite)
+    **{(op, f"{v}-in-input0"): "QR of a non-finite matrix: which entries become nan is LAPACK's choice (NumPy's "
+                               "here, MKL's in torch); Q and R are never all finite"
+       for op in ("linalg_qr", "qr", "geqrf") for v in ("nan", "inf", "-inf")},
+}
+
+# Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan
+# inputs the reference is not run (mixprec's svd/eig refuse such input before LAPACK sees it)
+REFERENCE_NEVER_RETURNS = {"linalg_svd", "linalg_svdvals", "svd", "linalg_pinv", "pinverse", "linalg_matrix_rank",
+                           "linalg_lstsq", "linalg_matrix_norm", "linalg_cond", "linalg_eig", "linalg_eigvals"}
+
+# (op, variant) where torch itself crashes (a segmentation fault): the NumPy reference judges them
+TORCH_CRASHES = {("pdist", "empty-first-dims"),
+                 # torch 2.13's grid_sampler_2d backward, border/reflection padding, a non-finite grid
+                 *((op, f"{v}-in-input1") for op in ("grid_sample", "grid_sampler") for v in ("nan", "inf", "-inf"))}
+
+# Ops the conv branch rewrites (convolutions and pools, with conv3d): until it lands their empty-batch variants
+# fail here (conv of N = 0 reshapes with -1; max_pool2d of N = 0 likewise), marked xfail; once it has landed
+# the marks are off and they must hold.
+REWRITTEN_ON_THE_CONV_BRANCH = {"conv1d", "conv2d", "max_pool2d"}
+CONV_BRANCH_LANDED = "conv3d" in mp.ops.names()
+
+
+# ----------------------------------------------------------------- variants
+def variants(values):
+    """(kind, name, values) for every hostile variant of one case's inputs (clean inputs: case.inputs())."""
+    arrays = [i for i, v in enumerate(values) if isinstance(v, np.ndarray)]
+    floats = [i for i in arrays if values[i].dtype.kind == "f"]
+    integers = [i for i in arrays if values[i].dtype.kind in "biu"]
+
+    def swap(i, v):
+        return [v if j == i else x for j, x in enumerate(values)]
+
+    def each(fn):
+        return [fn(v) if isinstance(v, np.ndarray) and v.ndim else v for v in values]
+    if any(values[i].ndim for i in arrays):
+        yield "empty", "empty-first-dims", each(lambda v: v[:0])
+        yield "empty", "empty-last-dims", each(lambda v: v[..., :0])
+        sized = [i for i in arrays if values[i].ndim]
+        if len(sized) > 1:
+            for i in sized:
+                yield "empty", f"empty-first-dim-of-input{i}", swap(i, values[i][:0])
+    for i in floats:
+        if values[i].size:
+            for name, x in (("nan", np.nan), ("inf", np.inf), ("-inf", -np.inf)):
+                v = values[i].copy()
+                v.flat[0] = x
+                yield name.lstrip("-"), f"{name}-in-input{i}", swap(i, v)
+    for i in floats:
+        with np.errstate(invalid="ignore"):  # (inf cast to int64)
+            yield "dtype", f"int64-input{i}", swap(i, np.round(values[i] * 2).astype(np.int64))
+        yield "dtype", f"bool-input{i}", swap(i, values[i] > 0)
+        yield "dtype", f"float32-input{i}", swap(i, values[i].astype(np.float32))
+    for i in integers:
+        yield "dtype", f"float64-input{i}", swap(i, values[i].astype(np.float64))
+
+
+# ----------------------------------------------------------------- running one side
+@dataclass
+class Outcome:
+    outputs: list = field(default_factory=list)   # (array, dtype name) per tensor output
+    grads: list = field(default_factory=list)     # per floating input: array or None (no gradient)
+    error: BaseException | None = None
+    where: str = ""                               # "forward" or "backward" for an error
+    running: tuple = ()                           # mixprec ops running when the error was raised
+
+
+class _Running:
+    """Observer: the op calls now running, so an error can be traced to the op that raised it."""
+
+    def __init__(self):
+        self.stack = []
+
+    def enter(self, call):
+        self.stack.append(call.op.name)
+
+    def exit(self, call):
+        self.stack.pop()
+
+
+def _projection(case_id, shape):
+    return np.random.default_rng(zlib.crc32(case_id.encode())).standard_normal(shape)
+
+
+def _differentiated(case):
+    """Which inputs of the case are differentiated: its floating arrays (they stay so in every variant)."""
+    return [isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in case.inputs()]
+
+
+def run_mixprec(case, values, grads=True, devices=None):
+    out = Outcome()
+    wanted = _differentiated(case)
+    devices = devices or ["cpu"] * len(values)
+    inputs = [mp.tensor(v, device=d, requires_grad=w and v.dtype.kind == "f") if isinstance(v, np.ndarray) else v
+              for v, w, d in zip(values, wanted, devices)]
+    running = _Running()
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"), dispatch.observe(running):
+            warnings.simplefilter("ignore")
+            out.where = "forward"
+            result = case.fn(*inputs)
+            tensors = [r for r in (result if isinstance(result, (tuple, list)) else [result])
+                       if isinstance(r, mp.Tensor)]
+            out.outputs = [(r.detach().numpy(), r.dtype.name) for r in tensors]
+            wrt = [t for t in inputs if isinstance(t, mp.Tensor) and t.requires_grad]
+            diff = [r for r in tensors if r.requires_grad]
+            if grads and wrt and diff:
+                out.where = "backward"
+                loss = sum((mp.tensor(_projection(case.id, r.shape)) * r).sum() for r in diff)
+                got = mp.autograd.grad(loss, wrt, allow_unused=True)
+                out.grads = [None if g is None else g.numpy() for g in got]
+    except Exception as exc:  # noqa: BLE001 (what was raised is what is judged)
+        out.error, out.running = exc, tuple(running.stack)
+    return out
+
+
+class _TorchAsMixprec:
+    """What ``mp`` means in a case run under torch: a name from torch, else torch.linalg or torch.special."""
+
+    def __getattr__(self, name):
+        for module in (torch, torch.linalg, torch.special):
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(f"torch has no {name!r}")
+
+
+def torch_version(fn):
+    """The case's function with torch in place of mixprec, or None when it cannot be made."""
+    if isinstance(fn, types.FunctionType) and fn.__module__.startswith("op_cases"):
+        rebound = dict(fn.__globals__, mp=_TorchAsMixprec(), F=torch.nn.functional)
+        return types.FunctionType(fn.__code__, rebound, fn.__name__, fn.__defaults__, fn.__closure__)
+    name = getattr(fn, "__name__", "")  # an op passed as it is (mp.exp, F.cosine_similarity)
+    if getattr(mp.nn.functional, name, None) is fn and hasattr(torch.nn.functional, name):
+        return getattr(torch.nn.functional, name)
+    return getattr(_TorchAsMixprec(), name, None)
+
+
+def run_torch(case, values, fn, grads=True):
+    out = Outcome()
+    wanted = _differentiated(case)
+    try:
+        inputs = [torch.tensor(v, requires_grad=w and v.dtype.kind == "f") if isinstance(v, np.ndarray) else v
+                  for v, w in zip(values, wanted)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out.where = "forward"
+            result = fn(*inputs)
+            tensors = [r for r in (result if isinstance(result, (tuple, list)) else [result])
+                       if isinstance(r, torch.Tensor)]
+            out.outputs = [(r.detach().numpy(), str(r.dtype).replace("torch.", "")) for r in tensors]
+            wrt = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+            diff = [r for r in tensors if r.requires_grad]
+            if grads and wrt and diff:
+                out.where = "backward"
+                loss = sum((torch.tensor(_projection(case.id, tuple(r.shape))) * r).sum() for r in diff)
+                got = torch.autograd.grad(loss, wrt, allow_unused=True)
+                out.grads = [None if g is None else g.numpy() for g in got]
+    except Exception as exc:  # noqa: BLE001
+        out.error = exc
+    return out
+
+
+def run_reference(case, values):
+    out = Outcome()
+    if case.op in REFERENCE_NEVER_RETURNS and any(isinstance(v, np.ndarray) and v.dtype.kind in "fc"
+                                                  and not np.isfinite(v).all() for v in values):
+        out.error = RuntimeError("not run: NumPy's SVD/eig never returns on an inf")
+        return out
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            result = case.ref(*values)
+        out.outputs = [(np.asarray(r), np.asarray(r).dtype.name)
+                       for r in (result if isinstance(result, (tuple, list)) else [result])]
+    except Exception as exc:  # noqa: BLE001
+        out.error = exc
+    return out
+
+
+# ----------------------------------------------------------------- judging
+_OP_NAMES = None
+
+
+def unclear(case, outcome):
+    """Why mixprec's error is not a clear one (see the module docstring), or None when it is."""
+    global _OP_NAMES
+    exc = outcome.error
+    text = f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, CLEAR_ERRORS):
+        return f"raised {text}; raise a TypeError/ValueError/RuntimeError/IndexError naming the op instead"
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    source = linecache.getline(filename, line).strip()
+    here = f"{os.path.relpath(filename)}:{line}"
+    if not os.path.abspath(filename).startswith(MIXPREC_DIR):
+        return f"raised {text} from {here}, outside mixprec: check the input in mixprec and raise a clear error"
+    if not source.startswith("raise"):
+        return (f"raised {text} inside `{source}` ({here}), a library error passing through: check the input "
+                "first and raise a clear error")
+    if exc.__cause__ is not None or (exc.__context__ is not None and not exc.__suppress_context__):
+        inner = exc.__cause__ or exc.__context__
+        return (f"raised {text} at {here} chained to {type(inner).__name__}: {inner}; raise it `from None` "
+                "so no library traceback shows")
+    if _OP_NAMES is None:
+        _OP_NAMES = set(mp.ops.names())
+    message = str(exc)
+    if not outcome.running or case.op in message or any(n in message for n in outcome.running):
+        return None  # (raised outside every op: by a Tensor method the case called, which names itself)
+    if any(re.search(rf"(^|\W){re.escape(n)}(\(\))?:", message) for n in _OP_NAMES):
+        return None
+    return f"raised {text} at {here}: the message does not name the op ({case.op!r})"
+
+
+def _describe(outcome):
+    if outcome.error is not None:
+        return f"{type(outcome.error).__name__} ({outcome.where}): {str(outcome.error)[:200]}"
+    return ", ".join(f"{d}{a.shape}" for a, d in outcome.outputs) or "nothing"
+
+
+def _compare(what, got, want, rtol):
+    """None when the arrays agree, else what differs. They agree when they are non-finite at the same
+    places (nan and +-inf count alike: which one comes out depends on how a formula is associated) and the
+    finite values are within rtol of each other or of the largest finite magnitude."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"{what}: shape {got.shape}, expected {want.shape}"
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    finite = np.isfinite(w)
+    scale = max(np.abs(w[finite]).max() if finite.any() else 0.0, 1.0)  # (terms of size ~1 went in)
+    with np.errstate(invalid="ignore"):
+        close = np.isclose(g, w, rtol=rtol, atol=rtol * scale)
+    bad = ~np.where(finite, close, ~np.isfinite(g))
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        return f"{what}: {got[at]} at {at}, expected {want[at]} ({int(bad.sum())} of {bad.size} differ)"
+    return None
+
+
+def _rtol(values, outcome):
+    """Relative tolerance: float64 math agrees to rounding, math with a float32 input or output to float32's."""
+    low = any(isinstance(v, np.ndarray) and v.dtype == np.float32 for v in values)
+    return 1e-5 if low or any(d == "float32" for _, d in outcome.outputs) else 1e-9
+
+
+def judge(case, kind, values, mixprec, oracle, by_torch):
+    """None when the variant holds, else what is wrong and what to fix."""
+    m_forward = mixprec.error is None or mixprec.where == "backward"
+    o_forward = oracle.error is None or oracle.where == "backward"
+    if mixprec.error is not None:
+        why = unclear(case, mixprec)
+        if why is not None:
+            return why
+    if not m_forward:
+        if not o_forward or not by_torch:
+            return None  # both refuse (clearly), or only the NumPy reference computes it
+        if kind == "empty":
+            return (f"refuses an empty input that torch handles: mixprec {_describe(mixprec)}; torch gives "
+                    f"{_describe(oracle)}. Handle 0-size inputs as torch does (shape; reductions of nothing)")
+        return None  # a clear error where torch computes: allowed
+    if not o_forward:
+        if not by_torch:
+            return None  # nothing to compare with
+        return (f"computes what torch refuses (a silent coercion?): mixprec gives {_describe(mixprec)}; torch "
+                f"{_describe(oracle)}. Refuse it with a clear error, or list the decision in DEVIATIONS")
+    if len(mixprec.outputs) != len(oracle.outputs):
+        return f"{len(mixprec.outputs)} outputs, the oracle has {len(oracle.outputs)}"
+    rtol = _rtol(values, oracle)
+    for k, ((got, gdt), (want, wdt)) in enumerate(zip(mixprec.outputs, oracle.outputs)):
+        if by_torch and gdt != wdt:
+            return f"output {k} has dtype {gdt}, torch gives {wdt}"
+        if by_torch or kind != "dtype":
+            diff = _compare(f"output {k}", got, want, rtol)
+            if diff is not None:
+                return f"silent wrong value: {diff}" + (" (vs torch)" if by_torch else " (vs the NumPy reference)")
+    if not by_torch or oracle.error is not None:
+        return None  # no gradient to compare with (torch's backward itself failed: its limitation)
+    if mixprec.error is not None:
+        return f"backward fails where torch's works: {_describe(mixprec)}"
+    for i, (g, w) in enumerate(zip(mixprec.grads, oracle.grads)):
+        if g is None and w is None:
+            continue
+        g = np.zeros_like(w) if g is None else g
+        w = np.zeros_like(g) if w is None else w
+        if g.shape == w.shape and (np.isnan(w) & np.isfinite(g)).any():
+            return (f"launders a nan: the gradient of floating input {i} is finite where torch's is nan "
+                    f"(mixprec {g.ravel()[:6]}, torch {w.ravel()[:6]})")
+        diff = _compare(f"gradient of floating input {i}", g, w, rtol)
+        if diff is not None:
+            return f"wrong gradient: {diff} (vs torch)"
+    return None
+
+
+# ----------------------------------------------------------------- the campaign
+def oracle_for(case):
+    """(torch version of the case's function or None, whether torch is its oracle)."""
+    if torch is None:
+        return None, False
+    fn = torch_version(case.fn)
+    if fn is None:
+        return None, False
+    values = case.inputs()
+    want, got = run_reference(case, values), run_torch(case, values, fn, grads=False)
+    if want.error is not None or got.error is not None or len(want.outputs) != len(got.outputs):
+        return None, False
+    for (g, _), (w, _) in zip(got.outputs, want.outputs):
+        if _compare("", g, w, 1e-9) is not None:
+            return None, False
+    return fn, True
+
+
+def campaign(case):
+    """[(kind, variant name, failure or None)] for every hostile variant of one case."""
+    threads = torch.get_num_threads() if torch is not None else None
+    if threads is not None:
+        torch.set_num_threads(1)  # tiny tensors: torch's thread pool would only spin on a busy machine
+    try:
+        return _campaign(case)
+    finally:
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+
+def _campaign(case):
+    fn, by_torch = oracle_for(case)
+    results = []
+    for kind, name, values in variants(case.inputs()):
+        torch_judges = by_torch and (case.op, name) not in TORCH_CRASHES
+        mixprec = run_mixprec(case, values, grads=torch_judges)
+        oracle = run_torch(case, values, fn) if torch_judges else run_reference(case, values)
+        failure = judge(case, kind, values, mixprec, oracle, torch_judges)
+        if failure is not None and ((case.op, kind) in DEVIATIONS or (case.op, name.rstrip("0123456789"))
+                                    in DEVIATIONS or (case.op, name) in DEVIATIONS):
+            failure = None
+        results.append((kind, name, failure))
+    if case.grad:
+        for k, v in enumerate(case.inputs()):
+            if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
+                results.append(("edit", f"edit-input{k}-before-backward", edited_index_failure(case, k)))
+    return results
+
+
+# ----------------------------------------------------------------- an index tensor edited before backward
+def _edited(v):
+    """Other values of the same kind for an index or mask array: bools flipped, each integer moved to the next
+    distinct value the case uses (so it stays in range), or by one when it uses a single value."""
+    if v.dtype == np.bool_:
+        return ~v
+    used = np.unique(v)
+    if len(used) > 1:
+        return used[(np.searchsorted(used, v) + 1) % len(used)]
+    return v - 1 if used[0] > 0 else v + 1
+
+
+def edited_index_failure(case, k):
+    """Input k (integer or bool) edited in place between forward and backward: backward must raise torch's
+    "modified by an in-place operation" error, or, when no backward reads it, give the gradient of the forward
+    that ran; never one computed from the edited values. None when it holds, else what to fix."""
+    values = case.inputs()
+
+    def gradients(edit):
+        inputs = case.tensors(values, requires_grad=True)
+        result = case.fn(*inputs)
+        outs = [o for o in (result if isinstance(result, (tuple, list)) else [result])
+                if isinstance(o, mp.Tensor) and o.requires_grad]
+        if edit:
+            inputs[k].copy_(mp.tensor(_edited(values[k])))
+        if not outs:
+            return []
+        wrt = [t for t in inputs if isinstance(t, mp.Tensor) and t.requires_grad]
+        loss = sum((mp.tensor(_projection(case.id, o.shape)) * o).sum() for o in outs)
+        return [None if g is None else g.numpy() for g in mp.autograd.grad(loss, wrt, allow_unused=True)]
+    want = gradients(edit=False)
+    fix = ("read it in backward through ctx.inputs (never an array kept on ctx in forward), so an in-place edit "
+           "is caught")
+    try:
+        got = gradients(edit=True)
+    except RuntimeError as exc:
+        if re.search("modified by an in-?place operation", str(exc)):
+            return None
+        return f"backward read input {k} after it was edited in place (it raised {type(exc).__name__}: {exc}); {fix}"
+    except Exception as exc:  # noqa: BLE001
+        return f"backward read input {k} after it was edited in place (it raised {type(exc).__name__}: {exc}); {fix}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if (g is None) != (w is None) or (g is not None and not np.array_equal(g, w, equal_nan=True)):
+            return (f"silent wrong gradient: after input {k} was edited in place the gradient of floating input {i} "
+                    f"changed (backward used the edited values); {fix}")
+    return None
+
+
+def _case_params():
+    params = []
+    for case in CASES:
+        marks = ()
+        if case.op in REWRITTEN_ON_THE_CONV_BRANCH and not CONV_BRANCH_LANDED:
+            marks = pytest.mark.xfail(reason=f"{case.op} is rewritten on the conv branch (empty batches)", strict=True)
+        params.append(pytest.param(case, id=case.id, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("case", _case_params())
+def test_hostile_inputs(case):
+    failures = [f"{case.id} [{name}] {failure}" for kind, name, failure in campaign(case) if failure is not None]
+    assert not failures, f"{len(failures)} hostile variants of {case.op!r} fail:\n" + "\n".join(failures)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES
+                                  if sum(isinstance(v, np.ndarray) for v in c.inputs()) > 1])
+def test_an_input_on_another_device_is_refused_clearly(case):
+    """One tensor input on the GPU, the others on the CPU: a clear error naming the op (see unclear()), never a
+    CuPy/NumPy traceback and never a result computed by moving data behind the caller's back."""
+    values = case.inputs()
+    failures = []
+    for i, v in enumerate(values):
+        if isinstance(v, np.ndarray):
+            devices = ["cuda" if j == i else "cpu" for j in range(len(values))]
+            out = run_mixprec(case, values, grads=False, devices=devices)
+            why = f"computed {_describe(out)}; refuse mixed devices" if out.error is None else unclear(case, out)
+            if why is not None:
+                failures.append(f"{case.id} [input{i}-on-cuda] {why}")
+    assert not failures, "\n".join(failures)
+
+
+def summary():
+    """Per op: hostile variants tried and how many hold; then every failure."""
+    tally, failures = {}, []
+    for case in CASES:
+        for kind, name, failure in campaign(case):
+            tried, held = tally.get(case.op, (0, 0))
+            tally[case.op] = (tried + 1, held + (failure is None))
+            if failure is not None:
+                failures.append(f"{case.id} [{name}] {failure}")
+    return tally, failures
+
+
+if __name__ == "__main__":
+    tally, failures = summary()
+    for op, (tried, held) in sorted(tally.items()):
+        print(f"{op:32s} {held:4d} / {tried:4d}")
+    total = sum(t for t, _ in tally.values())
+    print(f"\n{sum(h for _, h in tally.values())} of {total} hostile variants hold "
+          f"({len(CASES)} cases, {len(tally)} ops; oracle: {'torch where it maps, else' if torch else ''} "
+          "the NumPy references)")
+    print("\n".join(failures), file=sys.stderr)
