@@ -535,7 +535,8 @@ def _(ctx, g):
     return g, None, None, g_source if ctx.alpha == 1 else g_source * ctx.alpha
 
 
-@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, cpu="promote", linear=True, saves=("index",))
+@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, cpu="promote", linear=True,
+          saves=("index",))
 def index_copy(ctx, input, dim, index, source):
     """A copy of input with slice index[k] along dim replaced by source[k] (with repeated indices, one wins)."""
     ctx.dim, index = _index_along("index_copy", input, dim, index)
