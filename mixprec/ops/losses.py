@@ -173,13 +173,17 @@ def _sample_weights(xp, target, weight, ignore_index, n_classes, dtype):
 
 
 @register("_nll_loss_core", promote=(0, 2), saves=("input", "target", "weight", "output"))
-def _nll_loss_core(ctx, input, target, weight, cdim, ignore_index, reduction):
+def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     """nll_loss of class-index targets on checked arguments, as one op: -w[t] * input[t] per sample, reduced.
 
-    One op, not a dozen small ones (the composite nll_loss checks the arguments and calls it): the target
-    range check, the lookup, the weights and the reduction all run on arrays, in float32 for half inputs,
-    rounded once. 'mean' divides by the summed weights of the counted targets: NaN when none counts.
+    One op, not a dozen small ones (the composite nll_loss reads the reduction and calls it): the checks
+    (class dim, weight, target shape, dtype and range), the lookup, the weights and the reduction all run
+    on arrays, in float32 for half inputs, rounded once. 'mean' divides by the summed weights of the counted targets: NaN when none counts.
     """
+    _check_floating("nll_loss", input)
+    cdim = _class_dim("nll_loss", input)
+    _check_class_weight("nll_loss", weight, input, cdim)
+    _check_class_target("nll_loss", input, target, cdim)
     xp = array_module(input)
     n_classes = input.shape[cdim]
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
@@ -225,7 +229,7 @@ def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index,
 
 
 def _options(ctx):
-    return dict(cdim=ctx.cdim, ignore_index=ctx.ignore_index, reduction=ctx.reduction)
+    return dict(ignore_index=ctx.ignore_index, reduction=ctx.reduction)
 
 
 def _total_weight(target, weight, ignore_index):
@@ -263,10 +267,10 @@ def _weight_tangent(input, target, weight, tw, loss, options):
 @_nll_loss_core.grad
 def _(ctx, g):
     input, target, weight = ctx.inputs[:3]
-    gx = _nll_loss_backward(g, target, weight, n_classes=ctx.n_classes, **_options(ctx))
+    gx = _nll_loss_backward(g, target, weight, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
     if weight is None or not weight.requires_grad:
         return gx, None, None
-    return gx, None, _class_weight_grad(input, target, weight, g, ctx.output, **_options(ctx))
+    return gx, None, _class_weight_grad(input, target, weight, g, ctx.output, cdim=ctx.cdim, **_options(ctx))
 
 
 @_nll_loss_core.jvp
@@ -285,19 +289,20 @@ def _(ctx, gg):
     ggrad = _nll_loss_core(gg, target, weight, **_options(ctx))
     if weight is None or not weight.requires_grad:
         return ggrad, None, None
-    return ggrad, None, _class_weight_grad(gg, target, weight, grad, ggrad, **_options(ctx))
+    return ggrad, None, _class_weight_grad(gg, target, weight, grad, ggrad, cdim=ctx.cdim, **_options(ctx))
 
 
 @_nll_loss_backward.jvp
 def _(ctx, tg, tt, tw):
     grad, target, weight = ctx.inputs[:3]
-    tangent = _nll_loss_backward(tg, target, weight, n_classes=ctx.n_classes, **_options(ctx))
+    tangent = _nll_loss_backward(tg, target, weight, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
     if weight is None:
         return tangent
     if ctx.reduction != "mean":  # linear in the weight
-        return tangent + _nll_loss_backward(grad, target, tw, n_classes=ctx.n_classes, **_options(ctx))
+        return tangent + _nll_loss_backward(grad, target, tw, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
     # -grad w[t] / total(w) moves with w[t] and with the total
-    unnormalised = _nll_loss_backward(grad, target, tw, n_classes=ctx.n_classes, **dict(_options(ctx), reduction="sum"))
+    unnormalised = _nll_loss_backward(grad, target, tw, n_classes=ctx.n_classes, cdim=ctx.cdim,
+                                      **dict(_options(ctx), reduction="sum"))
     moved = unnormalised - ctx.output * _total_weight(target, tw, ctx.ignore_index)
     return tangent + moved / _total_weight(target, weight, ctx.ignore_index)
 
@@ -309,14 +314,10 @@ def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-1
     The loss of sample i is -weight[t_i] * input[i, t_i]; targets equal to
     ignore_index contribute nothing. 'mean' divides by the summed weights of the
     counted targets (NaN when every target is ignored, as torch). The arguments
-    are checked here; the loss and its gradients are the op _nll_loss_core.
+    are checked, and the loss and its gradients computed, by the op _nll_loss_core.
     """
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
-    _check_floating("nll_loss", input)
-    cdim = _class_dim("nll_loss", input)
-    _check_class_weight("nll_loss", weight, input, cdim)
-    _check_class_target("nll_loss", input, target, cdim)
-    return _nll_loss_core(input, target, weight, cdim=cdim, ignore_index=ignore_index, reduction=reduction)
+    return _nll_loss_core(input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
 @register("cross_entropy", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True,

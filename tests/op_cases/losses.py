@@ -13,10 +13,10 @@ from .refs import (bce_logits_ref, ce_prob_ref, ce_ref, cos_embedding_ref, hinge
 
 
 
-def _nll_core(reduction, cdim=1):
-    """The op _nll_loss_core itself, on checked arguments (weight may be None)."""
+def _nll_core(reduction):
+    """The op _nll_loss_core itself (weight may be None)."""
     def run(x, t, w=None):
-        return mp.ops.get("_nll_loss_core")(x, t, w, cdim=cdim, ignore_index=-100, reduction=reduction)
+        return mp.ops.get("_nll_loss_core")(x, t, w, ignore_index=-100, reduction=reduction)
     return run
 
 
@@ -50,7 +50,7 @@ CASES = [
     Case("_nll_loss_core-none", "_nll_loss_core", [rnd(5, 3), classes(3, 5, ignore_at=0)], _nll_core("none"),
          lambda x, t: _nll_ref(x, t, reduction="none"), lowp_ulps=2, lowp_spread=2),
     Case("_nll_loss_core-sum-weight-unbatched", "_nll_loss_core", [rnd(4), const(np.array(2)), uni(4, lo=0.2, hi=2.0)],
-         _nll_core("sum", cdim=0), lambda x, t, w: -w[t] * x[t], lowp_ulps=2, lowp_spread=2),
+         _nll_core("sum"), lambda x, t, w: -w[t] * x[t], lowp_ulps=2, lowp_spread=2),
     Case("_nll_loss_backward-mean-weight", "_nll_loss_backward",
          [rnd(5, 4), rnd(), classes(4, 5, ignore_at=2), uni(4, lo=0.2, hi=2.0)],
          grad_wrt_first(lambda x, t, w: F.nll_loss(x, t, w)), lambda x, g, t, w: _nll_grad_ref(x, g, t, w),
