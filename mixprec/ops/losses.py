@@ -15,8 +15,10 @@ import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
+from ..backend import array_module
 from .elementwise import clamp, softplus, where
 from .math_ops import pairwise_distance
+from .opmath import opmath
 from .registry import register
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -137,20 +139,14 @@ def _class_dim(name, input):
     return 0 if input.ndim == 1 else 1
 
 
-def _check_class_target(name, input, target, cdim, ignore_index):
-    """Class-index targets: integer, the input's shape without the class dim, each in [0, C) or ignored."""
+def _check_class_target(name, input, target, cdim):
+    """Class-index targets: integer, the input's shape without the class dim (their range: _nll_loss_core)."""
     expected = tuple(input.shape[:cdim]) + tuple(input.shape[cdim + 1:])
     if tuple(target.shape) != expected:
         raise RuntimeError(f"{name}: expected a target of shape {expected} for an input of shape "
                            f"{tuple(input.shape)}, got {tuple(target.shape)}")
     if target.dtype.kind not in "iu":
         raise TypeError(f"{name}: class-index targets must be an integer tensor, got {target.dtype.name}")
-    n_classes = input.shape[cdim]
-    valid = target != ignore_index
-    bad = ((target < 0).logical_or(target >= n_classes)).logical_and(valid)
-    _be.check(bad.data, IndexError, f"{name}: a target is out of bounds for {n_classes} classes (and is not "
-              f"ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
-    return valid
 
 
 def _check_class_weight(name, weight, input, cdim):
@@ -164,27 +160,164 @@ def _check_class_weight(name, weight, input, cdim):
                         "(cast it, or run under mp.autocast)")
 
 
+def _sample_weights(xp, target, weight, ignore_index, n_classes, dtype):
+    """(counted, safe, w) on arrays: which targets count, the targets with ignored ones as class 0 (safe to
+    index with), and each sample's weight (weight[t], or 1; 0 where ignored)."""
+    counted = target != ignore_index
+    safe = xp.where(counted, target, 0)
+    if weight is None:
+        return counted, safe, counted.astype(dtype)
+    if n_classes == 0:  # nothing to look up: every target is ignored (any other was out of bounds)
+        return counted, safe, xp.zeros(target.shape, dtype)
+    return counted, safe, xp.where(counted, weight[safe], weight.dtype.type(0))
+
+
+@register("_nll_loss_core", promote=(0, 2), saves=("input", "target", "weight", "output"))
+def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
+    """nll_loss of class-index targets on checked arguments, as one op: -w[t] * input[t] per sample, reduced.
+
+    One op, not a dozen small ones (the composite nll_loss reads the reduction and calls it): the checks
+    (class dim, weight, target shape, dtype and range), the lookup, the weights and the reduction all run
+    on arrays, in float32 for half inputs, rounded once. 'mean' divides by the summed weights of the counted targets: NaN when none counts.
+    """
+    _check_floating("nll_loss", input)
+    cdim = _class_dim("nll_loss", input)
+    _check_class_weight("nll_loss", weight, input, cdim)
+    _check_class_target("nll_loss", input, target, cdim)
+    xp = array_module(input)
+    n_classes = input.shape[cdim]
+    ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
+    bad = xp.asarray(((target < 0) | (target >= n_classes)) & (target != ignore_index))  # (0-d: a NumPy bool)
+    _be.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is not "
+              f"ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
+    counted, safe, w = _sample_weights(xp, target, weight, ignore_index, n_classes, input.dtype)
+    if n_classes == 0:
+        picked = xp.zeros(target.shape, input.dtype)
+    else:
+        picked = xp.take_along_axis(input, xp.expand_dims(safe, cdim), axis=cdim).squeeze(cdim)
+
+    def loss_of(picked, w):
+        loss = xp.where(counted, -picked * w, picked.dtype.type(0))  # an ignored target adds nothing, not even NaN
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return xp.asarray(loss.sum())
+        with np.errstate(invalid="ignore", divide="ignore"):  # every target ignored: 0 / 0 = NaN, as torch
+            return xp.asarray(loss.sum() / w.sum())
+    return xp.asarray(opmath(loss_of, picked, w))
+
+
+@register("_nll_loss_backward", promote=(0, 2), saves=("grad", "target", "weight"))
+def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index, reduction):
+    """The gradient _nll_loss_core sends its input: -grad * w[t] (over the total weight for 'mean') at each
+    counted target, 0 everywhere else (also where grad is NaN and the target is ignored, as torch)."""
+    xp = array_module(grad)
+    ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
+    counted, safe, w = _sample_weights(xp, target, weight, ignore_index, n_classes, grad.dtype)
+
+    def coefficient(grad, w):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = -grad * w / w.sum() if reduction == "mean" else -grad * w
+        return xp.where(counted, share, share.dtype.type(0))
+    coef = opmath(coefficient, grad, w)
+    out = xp.zeros(target.shape[:cdim] + (n_classes,) + target.shape[cdim:], grad.dtype)
+    if n_classes:  # (with none every target is ignored)
+        grids = _be.open_grid(xp, safe.shape)
+        key = grids[:cdim] + (safe,) + grids[cdim:]
+        out[key] = coef  # one gradient per sample: each lands on its own element
+    return out
+
+
+def _options(ctx):
+    return dict(ignore_index=ctx.ignore_index, reduction=ctx.reduction)
+
+
+def _total_weight(target, weight, ignore_index):
+    """The summed weight of the counted targets, with Tensor ops (so it differentiates in weight)."""
+    counted = target != ignore_index
+    return where(counted, weight[where(counted, target, 0)], 0.0).sum()
+
+
+def _class_weight_grad(input, target, weight, g, loss, cdim, ignore_index, reduction):
+    """d(g . loss)/d weight for _nll_loss_core's loss of input: each counted sample's -input[t] (less the mean
+    loss, over the total weight, for 'mean'), times its upstream gradient, added up per class."""
+    from ..tensor import zeros
+    grad = zeros(weight.shape, dtype=weight.dtype, device=weight.device)
+    if weight.shape[0] == 0:
+        return grad
+    counted = target != ignore_index
+    safe = where(counted, target, 0)
+    per_sample = -input.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim)
+    if reduction == "mean":
+        per_sample = (per_sample - loss) * (g / _total_weight(target, weight, ignore_index))
+    else:
+        per_sample = per_sample * g
+    return grad.scatter_add(0, safe.reshape(-1), where(counted, per_sample, 0.0).reshape(-1))
+
+
+def _weight_tangent(input, target, weight, tw, loss, options):
+    """How _nll_loss_core's loss of input moves with the weight along tw: linear in it, but for 'mean' (a ratio)."""
+    if options["reduction"] != "mean":
+        return _nll_loss_core(input, target, tw, **options)
+    ignore_index = options["ignore_index"]
+    summed = _nll_loss_core(input, target, tw, **dict(options, reduction="sum"))
+    return (summed - loss * _total_weight(target, tw, ignore_index)) / _total_weight(target, weight, ignore_index)
+
+
+@_nll_loss_core.grad
+def _(ctx, g):
+    input, target, weight = ctx.inputs[:3]
+    gx = _nll_loss_backward(g, target, weight, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
+    if weight is None or not weight.requires_grad:
+        return gx, None, None
+    return gx, None, _class_weight_grad(input, target, weight, g, ctx.output, cdim=ctx.cdim, **_options(ctx))
+
+
+@_nll_loss_core.jvp
+def _(ctx, tx, tt, tw):
+    input, target, weight = ctx.inputs[:3]
+    tangent = _nll_loss_core(tx, target, weight, **_options(ctx))
+    if weight is None:
+        return tangent
+    return tangent + _weight_tangent(input, target, weight, tw, ctx.output, _options(ctx))
+
+
+@_nll_loss_backward.grad
+def _(ctx, gg):
+    # <gg, backward(grad)> is grad . _nll_loss_core(gg): the core again, in grad and (if it needs one) in weight
+    grad, target, weight = ctx.inputs[:3]
+    ggrad = _nll_loss_core(gg, target, weight, **_options(ctx))
+    if weight is None or not weight.requires_grad:
+        return ggrad, None, None
+    return ggrad, None, _class_weight_grad(gg, target, weight, grad, ggrad, cdim=ctx.cdim, **_options(ctx))
+
+
+@_nll_loss_backward.jvp
+def _(ctx, tg, tt, tw):
+    grad, target, weight = ctx.inputs[:3]
+    tangent = _nll_loss_backward(tg, target, weight, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
+    if weight is None:
+        return tangent
+    if ctx.reduction != "mean":  # linear in the weight
+        return tangent + _nll_loss_backward(grad, target, tw, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
+    # -grad w[t] / total(w) moves with w[t] and with the total
+    unnormalised = _nll_loss_backward(grad, target, tw, n_classes=ctx.n_classes, cdim=ctx.cdim,
+                                      **dict(_options(ctx), reduction="sum"))
+    moved = unnormalised - ctx.output * _total_weight(target, tw, ctx.ignore_index)
+    return tangent + moved / _total_weight(target, weight, ctx.ignore_index)
+
+
 @register("nll_loss", functional=True, promote=(0, 2), cuda="fp32", cpu="fp32", composite=True)
 def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of class-index targets, given log-probabilities (C,), (N, C) or (N, C, d...).
 
     The loss of sample i is -weight[t_i] * input[i, t_i]; targets equal to
     ignore_index contribute nothing. 'mean' divides by the summed weights of the
-    counted targets (NaN when every target is ignored, as torch).
+    counted targets (NaN when every target is ignored, as torch). The arguments
+    are checked, and the loss and its gradients computed, by the op _nll_loss_core.
     """
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
-    _check_floating("nll_loss", input)
-    cdim = _class_dim("nll_loss", input)
-    _check_class_weight("nll_loss", weight, input, cdim)
-    valid = _check_class_target("nll_loss", input, target, cdim, ignore_index)
-    safe = where(valid, target, 0)
-    picked = input.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim)
-    w = where(valid, weight[safe], 0.0) if weight is not None else valid.to(input.dtype)
-    loss = -picked * w
-    if reduction == "mean":
-        with np.errstate(invalid="ignore"):  # every target ignored: 0 / 0 = NaN, as torch
-            return loss.sum() / w.sum()
-    return _reduce(loss, reduction)
+    return _nll_loss_core(input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
 @register("cross_entropy", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True,

@@ -6,12 +6,58 @@ import numpy as np
 import mixprec as mp
 import mixprec.nn.functional as F
 
-from .case import Case, away, classes, const, probs, rnd, uni
+from .case import Case, away, classes, const, grad_wrt_first, probs, rnd, uni
 from .refs import (bce_logits_ref, ce_prob_ref, ce_ref, cos_embedding_ref, hinge_embedding_ref, huber_ref,
                    log_softmax_ref, multi_margin_ref, multilabel_margin_ref, multilabel_soft_margin_ref,
                    poisson_nll_ref, triplet_ref)
 
+
+
+def _nll_core(reduction):
+    """The op _nll_loss_core itself (weight may be None)."""
+    def run(x, t, w=None):
+        return mp.ops.get("_nll_loss_core")(x, t, w, ignore_index=-100, reduction=reduction)
+    return run
+
+
+def _nll_ref(x, t, w=None, reduction="mean", cdim=1):
+    """nll_loss written out sample by sample: -w[t] x[t] over the class dim cdim, ignored targets (-100) add 0."""
+    x = np.moveaxis(x, cdim, -1)
+    w = np.ones(x.shape[-1]) if w is None else w
+    flat_x, flat_t = x.reshape(-1, x.shape[-1]), np.asarray(t).reshape(-1)
+    losses = np.array([0.0 if k == -100 else -w[k] * row[k] for row, k in zip(flat_x, flat_t)])
+    weights = np.array([0.0 if k == -100 else w[k] for k in flat_t])
+    if reduction == "none":
+        return losses.reshape(np.shape(t))
+    return losses.sum() if reduction == "sum" else losses.sum() / weights.sum()
+
+
+def _nll_grad_ref(x, g, t, w=None, reduction="mean"):
+    """d sum(g * nll_loss(x)) / dx for an (N, C) x: -g w[t] (over the total weight for 'mean') at each target."""
+    w = np.ones(x.shape[1]) if w is None else w
+    out, counted = np.zeros_like(x), t != -100
+    share = np.broadcast_to(g, t.shape) * w[np.where(counted, t, 0)]
+    if reduction == "mean":
+        share = share / w[t[counted]].sum()
+    out[np.arange(len(t))[counted], t[counted]] = -share[counted]
+    return out
+
+
 CASES = [
+    Case("_nll_loss_core-mean-weight-ignore-3d", "_nll_loss_core",
+         [rnd(3, 4, 2), classes(4, 3, 2, ignore_at=3), uni(4, lo=0.2, hi=2.0)], _nll_core("mean"),
+         lambda x, t, w: _nll_ref(x, t, w), lowp_ulps=4, lowp_spread=4, second_order=True),
+    Case("_nll_loss_core-none", "_nll_loss_core", [rnd(5, 3), classes(3, 5, ignore_at=0)], _nll_core("none"),
+         lambda x, t: _nll_ref(x, t, reduction="none"), lowp_ulps=2, lowp_spread=2),
+    Case("_nll_loss_core-sum-weight-unbatched", "_nll_loss_core", [rnd(4), const(np.array(2)), uni(4, lo=0.2, hi=2.0)],
+         _nll_core("sum"), lambda x, t, w: -w[t] * x[t], lowp_ulps=2, lowp_spread=2),
+    Case("_nll_loss_backward-mean-weight", "_nll_loss_backward",
+         [rnd(5, 4), rnd(), classes(4, 5, ignore_at=2), uni(4, lo=0.2, hi=2.0)],
+         grad_wrt_first(lambda x, t, w: F.nll_loss(x, t, w)), lambda x, g, t, w: _nll_grad_ref(x, g, t, w),
+         lowp_ulps=4, lowp_spread=4),  # (no second_order: its x is not used, the op is linear in it)
+    Case("_nll_loss_backward-none", "_nll_loss_backward", [rnd(4, 3), rnd(4), classes(3, 4, ignore_at=1)],
+         grad_wrt_first(lambda x, t: F.nll_loss(x, t, reduction="none")),
+         lambda x, g, t: _nll_grad_ref(x, g, t, reduction="none"), lowp_ulps=2, lowp_spread=2),
     Case("cross_entropy", "cross_entropy", [rnd(5, 4), classes(4, 5)], lambda x, t: F.cross_entropy(x, t.long()),
          lambda x, t: ce_ref(x, t), lowp_ulps=8, lowp_spread=8),
     Case("cross_entropy-weight-ignore-smoothing", "cross_entropy",
