@@ -178,7 +178,8 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
 
     One op, not a dozen small ones (the composite nll_loss reads the reduction and calls it): the checks
     (class dim, weight, target shape, dtype and range), the lookup, the weights and the reduction all run
-    on arrays, in float32 for half inputs, rounded once. 'mean' divides by the summed weights of the counted targets: NaN when none counts.
+    on arrays, in float32 for half inputs, rounded once. 'mean' divides by the summed weights of the counted
+    targets: NaN when none counts.
     """
     _check_floating("nll_loss", input)
     cdim = _class_dim("nll_loss", input)
