@@ -219,12 +219,21 @@ def unregister(name):
     return op
 
 
+_UNARY_OPERATORS = frozenset({"__neg__", "__pos__", "__abs__", "__invert__"})
+
+
 def _method(op, name):
-    if name.startswith("__") and name != "__getitem__":  # an operator: other types get NotImplemented
-        def method(self, *args):
-            if args and type(args[0]) is not Tensor and not _is_operand(args[0]):  # (a Tensor: asked first)
-                return NotImplemented  # so Python raises its "unsupported operand type(s)" TypeError
-            return dispatch(op, (self, *args), {})
+    # Operators take a fixed number of arguments (no *args to pack: they run on every ``a + b``); a binary one
+    # returns NotImplemented for other types, so Python tries the other side and then raises its
+    # "unsupported operand type(s)" TypeError.
+    if name in _UNARY_OPERATORS:
+        def method(self):
+            return dispatch(op, (self,), {})
+    elif name.startswith("__") and name != "__getitem__":
+        def method(self, other):
+            if type(other) is not Tensor and not _is_operand(other):  # (a Tensor: asked first)
+                return NotImplemented
+            return dispatch(op, (self, other), {})
     else:
         def method(self, *args, **kwargs):
             return dispatch(op, (self, *args), kwargs)
