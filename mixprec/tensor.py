@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend as _be
+from . import _modes
 from . import dtypes as _dt
 
 
@@ -419,7 +420,7 @@ def _finish(array, device, requires_grad):
                            f"{array.dtype.name}")
     t = Tensor._wrap(array)
     t._requires_grad = bool(requires_grad)
-    if _grad_mode._local.inference:
+    if _modes.modes().inference:
         t._inference = True
     return t
 
@@ -609,7 +610,6 @@ def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-# Imported last, not inside the functions that use them (an import statement costs a microsecond per call, and
-# tensor factories and backward() are called in every training step): the autograd package imports this module.
+# Imported last, not inside backward() (an import statement costs a microsecond per call, and backward() runs in
+# every training step): the autograd package imports this module.
 from .autograd import engine as _engine  # noqa: E402
-from .autograd import grad_mode as _grad_mode  # noqa: E402

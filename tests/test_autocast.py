@@ -26,7 +26,7 @@ LOWER = [pytest.param(BF16, id="bfloat16"), pytest.param(F16, id="float16")]
 
 
 def _state():
-    return autocast_state.STATE.regions, autocast_state.STATE.cache_enabled, autocast_state.STATE.enabled_depth
+    return autocast_state.active_regions(), autocast_state.STATE.cache_enabled, autocast_state.STATE.enabled_depth
 
 
 @pytest.fixture(autouse=True)
@@ -101,12 +101,12 @@ def test_cuda_region_enters_without_a_gpu_and_leaves_cpu_tensors_alone():
 def test_nesting_per_device_type_and_inner_dtype():
     with mp.autocast("cuda"):
         with mp.autocast("cpu", dtype=F16):
-            assert autocast_state.STATE.regions == {"cuda": F16, "cpu": F16}
+            assert autocast_state.active_regions() == {"cuda": F16, "cpu": F16}
             with mp.autocast("cpu"):
-                assert autocast_state.STATE.regions == {"cuda": F16, "cpu": BF16}
-            assert autocast_state.STATE.regions == {"cuda": F16, "cpu": F16}
-        assert autocast_state.STATE.regions == {"cuda": F16}
-    assert autocast_state.STATE.regions is None
+                assert autocast_state.active_regions() == {"cuda": F16, "cpu": BF16}
+            assert autocast_state.active_regions() == {"cuda": F16, "cpu": F16}
+        assert autocast_state.active_regions() == {"cuda": F16}
+    assert autocast_state.active_regions() is None
 
 
 @pytest.mark.parametrize("lower", LOWER)
@@ -131,7 +131,7 @@ def test_exception_restores_the_outer_state_exactly():
     with pytest.raises(ZeroDivisionError):
         with mp.autocast("cpu"):
             1 / 0
-    assert autocast_state.STATE.regions is None
+    assert autocast_state.active_regions() is None
 
 
 def test_decorator_and_reentrant_use_of_one_object():
@@ -150,7 +150,7 @@ def test_decorator_and_reentrant_use_of_one_object():
 
     assert f(2) == F16
     assert seen == [F16, False, F16, False, F16, True, True]
-    assert autocast_state.STATE.regions is None
+    assert autocast_state.active_regions() is None
 
 
 def test_regions_are_thread_local():

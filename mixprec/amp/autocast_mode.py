@@ -118,13 +118,13 @@ def is_autocast_available(device_type) -> bool:
 def is_autocast_enabled(device_type="cuda") -> bool:
     """Whether an enabled autocast region for ``device_type`` is active in this thread."""
     _check_device_type(device_type, "is_autocast_enabled")
-    return device_type in (_ac.STATE.regions or ())
+    return device_type in (_ac.active_regions() or ())
 
 
 def get_autocast_dtype(device_type) -> np.dtype:
     """The lower-precision dtype of the active region on ``device_type`` (its default when none is)."""
     _check_device_type(device_type, "get_autocast_dtype")
-    return (_ac.STATE.regions or DEFAULT_DTYPES).get(device_type, DEFAULT_DTYPES[device_type])
+    return (_ac.active_regions() or DEFAULT_DTYPES).get(device_type, DEFAULT_DTYPES[device_type])
 
 
 def is_autocast_cache_enabled() -> bool:

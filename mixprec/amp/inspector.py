@@ -102,7 +102,7 @@ def _why(call) -> str:
     if d is not None:
         target = sorted({short(x) for x in d.dtypes if x in _FLOAT}) or ["-"]
         return f"{rule_text(d.rule)} on {device} ({d.source}) -> {'/'.join(target)}"
-    regions = _ac.STATE.regions
+    regions = _ac.active_regions()
     if not regions or device not in regions:
         return "autocast off: runs in its inputs' dtypes"
     if call.op.inplace:

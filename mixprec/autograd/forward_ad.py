@@ -25,20 +25,15 @@ base's, through a view), and custom Functions take part through their ``jvp``.
 """
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 from .. import dtypes as _dt
+from .._modes import modes  # the active dual level is this thread's modes().dual_level (an object), or None
 from ..tensor import Tensor
 
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level", "exit_dual_level"]
 
 
-class _State(threading.local):
-    level = None   # the active dual level (an object), or None
-
-
-STATE = _State()
 
 
 class _Level:
@@ -51,17 +46,19 @@ class _Level:
 
 def enter_dual_level():
     """Start a dual level (prefer ``with dual_level():``); returns its index (0: one level at a time)."""
-    if STATE.level is not None:
+    m = modes()
+    if m.dual_level is not None:
         raise RuntimeError("forward_ad: nested forward mode AD is not supported: a dual level is already active")
-    STATE.level = _Level(0)
+    m.dual_level = _Level(0)
     return 0
 
 
 def exit_dual_level(*, level=None):
     """End the active dual level: every tangent made in it is forgotten."""
-    if STATE.level is None or (level is not None and level != STATE.level.index):
+    m = modes()
+    if m.dual_level is None or (level is not None and level != m.dual_level.index):
         raise RuntimeError(f"forward_ad: no dual level {'' if level is None else level} is active to exit")
-    STATE.level = None
+    m.dual_level = None
 
 
 class dual_level:
@@ -78,7 +75,7 @@ class dual_level:
 def tangent_of(t):
     """The tangent ``t`` carries at the active level, or None."""
     fw = t._fw
-    return fw[1] if fw is not None and fw[0] is STATE.level else None
+    return fw[1] if fw is not None and fw[0] is modes().dual_level else None
 
 
 def make_dual(tensor, tangent, *, level=None):
@@ -86,11 +83,12 @@ def make_dual(tensor, tangent, *, level=None):
 
     Gradients still flow back to ``tensor`` through the view (reverse mode works on duals).
     """
-    if STATE.level is None:
+    active = modes().dual_level
+    if active is None:
         raise RuntimeError("make_dual: trying to create a dual tensor for forward AD, but no dual level is active; "
                            "call it inside a forward_ad.dual_level() context")
-    if level is not None and level != STATE.level.index:
-        raise RuntimeError(f"make_dual: level {level} is not the active dual level {STATE.level.index}")
+    if level is not None and level != active.index:
+        raise RuntimeError(f"make_dual: level {level} is not the active dual level {active.index}")
     for what, t in (("tensor", tensor), ("tangent", tangent)):
         if not isinstance(t, Tensor):
             raise TypeError(f"make_dual: {what} must be a Tensor, got {type(t).__name__}")
@@ -106,7 +104,7 @@ def make_dual(tensor, tangent, *, level=None):
         raise ValueError(f"make_dual: the tangent is on {tangent.device}, but the primal is on {tensor.device}")
     with _paused():
         dual = tensor.view(tensor.shape)
-    dual._fw = (STATE.level, tangent)
+    dual._fw = (active, tangent)
     return dual
 
 
@@ -120,7 +118,7 @@ def unpack_dual(tensor, *, level=None):
     """(primal, tangent) of a tensor: the tangent is None when it carries none at the active level."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"unpack_dual: expected a Tensor, got {type(tensor).__name__}")
-    tangent = tangent_of(tensor) if STATE.level is not None else None
+    tangent = tangent_of(tensor) if modes().dual_level is not None else None
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     with _paused():
@@ -132,10 +130,11 @@ class _paused:
     """Forward mode off inside: tangent rules run on plain tensors (no tangents of tangents)."""
 
     def __enter__(self):
-        self.level, STATE.level = STATE.level, None
+        m = modes()
+        self.level, m.dual_level = m.dual_level, None
 
     def __exit__(self, *exc):
-        STATE.level = self.level
+        modes().dual_level = self.level
         return False
 
 
@@ -167,7 +166,7 @@ def attach_tangents(ctx, args, out):
     if rule is None:
         raise NotImplementedError(f"{ctx.op.name} has no forward-mode rule (tangent); forward-mode AD through it "
                                   "is not supported")
-    level = STATE.level
+    level = modes().dual_level
     tangents = [_tangent_arg(a) for a in args]
     with _paused(), suspended():
         result = rule(ctx, *tangents)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import traceback
 
+from .._modes import modes
 from ..tensor import Tensor
 from . import forward_ad, grad_mode
 from .graph import Node, SavedTensor, gradient_edge
@@ -201,8 +202,8 @@ class Function:
             ctx._finish(args, outs, differentiable)
             if grad_mode.is_anomaly_enabled():
                 ctx.trace = "".join(traceback.format_stack()[:-1])
-        if forward_ad.STATE.level is not None and any(forward_ad.tangent_of(a) is not None
-                                                      for a in args if isinstance(a, Tensor)):
+        if modes().dual_level is not None and any(forward_ad.tangent_of(a) is not None
+                                                for a in args if isinstance(a, Tensor)):
             _attach_tangents(cls, ctx, args, outs, non_diff)
         return tuple(outs) if several else outs[0]
 
@@ -231,7 +232,7 @@ def _attach_tangents(cls, ctx, args, outs, non_diff):
     result = result if isinstance(result, tuple) else (result,)
     if len(result) != len(outs):
         raise RuntimeError(f"{cls.__name__}.jvp returned {len(result)} tangents for {len(outs)} outputs")
-    level = forward_ad.STATE.level
+    level = modes().dual_level
     for i, (o, t) in enumerate(zip(outs, result)):
         if t is None or id(o) in non_diff or not o.is_floating_point():
             continue

@@ -1,4 +1,4 @@
-"""Thread-local switches of autograd: grad mode, inference mode and anomaly mode.
+"""Thread-local switches of autograd: grad mode, inference mode and anomaly mode (kept in _modes.Modes).
 
 Each switch is a context manager and a decorator (a decorated function runs
 with the switch set and restores it afterwards, also for generators' bodies
@@ -8,26 +8,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-
-
-class _Modes(threading.local):
-    """Per-thread switches; the class attributes are each new thread's defaults."""
-    grad = True
-    inference = False
-    anomaly = False
-    check_nan = True
-
-
-_local = _Modes()
+from .._modes import modes  # this thread's switches live there, beside the other modes an op call reads
 
 
 def is_grad_enabled() -> bool:
-    return _local.grad
+    return modes().grad
 
 
 def is_inference_mode_enabled() -> bool:
-    return _local.inference
+    return modes().inference
 
 
 class _Switch:
@@ -45,12 +34,14 @@ class _Switch:
         raise NotImplementedError
 
     def __enter__(self):
-        self._saved = (_local.grad, _local.inference)
+        m = modes()
+        self._saved = (m.grad, m.inference)
         self._enter()
         return self
 
     def __exit__(self, *exc):
-        _local.grad, _local.inference = self._saved
+        m = modes()
+        m.grad, m.inference = self._saved
         return False
 
     def clone(self):
@@ -74,14 +65,14 @@ class no_grad(_Switch):
     """Ops inside record no graph: for evaluation and for optimizer updates."""
 
     def _enter(self):
-        _local.grad = False
+        modes().grad = False
 
 
 class enable_grad(_Switch):
     """Turn graph recording back on inside a no_grad region."""
 
     def _enter(self):
-        _local.grad = True
+        modes().grad = True
 
 
 class set_grad_enabled(_Switch):
@@ -94,25 +85,25 @@ class set_grad_enabled(_Switch):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled: mode must be True or False, got {mode!r}")
         self.mode = mode
-        self._prev = _local.grad
-        _local.grad = mode  # a plain call takes effect now, as torch's does
+        self._prev = modes().grad
+        modes().grad = mode  # a plain call takes effect now, as torch's does
 
     def __enter__(self):
-        self._saved = (self._prev, _local.inference)
-        _local.grad = self.mode
+        self._saved = (self._prev, modes().inference)
+        modes().grad = self.mode
         return self
 
     def _enter(self):
-        _local.grad = self.mode
+        modes().grad = self.mode
 
     def clone(self):
-        prev = _local.grad
+        prev = modes().grad
         clone = set_grad_enabled(self.mode)
-        _local.grad = prev
+        modes().grad = prev
         return clone
 
     def __call__(self, fn):
-        _local.grad = self._prev  # as a decorator it must not switch anything when the function is defined
+        modes().grad = self._prev  # as a decorator it must not switch anything when the function is defined
         return super().__call__(fn)
 
     def __repr__(self):
@@ -135,9 +126,10 @@ class inference_mode(_Switch):
 
     def _enter(self):
         if self.mode:
-            _local.grad, _local.inference = False, True
+            m = modes()
+            m.grad, m.inference = False, True
         else:
-            _local.inference = False
+            modes().inference = False
 
     def clone(self):
         return inference_mode(self.mode)
@@ -145,11 +137,11 @@ class inference_mode(_Switch):
 
 # ---------------------------------------------------------------- anomaly mode
 def is_anomaly_enabled() -> bool:
-    return _local.anomaly
+    return modes().anomaly
 
 
 def is_anomaly_check_nan_enabled() -> bool:
-    return _local.check_nan
+    return modes().check_nan
 
 
 class set_detect_anomaly:
@@ -162,20 +154,24 @@ class set_detect_anomaly:
     """
 
     def __init__(self, mode: bool, check_nan: bool = True):
-        self._prev = (_local.anomaly, _local.check_nan)
-        _local.anomaly, _local.check_nan = bool(mode), bool(check_nan)
+        m = modes()
+        self._prev = (m.anomaly, m.check_nan)
+        m.anomaly, m.check_nan = bool(mode), bool(check_nan)
         self.mode, self.check_nan = bool(mode), bool(check_nan)
 
     def __enter__(self):
-        _local.anomaly, _local.check_nan = self.mode, self.check_nan
+        m = modes()
+        m.anomaly, m.check_nan = self.mode, self.check_nan
         return self
 
     def __exit__(self, *exc):
-        _local.anomaly, _local.check_nan = self._prev
+        m = modes()
+        m.anomaly, m.check_nan = self._prev
         return False
 
     def __call__(self, fn):
-        _local.anomaly, _local.check_nan = self._prev
+        m = modes()
+        m.anomaly, m.check_nan = self._prev
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -188,5 +184,6 @@ class detect_anomaly(set_detect_anomaly):
     """Anomaly mode inside the block (``set_detect_anomaly(True, check_nan)`` as a context manager)."""
 
     def __init__(self, check_nan: bool = True):
-        self._prev = (_local.anomaly, _local.check_nan)
+        m = modes()
+        self._prev = (m.anomaly, m.check_nan)
         self.mode, self.check_nan = True, bool(check_nan)

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as _dt
+from .._modes import modes
 from ..autograd import grad_mode as _gm
 
 DEVICE_TYPES = ("cuda", "cpu")
@@ -62,8 +63,8 @@ def as_policy(p) -> CastPolicy | None:
 
 # ---------------------------------------------------------------- state (per thread)
 class _State(threading.local):
-    """This thread's autocast state; the class attributes are each new thread's defaults."""
-    regions = None         # {device_type: lower dtype} of the enabled regions, or None
+    """This thread's autocast bookkeeping; the class attributes are each new thread's defaults. Which regions are
+    enabled, the state every op call reads, is this thread's ``modes().autocast_regions`` (see active_regions)."""
     cache_enabled = True
     enabled_depth = 0      # enabled regions entered and not yet left: the cache is dropped at 0
     cache = None           # {(id(weight), dtype): (weight, version, cast)}
@@ -77,24 +78,29 @@ REGISTERED: dict = {}      # (op, device_type) -> rule, from mp.amp.register_aut
 
 def enter_region(device_type, dtype, enabled, cache_enabled):
     """Enter a region: ``device_type`` ops run with ``dtype`` as the lower type (or not autocast, enabled=False)."""
-    s = STATE
+    s, m = STATE, modes()
     if s.saved is None:
         s.saved = []
-    s.saved.append((s.regions, s.cache_enabled, enabled))
-    regions = dict(s.regions or {})
+    s.saved.append((m.autocast_regions, s.cache_enabled, enabled))
+    regions = dict(m.autocast_regions or {})
     if enabled:
         regions[device_type] = dtype
         s.enabled_depth += 1
     else:
         regions.pop(device_type, None)
-    s.regions = regions or None
+    m.autocast_regions = regions or None
     s.cache_enabled = cache_enabled
+
+
+def active_regions():
+    """{device_type: lower dtype} of this thread's enabled regions, or None when autocast is off everywhere."""
+    return modes().autocast_regions
 
 
 def exit_region():
     """Leave the innermost region, restoring exactly what it replaced."""
     s = STATE
-    s.regions, s.cache_enabled, enabled = s.saved.pop()
+    modes().autocast_regions, s.cache_enabled, enabled = s.saved.pop()
     if enabled:
         s.enabled_depth -= 1
         if s.enabled_depth == 0:
@@ -105,10 +111,11 @@ class suspended:
     """No autocast inside (backward, and the inner ops of a composite whose own policy was applied)."""
 
     def __enter__(self):
-        self.regions, STATE.regions = STATE.regions, None
+        m = modes()
+        self.regions, m.autocast_regions = m.autocast_regions, None
 
     def __exit__(self, *exc):
-        STATE.regions = self.regions
+        modes().autocast_regions = self.regions
         return False
 
 
@@ -175,7 +182,7 @@ def cast_inputs(op, args, data, device_type):
     rule, source = rule_and_source(op, device_type)
     if rule is None:
         return args, None
-    lower = STATE.regions[device_type]
+    lower = modes().autocast_regions[device_type]
     targets = target_dtypes(op.name, device_type, rule, lower, [t.dtype for _, _, t in data])
     new, hits = list(args), 0
     for (i, j, t), dtype in zip(data, targets):

@@ -20,16 +20,16 @@ active they cost one attribute read per op call and one check per backward pass 
 from __future__ import annotations
 
 import contextlib
-import threading
 import traceback
 
 import numpy as np
 
 from .. import dtypes as _dt
+from .._modes import PER_THREAD, modes
 from ..backend import CPU, is_array
 from ..backend import on_device as _on
 from ..autograd import forward_ad as _fwad
-from ..autograd import grad_mode as _gm
+from ..autograd.grad_mode import no_grad as _no_grad
 from ..autograd.graph import OpNode
 from ..tensor import Tensor
 from ..tensor import tensor as _make_tensor
@@ -75,14 +75,6 @@ class Call:
         return f"{self.op.name} backward" if self.kind == "backward" else "backward pass"
 
 
-class _Observed(threading.local):
-    observers = ()     # objects with enter(call) and exit(call), this thread only
-    stack = None       # the Calls now running (only kept while someone observes)
-
-
-_observed = _Observed()
-
-
 @contextlib.contextmanager
 def observe(observer):
     """Let ``observer`` see every op call this thread makes inside the block: observer.enter(call) before
@@ -92,51 +84,51 @@ def observe(observer):
     pass and each graph node's backward in it (Call.kind "backward pass" / "backward"); the others
     see only op calls, the ops a backward runs included.
     """
-    s = _observed
-    if s.stack is None:
-        s.stack = []
-    s.observers = s.observers + (observer,)
+    m = modes()  # (m.observers: objects with enter(call) and exit(call); m.calls: the Calls now running)
+    if m.calls is None:
+        m.calls = []
+    m.observers = m.observers + (observer,)
     try:
         yield observer
     finally:
-        s.observers = tuple(o for o in s.observers if o is not observer)
+        m.observers = tuple(o for o in m.observers if o is not observer)
 
 
 @contextlib.contextmanager
 def unobserved():
     """No observer sees the calls made inside: a tool's own work (the numerics inspector's float32 shadow)."""
-    s = _observed
-    saved, s.observers = s.observers, ()
+    m = modes()
+    saved, m.observers = m.observers, ()
     try:
         yield
     finally:
-        s.observers = saved
+        m.observers = saved
 
 
 def observing() -> bool:
     """Whether an observer is watching this thread's op calls."""
-    return bool(_observed.observers)
+    return bool(modes().observers)
 
 
 def current_call():
     """The innermost op call now running in this thread (None outside ops, or when nobody observes)."""
-    stack = _observed.stack
-    return stack[-1] if stack else None
+    calls = modes().calls
+    return calls[-1] if calls else None
 
 
 def run_observed(call, run, observers):
     """``run()`` as ``call``: the observers see it begin and end, and calls made inside have it as parent."""
-    s = _observed
+    calls = modes().calls
     for o in observers:
         o.enter(call)
-    s.stack.append(call)
+    calls.append(call)
     try:
         call.out = run()
     except BaseException as exc:
         call.error = exc
         raise
     finally:
-        s.stack.pop()
+        calls.pop()
         for o in observers:
             o.exit(call)
     return call.out
@@ -144,26 +136,27 @@ def run_observed(call, run, observers):
 
 def watching_backward() -> bool:
     """Whether an observer of this thread asked to see the autograd engine's calls (sees_backward)."""
-    observers = _observed.observers
+    observers = modes().observers
     return bool(observers) and any(getattr(o, "sees_backward", False) for o in observers)
 
 
 def observed_backward(kind, op, args, device, run, node=None):
     """The autograd engine's hook (called while watching_backward()): run a backward pass (kind
     "backward pass") or one node's backward (kind "backward") as a Call its observers see."""
-    observers = tuple(o for o in _observed.observers if getattr(o, "sees_backward", False))
+    m = modes()
+    observers = tuple(o for o in m.observers if getattr(o, "sees_backward", False))
     if not observers:
         return run()
-    stack = _observed.stack
-    parent = stack[-1] if stack else None
-    return run_observed(Call(op, args, {}, device, parent, len(stack), kind, node), run, observers)
+    parent = m.calls[-1] if m.calls else None
+    return run_observed(Call(op, args, {}, device, parent, len(m.calls), kind, node), run, observers)
 
 
 # ---------------------------------------------------------------- dispatch
 # Every op call runs this code, and on small tensors it is most of the time a training step takes
 # (benchmarks/dispatch.py). So the common case is kept cheap: one pass over the arguments (_find_tensors) finds
 # the tensors, their device, whether one requires grad, whether promotion has anything to do and the arrays forward
-# runs on; autocast, observers, forward AD and anomaly mode cost one check each when they are off.
+# runs on; autocast, observers, forward AD and anomaly mode cost one check each when they are off (all read from
+# this thread's Modes, fetched once per call: _modes.py says why).
 def dispatch(op, args, kwargs):
     """Run one call of ``op`` (the steps are listed in the module docstring)."""
     if kwargs:
@@ -177,16 +170,18 @@ def dispatch(op, args, kwargs):
     found = _find_tensors(op, args)
     if found[2] is None:  # no Tensor at all
         found = _scalars_to_tensors(op, args)
-    if _observed.observers:
-        return _dispatch_observed(op, kwargs, found)
-    return _dispatch(op, kwargs, found, None)
+    m = PER_THREAD.modes
+    if m.observers:
+        return _dispatch_observed(op, kwargs, found, m)
+    return _dispatch(op, kwargs, found, None, m)
 
 
-def _dispatch(op, kwargs, found, call):
-    """Autocast, promotion and forward; ``found`` is what _find_tensors found, ``call`` the observed Call."""
+def _dispatch(op, kwargs, found, call, m):
+    """Autocast, promotion and forward; ``found`` is what _find_tensors found, ``call`` the observed Call, ``m`` this
+    thread's Modes."""
     args, _, device, _, uniform = found
     decision = None
-    regions = _autocast.STATE.regions
+    regions = m.autocast_regions
     if regions and device.type in regions and not op.inplace and not explicit_dtype_or_out(op, args, kwargs):
         if call is not None:
             call.casting = True
@@ -206,20 +201,20 @@ def _dispatch(op, kwargs, found, call):
         call.run_args = args
     if args is not found[0]:  # autocast or promotion put casts in: look at the arguments again
         found = _find_tensors(op, args)
-    return _run(op, kwargs, found)
+    return _run(op, kwargs, found, m)
 
 
-def _dispatch_observed(op, kwargs, found):
-    stack = _observed.stack
-    call = Call(op, found[0], kwargs, found[2], stack[-1] if stack else None, len(stack))
-    return run_observed(call, lambda: _dispatch(op, kwargs, found, call), _observed.observers)
+def _dispatch_observed(op, kwargs, found, m):
+    calls = m.calls
+    call = Call(op, found[0], kwargs, found[2], calls[-1] if calls else None, len(calls))
+    return run_observed(call, lambda: _dispatch(op, kwargs, found, call, m), m.observers)
 
 
-def _run(op, kwargs, found):
+def _run(op, kwargs, found, m):
     """Forward on arrays, then the autograd bookkeeping of both modes."""
     args, arrays, device, requires_grad, _ = found
-    record = requires_grad and op.differentiable and _gm._local.grad
-    tangents = _fwad.STATE.level is not None and op.differentiable and _any_tangent(args)
+    record = requires_grad and op.differentiable and m.grad
+    tangents = m.dual_level is not None and op.differentiable and _any_tangent(args)
     ctx = OpNode(op, args, kwargs) if record or tangents else _Scratch()
     try:
         if device is CPU:
@@ -233,12 +228,12 @@ def _run(op, kwargs, found):
         raise
     several = type(data) is tuple
     if several:
-        out = tuple(_wrap(op, d, args, arrays, kwargs) for d in data)
+        out = tuple(_wrap(op, d, args, arrays, kwargs, m) for d in data)
     elif op.view or isinstance(data, np.generic):
-        out = _wrap(op, data, args, arrays, kwargs)
+        out = _wrap(op, data, args, arrays, kwargs, m)
     else:  # (what _wrap does with a plain result, without the call)
         out = Tensor._wrap(data)
-    if _gm._local.inference:
+    if m.inference:
         for o in (out if several else (out,)):
             o._inference = True
     if not (record or tangents):
@@ -253,18 +248,18 @@ def _run(op, kwargs, found):
             _fwad.attach_tangents(ctx, args, out)
         if record:
             ctx.seal()
-            if _gm._local.anomaly:
+            if m.anomaly:
                 ctx.trace = "".join(traceback.format_stack()[:-3])
     return out
 
 
-def _wrap(op, data, args, arrays, kwargs):
+def _wrap(op, data, args, arrays, kwargs, m):
     if isinstance(data, np.generic):
         data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
     if op.view and _is_view_of(data, arrays[0]):
         source = args[0]
         out = Tensor._wrap(data, vc=source._vc)
-        out._view = ViewInfo(source, op, args[1:], kwargs, not _gm._local.grad)
+        out._view = ViewInfo(source, op, args[1:], kwargs, not m.grad)
         return out
     return Tensor._wrap(data)
 
@@ -301,11 +296,11 @@ def _dispatch_out(op, args, kwargs):
     for o in outs:
         if not isinstance(o, Tensor):
             raise TypeError(f"{op.name}(): out= must be a Tensor (or a tuple of them), got {type(o).__name__}")
-    if _gm._local.grad and (any(o._requires_grad for o in outs) or any(t._requires_grad for t in tensors_in(args))
+    if modes().grad and (any(o._requires_grad for o in outs) or any(t._requires_grad for t in tensors_in(args))
                             or any(isinstance(v, Tensor) and v._requires_grad for v in kwargs.values())):
         raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support automatic differentiation, "
                            "but one of the arguments requires grad")
-    with _autocast.suspended(), _gm.no_grad():
+    with _autocast.suspended(), _no_grad():
         result = dispatch(op, args, kwargs)
     results = result if isinstance(result, tuple) else (result,)
     if len(results) != len(outs):

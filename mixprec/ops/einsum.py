@@ -21,7 +21,7 @@ import string
 import numpy as np
 
 from ..tensor import Tensor
-from .autocast import STATE as _AUTOCAST
+from .autocast import active_regions
 from .registry import register
 
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase  # the sublist form's 0..51, as torch numbers them
@@ -46,7 +46,7 @@ def einsum(ctx, equation, *operands):
         if not isinstance(t, Tensor):
             raise TypeError(f"einsum: operand {i} must be a Tensor, got {type(t).__name__}")
     dtypes = {t.dtype for t in operands}
-    regions = _AUTOCAST.regions
+    regions = active_regions()
     if len(dtypes) > 1 and not (regions and operands[0].device.type in regions):
         raise TypeError(f"einsum: operands must have one dtype, got {' and '.join(sorted(d.name for d in dtypes))}"
                         " (cast them, or run under mp.autocast)")

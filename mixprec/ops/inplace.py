@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
+from .._modes import modes
 from ..backend import array_module
 from ..tensor import Tensor
 from .registry import register
@@ -105,7 +106,7 @@ def apply(t, what, compute, direct=None, others=None):
     value is just written: by ``direct(t)`` when given (e.g. ``t[key] = v``
     without building a copy), else from compute.
     """
-    from ..autograd import forward_ad, grad_mode
+    from ..autograd import grad_mode
     from ..autograd.graph import _saved
     _check_writable(t, what)
     grad_on = grad_mode.is_grad_enabled()
@@ -113,7 +114,7 @@ def apply(t, what, compute, direct=None, others=None):
     if grad_on:
         _check_grad_rules(t, view, what)
     base = view.base if view is not None else None
-    if not _autograd_involved(t, base, others, grad_on, forward_ad.STATE.level is not None):
+    if not _autograd_involved(t, base, others, grad_on, modes().dual_level is not None):
         if direct is not None:
             direct(t)
         else:

@@ -68,7 +68,7 @@ def _check_cell(name, input, states, w_ih, w_hh, b_ih, b_hh, n_gates):
             shape, why = expected[what]
             raise RuntimeError(f"{name}: {what} must have shape {shape} ({why}), got {tuple(t.shape)}")
     dtypes = {t.dtype for _, t in tensors if t is not None}
-    regions = _autocast.STATE.regions  # inside a region, linear casts its own inputs (torch's CPU cells)
+    regions = _autocast.active_regions()  # inside a region, linear casts its own inputs (torch's CPU cells)
     if len(dtypes) > 1 and not (regions and input.device.type in regions):
         raise TypeError(f"{name}: expected every input, state, weight and bias in one dtype, got "
                         f"{' and '.join(sorted(d.name for d in dtypes))} (cast them, or run under mp.autocast)")
