@@ -189,7 +189,7 @@ REGION = st.tuples(st.sampled_from(["cuda", "cpu"]), st.sampled_from([None, mp.f
 def test_nested_regions_restore_state_exactly(regions, fail_at):
     def state():
         s = autocast_state.STATE
-        return dict(s.regions or {}), s.cache_enabled, s.enabled_depth
+        return dict(autocast_state.active_regions() or {}), s.cache_enabled, s.enabled_depth
 
     def enter(level):
         if level == len(regions):

@@ -173,6 +173,8 @@ def dispatch(op, args, kwargs):
     m = PER_THREAD.modes
     if m.observers:
         return _dispatch_observed(op, kwargs, found, m)
+    if found[4] and not m.autocast_regions and not op.composite:  # nothing for _dispatch to cast: run it
+        return _run(op, kwargs, found, m)
     return _dispatch(op, kwargs, found, None, m)
 
 
@@ -226,13 +228,14 @@ def _run(op, kwargs, found, m):
         if op.broadcast:
             _check_broadcast(op, arrays)
         raise
-    several = type(data) is tuple
-    if several:
+    several = False
+    if type(data) is _NDARRAY and not op.view:  # one new host array, as most calls return (what _wrap would do)
+        out = _new_tensor(data)
+    elif type(data) is tuple:
+        several = True
         out = tuple(_wrap(op, d, args, arrays, kwargs, m) for d in data)
-    elif op.view or isinstance(data, np.generic):
+    else:
         out = _wrap(op, data, args, arrays, kwargs, m)
-    else:  # (what _wrap does with a plain result, without the call)
-        out = Tensor._wrap(data)
     if m.inference:
         for o in (out if several else (out,)):
             o._inference = True
@@ -254,6 +257,7 @@ def _run(op, kwargs, found, m):
 
 
 def _wrap(op, data, args, arrays, kwargs, m):
+    """The Tensor of one result array: a view of its input for a view op that returned one."""
     if isinstance(data, np.generic):
         data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
     if op.view and _is_view_of(data, arrays[0]):
@@ -272,6 +276,10 @@ def _is_view_of(out, a):
     """Whether array ``out`` is a view into ``a``'s memory (NumPy and CuPy keep the owner in .base)."""
     base = out.base
     return base is not None and (base is a or (a.base is not None and base is a.base))
+
+
+_NDARRAY = np.ndarray
+_new_tensor = Tensor._wrap  # (read from the module, not the class: every op call makes its result here)
 
 
 class _Scratch:
@@ -407,7 +415,7 @@ def _find_tensors(op, args):
                 a._view.refresh(a)
             x = a.data
             arrays.append(x)
-            if not isinstance(x, np.ndarray):
+            if not isinstance(x, _NDARRAY):
                 off_host = True
             if a._requires_grad:
                 requires_grad = True
