@@ -450,6 +450,20 @@ class OpNode(Node):
             return self._outs
         return self._unpack_outputs()
 
+    @property
+    def needs_input_grad(self) -> tuple:
+        """One bool per positional argument (torch's ctx.needs_input_grad): whether its gradient goes anywhere
+        (for a list argument, whether any of its tensors' does). A backward rule skips what nobody needs."""
+        edges, layout = self._next_edges, self._layout
+        if type(layout) is int:
+            return tuple(e is not None for e in edges)
+        needs, k = [], 0
+        for n in layout:  # (None: one edge for a plain argument; n: a list's n slots)
+            width = 1 if n is None else n
+            needs.append(any(e is not None for e in edges[k:k + width]))
+            k += width
+        return tuple(needs)
+
     # ---- recording ----
     def finish(self, outs):
         """Become the grad_fn of each floating output and record the edges and what to save (the tangent rule

@@ -173,15 +173,9 @@ def _with_bias(y, b):
     return y
 
 
-def _wanted(ctx, i):
-    """Whether the gradient of tensor input i (0: input, 1: weight, 2: bias) goes anywhere (torch's
-    needs_input_grad): a convolution's first tensors are its first next_functions."""
-    return ctx.next_functions[i][0] is not None
-
-
 def _bias_grad(ctx, g, bias):
     """g summed over the images and positions, for a bias that needs it (else None)."""
-    if bias is None or not _wanted(ctx, 2):
+    if bias is None or not ctx.needs_input_grad[2]:
         return None
     return g.sum(dim=(0, *range(2, g.ndim)))
 
@@ -208,8 +202,8 @@ def conv_nd(ctx, input, weight, bias, geometry, groups):
 @conv_nd.grad
 def _(ctx, g):
     x, w, bias, geometry, groups = ctx.inputs
-    gx = conv_transpose_nd(g, w, None, tuple(x.shape), geometry, groups) if _wanted(ctx, 0) else None
-    gw = conv_weight_grad(x, g, geometry, groups) if _wanted(ctx, 1) else None
+    gx = conv_transpose_nd(g, w, None, tuple(x.shape), geometry, groups) if ctx.needs_input_grad[0] else None
+    gw = conv_weight_grad(x, g, geometry, groups) if ctx.needs_input_grad[1] else None
     return gx, gw, _bias_grad(ctx, g, bias), None, None
 
 
@@ -240,8 +234,8 @@ def conv_transpose_nd(ctx, input, weight, bias, shape, geometry, groups):
 @conv_transpose_nd.grad
 def _(ctx, g):
     y, w, bias, shape, geometry, groups = ctx.inputs
-    gy = conv_nd(g, w, None, geometry, groups) if _wanted(ctx, 0) else None
-    gw = conv_weight_grad(g, y, geometry, groups) if _wanted(ctx, 1) else None
+    gy = conv_nd(g, w, None, geometry, groups) if ctx.needs_input_grad[0] else None
+    gw = conv_weight_grad(g, y, geometry, groups) if ctx.needs_input_grad[1] else None
     return gy, gw, _bias_grad(ctx, g, bias), None, None, None
 
 
@@ -272,8 +266,8 @@ def conv_weight_grad(ctx, input, grad, geometry, groups):
 @conv_weight_grad.grad
 def _(ctx, gw):
     x, g, geometry, groups = ctx.inputs
-    gx = conv_transpose_nd(g, gw, None, tuple(x.shape), geometry, groups) if _wanted(ctx, 0) else None
-    gg = conv_nd(x, gw, None, geometry, groups) if _wanted(ctx, 1) else None
+    gx = conv_transpose_nd(g, gw, None, tuple(x.shape), geometry, groups) if ctx.needs_input_grad[0] else None
+    gg = conv_nd(x, gw, None, geometry, groups) if ctx.needs_input_grad[1] else None
     return gx, gg, None, None
 
 

@@ -313,11 +313,15 @@ def _(ctx, tx, tw, tb=None):
 @linear.grad
 def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
-    gx = g @ _c(w)
+    needs = ctx.needs_input_grad
+    gx = g @ _c(w) if needs[0] else None  # (a first layer's input needs none)
     g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
-    x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-    gw = g2.mT @ _c(x2)
-    gb = None if b is None else g2.sum(0)
+    if needs[1]:
+        x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
+        gw = g2.mT @ _c(x2)
+    else:
+        gw = None
+    gb = g2.sum(0) if b is not None and needs[2] else None
     return gx, gw, gb
 
 

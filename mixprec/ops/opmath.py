@@ -23,6 +23,8 @@ from ..dtypes import LOW_PRECISION, float32
 
 __all__ = ["opmath", "compute_dtype"]
 
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+
 
 def compute_dtype(dtype, ints="float") -> np.dtype:
     """float32 for float16/bfloat16 (and for integers and bool, unless ``ints="keep"``); else the dtype itself.
@@ -42,7 +44,12 @@ def opmath(fn, *args, ints="float"):
     they are (they are weak: float32 math keeps them float32). ``ints="keep"``
     runs integer/bool inputs in their own dtype.
     """
-    dtype = next(a.dtype for a in args if hasattr(a, "dtype"))
+    try:
+        dtype = args[0].dtype  # (an array comes first in nearly every call)
+    except AttributeError:
+        dtype = next(a.dtype for a in args if hasattr(a, "dtype"))
+    if dtype is _FLOAT32 or dtype is _FLOAT64:  # nothing to widen: the common case, told apart by identity
+        return fn(*args)
     low = dtype in LOW_PRECISION
     if not low and (dtype.kind not in "biu" or ints == "keep"):
         return fn(*args)
