@@ -38,7 +38,7 @@ class Tensor:
         self.data = data
         self._requires_grad = requires_grad
         self._grad_fn = grad_fn
-        self._vc = vc if vc is not None else [0]  # version counter, shared with views
+        self._vc = vc  # version counter, shared with views (None: version 0, not shared yet; see _version_counter)
 
     @staticmethod
     def _wrap(data, grad_fn=None, vc=None):
@@ -47,7 +47,7 @@ class Tensor:
         t.data = data
         t._requires_grad = grad_fn is not None
         t._grad_fn = grad_fn
-        t._vc = vc if vc is not None else [0]
+        t._vc = vc
         return t
 
     # ---- metadata ----
@@ -130,10 +130,19 @@ class Tensor:
     @property
     def _version(self) -> int:
         """Bumped by every in-place change; views share the counter with their base."""
-        return self._vc[0]
+        vc = self._vc
+        return 0 if vc is None else vc[0]
+
+    def _version_counter(self) -> list:
+        """The counter as a one-item list, to share (with a view, a saved tensor). Made on first use: most
+        tensors are never changed in place nor viewed, and every op result would otherwise allocate one."""
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        return vc
 
     def _bump_version(self):
-        self._vc[0] += 1
+        self._version_counter()[0] += 1
 
     # ---- gradients ----
     @property
@@ -218,7 +227,7 @@ class Tensor:
 
     def detach(self):
         """The same data (shared, with the same version counter) cut from the graph."""
-        return Tensor._wrap(self.data, vc=self._vc)
+        return Tensor._wrap(self.data, vc=self._version_counter())
 
     def detach_(self):
         """Cut this tensor from its graph in place (it becomes a leaf that does not require grad)."""

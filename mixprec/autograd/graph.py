@@ -215,7 +215,7 @@ class SavedTensor:
             if state[1] is None:
                 state[1] = t.clone()
             t = state[1]
-        self._vc = vc = t._vc
+        self._vc = vc = t._version_counter()
         self._version = vc[0]
         hooks = _saved.hooks
         if not hooks:
@@ -234,7 +234,8 @@ class SavedTensor:
     def retarget(self, t):
         """The saved output now lives in ``t`` (an in-place op's target, holding the same values): follow its
         version from here on (no second pack)."""
-        self._vc, self._version = t._vc, t._vc[0]
+        self._vc = vc = t._version_counter()
+        self._version = vc[0]
         if self._data is not None:
             self._data = t.data
 

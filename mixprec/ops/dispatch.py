@@ -262,7 +262,7 @@ def _wrap(op, data, args, arrays, kwargs, m):
         data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
     if op.view and _is_view_of(data, arrays[0]):
         source = args[0]
-        out = Tensor._wrap(data, vc=source._vc)
+        out = Tensor._wrap(data, vc=source._version_counter())
         out._view = ViewInfo(source, op, args[1:], kwargs, not m.grad)
         return out
     return Tensor._wrap(data)
@@ -405,7 +405,7 @@ def _find_tensors(op, args):
 
     A view whose base was changed in place since is refreshed first (it follows its base).
     """
-    data = op.promote if not op.variadic_data else data_positions(op, len(args))
+    data = None  # the data positions, found when a non-Tensor argument needs them
     arrays = []
     any_tensor = off_host = requires_grad = False  # off_host: a Tensor's array is not NumPy's (not the CPU)
     dtype, uniform = None, True
@@ -424,6 +424,8 @@ def _find_tensors(op, args):
             elif x.dtype is not dtype and x.dtype != dtype:
                 uniform = False
             continue
+        if data is None:
+            data = op.promote if not op.variadic_data else data_positions(op, len(args))
         if i in data and a is not None:  # a number, a list (cat) or an array in a data position
             uniform = False
             if not isinstance(a, SCALARS) and is_array(a):
