@@ -13,12 +13,16 @@ subject to all of them with no further work:
 The oracle is torch when the case's function runs under torch unchanged (its ``mp`` and ``F``
 rebound to torch and torch.nn.functional, an op passed as it is looked up by name) and then
 reproduces the case's own NumPy reference on the clean inputs; otherwise it is that reference.
+Attention runs on torch's math backend, the definition its documentation gives (scores plus a
+0/-inf mask, softmax, times V): its fused CPU kernel differs from it on non-finite scores, and
+differently by CPU (on AVX-512 a row whose only visible key is nan comes out 0, on AVX2 nan).
 
 A variant holds when
   * both give a result: the same shapes and, with torch, dtypes; the same values (non-finite where
     the oracle's are: nan and +-inf count alike, which one a formula gives depends on its
-    association; finite ones within 1e-9, 1e-5 with float32 involved); and, with torch, the same
-    gradient of a fixed projection of the outputs for every floating input (a finite gradient where
+    association; finite ones within 1e-9, 1e-5 with float32 involved: a float32 input or output, or
+    a float32 step of torch's definition, FLOAT32_INSIDE); and, with torch, the same gradient of a
+    fixed projection of the outputs for every floating input (a finite gradient where
     torch's is nan is a laundered nan: GradScaler would take that step);
   * both refuse, and mixprec's error is clear;
   * mixprec refuses a non-empty input clearly (where torch computes, that is allowed: a clear error
@@ -62,6 +66,7 @@ from op_cases import CASES
 
 try:
     import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 except ImportError:  # the NumPy references are the oracle for every case
     torch = None
 
@@ -75,9 +80,6 @@ _NORM_DTYPES = ("mixed dtypes promote to the wider one (a half input with float3
 _MARGIN_NAN = "a nan stays nan (torch's kernel compares z > 0 and so turns a nan margin into 0)"
 _INT_MATH = ("integer and bool inputs compute in float32, as exp and sigmoid do (torch has no integer kernel for "
              "it); tests/test_ops.py::test_integer_inputs_of_float_math_compute_in_float32 holds this choice")
-_SDPA_KERNELS = ("computed as torch's math backend (masks added as 0/-inf, so a nan or inf score under the causal "
-                 "mask makes its row nan); torch's CPU flash kernel, its default here, skips masked blocks and so "
-                 "disagrees with its own math backend on these inputs")
 _SDPA_EMPTY_MASK = ("an attn_mask that does not broadcast to the scores (..., L, S) is refused even when the output "
                     "is empty; torch skips every check then and accepts any mask")
 _CTC_GRADIENT = ("the gradient with respect to log_probs is the derivative of the loss (mixprec/ops/ctc.py); torch's "
@@ -118,8 +120,6 @@ DEVIATIONS = {
                      ("fft_rfft", "empty-last-dims"), ("fft_irfft", "empty-first-dims"),
                      ("fft_hfft", "empty-first-dims"))},
     # group fcc (attention, ctc)
-    **{("scaled_dot_product_attention", f"{v}-in-input{i}"): _SDPA_KERNELS for v, i in
-       (("nan", 0), ("inf", 0), ("-inf", 0), ("-inf", 1))},
     ("scaled_dot_product_attention", "empty-first-dim-of-input2"):
         "value's batch dims must broadcast with query's and key's (refused for 2 vs 0, 0 for 1 vs 0); torch returns "
         "zeros shaped by the query's batch, values with no value rows to come from",
@@ -160,6 +160,15 @@ DEVIATIONS = {
     **{(op, f"{v}-in-input0"): "QR of a non-finite matrix: which entries become nan is LAPACK's choice (NumPy's "
                                "here, MKL's in torch); Q and R are never all finite"
        for op in ("linalg_qr", "qr", "geqrf") for v in ("nan", "inf", "-inf")},
+}
+
+# (case, variant) where torch's definition computes a float32 step inside a float64 result: the float math of an
+# integer tensor runs in torch's default dtype, float32 (its type promotion rules), and mixprec follows it. Such a
+# step is judged at float32's tolerance: the last bit of a float32 kernel differs between libraries and CPUs.
+FLOAT32_INSIDE = {
+    ("poisson_nll_loss-rates-full-none", "int64-input1"):
+        "Stirling's term of an int64 target (target * log(target) - target + 0.5 * log(2 pi target)) is float32; "
+        "NumPy 2.4.6's SIMD (AVX2, AVX-512) float32 log gives log(7) = 1.9459102, one ulp above torch's 1.9459101",
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan
@@ -396,13 +405,15 @@ def _compare(what, got, want, rtol):
     return None
 
 
-def _rtol(values, outcome):
-    """Relative tolerance: float64 math agrees to rounding, math with a float32 input or output to float32's."""
+def _rtol(case, name, values, outcome):
+    """Relative tolerance: float64 math agrees to rounding, math with a float32 input, output or step (see
+    FLOAT32_INSIDE) to float32's."""
     low = any(isinstance(v, np.ndarray) and v.dtype == np.float32 for v in values)
+    low = low or (case.id, name) in FLOAT32_INSIDE
     return 1e-5 if low or any(d == "float32" for _, d in outcome.outputs) else 1e-9
 
 
-def judge(case, kind, values, mixprec, oracle, by_torch):
+def judge(case, kind, name, values, mixprec, oracle, by_torch):
     """None when the variant holds, else what is wrong and what to fix."""
     m_forward = mixprec.error is None or mixprec.where == "backward"
     o_forward = oracle.error is None or oracle.where == "backward"
@@ -426,7 +437,7 @@ def judge(case, kind, values, mixprec, oracle, by_torch):
                 f"{_describe(oracle)}. Refuse it with a clear error, or list the decision in DEVIATIONS")
     if len(mixprec.outputs) != len(oracle.outputs):
         return f"{len(mixprec.outputs)} outputs, the oracle has {len(oracle.outputs)}"
-    rtol = _rtol(values, oracle)
+    rtol = _rtol(case, name, values, oracle)
     for k, ((got, gdt), (want, wdt)) in enumerate(zip(mixprec.outputs, oracle.outputs)):
         if by_torch and gdt != wdt:
             return f"output {k} has dtype {gdt}, torch gives {wdt}"
@@ -472,14 +483,15 @@ def oracle_for(case):
 
 def campaign(case):
     """[(kind, variant name, failure or None)] for every hostile variant of one case."""
-    threads = torch.get_num_threads() if torch is not None else None
-    if threads is not None:
-        torch.set_num_threads(1)  # tiny tensors: torch's thread pool would only spin on a busy machine
-    try:
+    if torch is None:
         return _campaign(case)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: torch's thread pool would only spin on a busy machine
+    try:
+        with sdpa_kernel(SDPBackend.MATH):  # attention as documented (see the module docstring)
+            return _campaign(case)
     finally:
-        if threads is not None:
-            torch.set_num_threads(threads)
+        torch.set_num_threads(threads)
 
 
 def _campaign(case):
@@ -489,7 +501,7 @@ def _campaign(case):
         torch_judges = by_torch and (case.op, name) not in TORCH_CRASHES
         mixprec = run_mixprec(case, values, grads=torch_judges)
         oracle = run_torch(case, values, fn) if torch_judges else run_reference(case, values)
-        failure = judge(case, kind, values, mixprec, oracle, torch_judges)
+        failure = judge(case, kind, name, values, mixprec, oracle, torch_judges)
         if failure is not None and ((case.op, kind) in DEVIATIONS or (case.op, name.rstrip("0123456789"))
                                     in DEVIATIONS or (case.op, name) in DEVIATIONS):
             failure = None
