@@ -195,7 +195,7 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     if n_classes == 0:
         picked = xp.zeros(target.shape, input.dtype)
     else:
-        picked = xp.take_along_axis(input, xp.expand_dims(safe, cdim), axis=cdim).squeeze(cdim)
+        picked = input[_at_targets(xp, safe, cdim)]
 
     def loss_of(picked, w):
         loss = xp.where(counted, -picked * w, picked.dtype.type(0))  # an ignored target adds nothing, not even NaN
@@ -223,10 +223,15 @@ def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index,
     coef = opmath(coefficient, grad, w)
     out = xp.zeros(target.shape[:cdim] + (n_classes,) + target.shape[cdim:], grad.dtype)
     if n_classes:  # (with none every target is ignored)
-        grids = _be.open_grid(xp, safe.shape)
-        key = grids[:cdim] + (safe,) + grids[cdim:]
-        out[key] = coef  # one gradient per sample: each lands on its own element
+        out[_at_targets(xp, safe, cdim)] = coef  # one gradient per sample: each lands on its own element
     return out
+
+
+def _at_targets(xp, safe, cdim):
+    """The index of each sample's target class in an (N, C, d...) array: ``safe`` along the class dim, every
+    other dim by position (what take_along_axis builds, without its overhead on small arrays)."""
+    grids = _be.open_grid(xp, safe.shape)
+    return grids[:cdim] + (safe,) + grids[cdim:]
 
 
 def _options(ctx):
@@ -268,14 +273,14 @@ def _weight_tangent(input, target, weight, tw, loss, options):
 @_nll_loss_core.grad
 def _(ctx, g):
     input, target, weight = ctx.inputs[:3]
-    gx = _nll_loss_backward(g, target, weight, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
+    gx = _nll_loss_backward(g, target, weight, ctx.n_classes, ctx.cdim, ctx.ignore_index, ctx.reduction)
     if weight is None or not weight.requires_grad:
         return gx, None, None
     return gx, None, _class_weight_grad(input, target, weight, g, ctx.output, cdim=ctx.cdim, **_options(ctx))
 
 
 @_nll_loss_core.jvp
-def _(ctx, tx, tt, tw):
+def _(ctx, tx, tt, tw, *_):  # (no tangents for the options, when given by position)
     input, target, weight = ctx.inputs[:3]
     tangent = _nll_loss_core(tx, target, weight, **_options(ctx))
     if weight is None:
@@ -294,7 +299,7 @@ def _(ctx, gg):
 
 
 @_nll_loss_backward.jvp
-def _(ctx, tg, tt, tw):
+def _(ctx, tg, tt, tw, *_):
     grad, target, weight = ctx.inputs[:3]
     tangent = _nll_loss_backward(tg, target, weight, n_classes=ctx.n_classes, cdim=ctx.cdim, **_options(ctx))
     if weight is None:
@@ -318,7 +323,7 @@ def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-1
     are checked, and the loss and its gradients computed, by the op _nll_loss_core.
     """
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
-    return _nll_loss_core(input, target, weight, ignore_index=ignore_index, reduction=reduction)
+    return _nll_loss_core(input, target, weight, ignore_index, reduction)  # (positional: the cheaper call)
 
 
 @register("cross_entropy", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True,
