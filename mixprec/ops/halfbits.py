@@ -65,8 +65,8 @@ def plus_zero(x):
 
 # ---------------------------------------------------------------- order: max pooling on integers
 def has_nan_or_negative_zero(v) -> bool:
-    """Whether int16 patterns ``v`` hold a NaN or a -0, the values ``ordered`` does not order as float32 max does
-    (it takes the first of several NaNs, and of equal zeros the last: its sign NumPy's loop decides)."""
+    """Whether int16 patterns ``v`` hold a NaN or a -0: float32's max returns the first of several NaNs and, of
+    equal zeros, the last (which sign, NumPy's loop decides), and ``ordered`` keys cannot tell those apart."""
     return bool(((v & _MAGNITUDE) > _INF).any() or (v == NEGATIVE_ZERO).any())
 
 
