@@ -1,4 +1,5 @@
-"""A convolution is one op (_conv_nd) whose gradients are convolutions (_conv_transpose_nd, _conv_weight_grad).
+"""A convolution is one op (_conv_nd) whose gradients are one op too (_conv_backward, as torch's
+convolution_backward), computed as the convolutions _conv_transpose_nd and _conv_weight_grad and a sum.
 
 Each computes float16/bfloat16 in float32 and rounds once, so its result is the exact (float64) convolution of
 its half inputs rounded once, except where float32's rounding of the sum can move it across a rounding boundary
@@ -9,6 +10,7 @@ import pytest
 
 import mixprec as mp
 import mixprec.nn.functional as F
+from mixprec.ops.conv import Geometry
 
 U32 = 2.0 ** -24  # float32's unit roundoff
 
@@ -64,12 +66,12 @@ def test_half_conv2d_and_its_gradients_are_float64_rounded_once(dtype):
 
 
 def _ops_run_by(fn):
-    """fn()'s result, and the names of the ops it dispatched, in order."""
+    """fn()'s result, and the names of the ops it dispatched, in order (with which gradients, for _conv_backward)."""
     seen = []
 
     class Record:
         def enter(self, call):
-            seen.append(call.op.name)
+            seen.append((call.op.name, call.args[-1]) if call.op.name == "_conv_backward" else call.op.name)
 
         def exit(self, call):
             pass
@@ -78,16 +80,45 @@ def _ops_run_by(fn):
     return result, seen
 
 
-def test_conv2d_is_one_node_and_its_gradients_are_convolutions():
+def test_conv2d_is_one_node_and_its_gradients_one_op():
     x = mp.randn(2, 3, 5, 5, requires_grad=True)
     w = mp.randn(4, 3, 3, 3, requires_grad=True)
     b = mp.randn(4, requires_grad=True)
     y = F.conv2d(x, w, b, stride=2, padding=1)
     assert y.grad_fn.name() == "_conv_ndBackward"
     assert [type(node).__name__ for node, _ in y.grad_fn.next_functions] == ["AccumulateGrad"] * 3
-    _, seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (x, w, b)))
-    assert {"_conv_transpose_nd", "_conv_weight_grad"} <= set(seen)
-    assert "matmul" not in seen and "_im2col" not in seen
+    grads, seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (x, w, b)))
+    assert ("_conv_backward", (True, True, True)) in seen
+    assert "matmul" not in seen and "_im2col" not in seen and "sum" not in seen[1:]  # (seen[0]: y.sum())
+    # the same gradients as the separate ops give: a transposed convolution, the weight's correlation, a sum
+    g = mp.ones(*y.shape)
+    geometry, groups = Geometry((3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), (3, 3)), 1
+    separate = (mp.ops.get("_conv_transpose_nd")(g, w.detach(), None, tuple(x.shape), geometry, groups),
+                mp.ops.get("_conv_weight_grad")(x.detach(), g, geometry, groups), g.sum(dim=(0, 2, 3)))
+    for got, want in zip(grads, separate):
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+@pytest.mark.parametrize("dtype", [mp.float16, mp.bfloat16, mp.float32])
+@pytest.mark.parametrize("shape, kernel", [((64, 16, 8, 8), 3), ((64, 32, 4, 4), 3), ((5, 6, 7), 2),
+                                           ((3, 4, 5, 6, 7), 2)])
+def test_conv_bias_gradient_is_the_sum_of_g_bit_for_bit(dtype, shape, kernel):
+    # _conv_backward sums the widened g for the bias: the bits of the sum op on g itself (float32 accumulation,
+    # rounded once), also for a float16/bfloat16 g with large and tiny values
+    rng = np.random.default_rng(0)
+    nd = len(shape) - 2
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
+    x = mp.tensor(rng.standard_normal(shape).astype(dtype))
+    w = mp.tensor((rng.standard_normal((shape[1], shape[1]) + (kernel,) * nd) / 8).astype(dtype))
+    b = mp.tensor(np.zeros(shape[1], dtype=dtype), requires_grad=True)
+    y = conv(x, w, b, padding=kernel // 2 if kernel % 2 else 0)
+    g = rng.standard_normal(y.shape) * np.exp(rng.uniform(-8, 8, y.shape))
+    with np.errstate(over="ignore"):
+        g = mp.tensor(g.astype(dtype))
+    (gb,), seen = _ops_run_by(lambda: mp.autograd.grad(y, (b,), g))
+    assert seen == [("_conv_backward", (False, False, True))]
+    assert gb.dtype == dtype
+    assert gb.numpy().tobytes() == g.sum(dim=(0, *range(2, g.ndim))).numpy().tobytes()
 
 
 def test_conv2d_input_gradient_is_skipped_when_nothing_needs_it():
@@ -95,8 +126,12 @@ def test_conv2d_input_gradient_is_skipped_when_nothing_needs_it():
     w = mp.randn(4, 3, 3, 3, requires_grad=True)
     y = F.conv2d(x, w, padding=1)
     (gw,), seen = _ops_run_by(lambda: mp.autograd.grad(y.sum(), (w,)))
-    assert "_conv_weight_grad" in seen and "_conv_transpose_nd" not in seen
+    assert ("_conv_backward", (False, True, False)) in seen
     assert gw.shape == w.shape
+
+
+_DATA = mp.tensor(np.random.default_rng(2).standard_normal((2, 2, 4, 5)), dtype=mp.float64)
+_WEIGHT = mp.tensor(np.random.default_rng(3).standard_normal((3, 2, 3, 3)), dtype=mp.float64)
 
 
 @pytest.mark.parametrize("fn, shapes", [
@@ -104,7 +139,10 @@ def test_conv2d_input_gradient_is_skipped_when_nothing_needs_it():
      [(2, 4, 5, 6), (4, 2, 2, 3), (4,)]),
     (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2),
      [(1, 4, 3, 3), (4, 1, 3, 2), (2,)]),
-], ids=["conv2d", "conv_transpose2d"])
+    # fixed data, so _conv_backward gives the weight's and bias's gradients only; and the bias's alone
+    (lambda w, b: F.conv2d(_DATA, w, b, padding=1), [(3, 2, 3, 3), (3,)]),
+    (lambda b: F.conv2d(_DATA, _WEIGHT, b, padding=1).tanh(), [(3,)]),
+], ids=["conv2d", "conv_transpose2d", "conv2d-fixed-input", "conv2d-bias-only"])
 def test_convolution_second_derivatives(fn, shapes):
     rng = np.random.default_rng(1)
     inputs = [mp.tensor(rng.standard_normal(s), dtype=mp.float64, requires_grad=True) for s in shapes]

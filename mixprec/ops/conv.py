@@ -180,6 +180,36 @@ def _bias_grad(ctx, g, bias):
     return g.sum(dim=(0, *range(2, g.ndim)))
 
 
+def _convolved(xp, x, w, geometry, groups):
+    """weight @ im2col(x) per image and group, on arrays: x (N, C, *size), w (O, C/G, *kernel) -> (N, O, *out)."""
+    n, c = x.shape[:2]
+    out_c = w.shape[0]
+    cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel),
+                                             math.prod(geometry.out))                   # (N, G, C/G * K, L)
+    y = xp.matmul(w.reshape(groups, out_c // groups, cols.shape[2]), cols)              # (G, O/G, C/G * K) @
+    return y.reshape(n, out_c, *geometry.out)
+
+
+def _transposed(xp, x, w, shape, geometry, groups):
+    """col2im(weight^T @ x) per image and group, on arrays: x (N, C, *out), w (C, O/G, *kernel) -> ``shape``."""
+    n, c = x.shape[:2]
+    out_c, taps, positions = shape[1], math.prod(geometry.kernel), math.prod(geometry.out)
+    xs = x.reshape(n, groups, c // groups, positions)                                   # (N, G, C/G, L)
+    wt = xp.swapaxes(w.reshape(groups, c // groups, out_c // groups * taps), -1, -2)    # (G, O/G * K, C/G)
+    cols = xp.matmul(wt, xs).reshape(n, out_c * taps, positions)                        # (N, O * K, L)
+    return xp.ascontiguousarray(_add_columns(xp, cols, shape, geometry))
+
+
+def _correlated(xp, x, g, geometry, groups):
+    """g @ im2col(x)^T per image and group, summed over the images, on arrays: x (N, C, *size), g (N, O, *out)
+    -> (O, C/G, *kernel)."""
+    n, c = x.shape[:2]
+    out_c, positions = g.shape[1], math.prod(geometry.out)
+    cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel), positions)
+    per_image = xp.matmul(g.reshape(n, groups, out_c // groups, positions), xp.swapaxes(cols, -1, -2))
+    return _add_reduce(per_image, 0, False, per_image.dtype).reshape(out_c, c // groups, *geometry.kernel)
+
+
 @register("_conv_nd", promote=(0, 1, 2), saves=("input", "weight"))
 def conv_nd(ctx, input, weight, bias, geometry, groups):
     """The convolution, one op: weight @ im2col(input) + bias, per image and group.
@@ -188,29 +218,70 @@ def conv_nd(ctx, input, weight, bias, geometry, groups):
     float16/bfloat16 input and weight are widened once; columns, product and bias are float32 and the
     output is rounded once, as a cuDNN kernel does."""
     xp = array_module(input)
-    n, c = input.shape[:2]
-    out_c = weight.shape[0]
-
-    def compute(x, w, b):
-        cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel),
-                                                 math.prod(geometry.out))               # (N, G, C/G * K, L)
-        y = xp.matmul(w.reshape(groups, out_c // groups, cols.shape[2]), cols)          # (G, O/G, C/G * K) @
-        return _with_bias(y.reshape(n, out_c, *geometry.out), b)
-    return opmath(compute, input, weight, bias)
+    return opmath(lambda x, w, b: _with_bias(_convolved(xp, x, w, geometry, groups), b), input, weight, bias)
 
 
 @conv_nd.grad
 def _(ctx, g):
     x, w, bias, geometry, groups = ctx.inputs
-    gx = conv_transpose_nd(g, w, None, tuple(x.shape), geometry, groups) if ctx.needs_input_grad[0] else None
-    gw = conv_weight_grad(x, g, geometry, groups) if ctx.needs_input_grad[1] else None
-    return gx, gw, _bias_grad(ctx, g, bias), None, None
+    needs = ctx.needs_input_grad
+    wanted = (needs[0], needs[1], bias is not None and needs[2])
+    grads = iter(conv_backward(g, x, w, geometry, groups, wanted) if any(wanted) else ())
+    return tuple(next(grads) if want else None for want in wanted) + (None, None)
 
 
 @conv_nd.jvp
 def _(ctx, tx, tw, tb, *_):
     x, w, _b, geometry, groups = ctx.inputs  # bilinear in (input, weight), linear in bias
     return conv_nd(tx, w, tb, geometry, groups) + conv_nd(x, tw, None, geometry, groups)
+
+
+@register("_conv_backward", promote=(0, 1, 2), saves=("grad", "input", "weight"))
+def conv_backward(ctx, grad, input, weight, geometry, groups, wanted):
+    """The gradients of _conv_nd that ``wanted`` (three bools) asks for, in the order (input, weight, bias): one
+    op, as torch's convolution_backward.
+
+    They are _conv_transpose_nd(grad, weight), _conv_weight_grad(input, grad) and grad summed over the images
+    and positions, computed as those do; float16/bfloat16 grad (and the input or weight a wanted gradient
+    reads) are widened once for all three, and each gradient is rounded once."""
+    xp = array_module(grad)
+    axes = (0, *range(2, grad.ndim))
+
+    def compute(g, x, w):
+        return tuple(part() for want, part in zip(wanted, (
+            lambda: _transposed(xp, g, w, input.shape, geometry, groups),
+            lambda: _correlated(xp, x, g, geometry, groups),
+            lambda: _add_reduce(g, axes, False, g.dtype))) if want)
+    return opmath(compute, grad, input if wanted[1] else None, weight if wanted[0] else None)
+
+
+@conv_backward.grad
+def _(ctx, *cotangents):
+    # gx = T(g, w), gw = W(x, g) and gb = sum(g) are bilinear/linear: each cotangent goes back through convolutions
+    g, x, w, geometry, groups, wanted = ctx.inputs
+    given = iter(cotangents)
+    cx, cw, cb = (next(given) if want else None for want in wanted)
+    terms = []
+    if cx is not None or cb is not None:  # <cx, T(g, w)> = <conv(cx, w), g>; <cb, sum(g)> = <cb broadcast, g>
+        terms.append(conv_nd(cx, w, cb, geometry, groups) if cx is not None
+                     else cb.reshape(cb.shape + (1,) * (g.ndim - 2)).expand(g.shape))
+    if cw is not None:                    # <cw, W(x, g)> = <conv(x, cw), g> = <T(g, cw), x>
+        terms.append(conv_nd(x, cw, None, geometry, groups))
+    needs = ctx.needs_input_grad
+    gg = (terms[0] + terms[1] if len(terms) == 2 else terms[0]) if terms and needs[0] else None
+    gx = conv_transpose_nd(g, cw, None, tuple(x.shape), geometry, groups) if cw is not None and needs[1] else None
+    gw = conv_weight_grad(cx, g, geometry, groups) if cx is not None and needs[2] else None
+    return gg, gx, gw, None, None, None
+
+
+@conv_backward.jvp
+def _(ctx, tg, tx, tw, *_):
+    g, x, w, geometry, groups, wanted = ctx.inputs
+    return tuple(part() for want, part in zip(wanted, (
+        lambda: conv_transpose_nd(tg, w, None, tuple(x.shape), geometry, groups)
+        + conv_transpose_nd(g, tw, None, tuple(x.shape), geometry, groups),
+        lambda: conv_weight_grad(tx, g, geometry, groups) + conv_weight_grad(x, tg, geometry, groups),
+        lambda: tg.sum(dim=(0, *range(2, tg.ndim))))) if want)
 
 
 @register("_conv_transpose_nd", promote=(0, 1, 2), saves=("input", "weight"))
@@ -220,15 +291,8 @@ def conv_transpose_nd(ctx, input, weight, bias, shape, geometry, groups):
     input (N, C, *geometry.out), weight (C, O/groups, *kernel), bias (O,) or None -> ``shape`` = (N, O, *size).
     float16/bfloat16 are widened once; product, overlapping sums and bias are float32, rounded once."""
     xp = array_module(input)
-    n, c = input.shape[:2]
-    out_c, taps, positions = shape[1], math.prod(geometry.kernel), math.prod(geometry.out)
-
-    def compute(x, w, b):
-        xs = x.reshape(n, groups, c // groups, positions)                               # (N, G, C/G, L)
-        wt = xp.swapaxes(w.reshape(groups, c // groups, out_c // groups * taps), -1, -2)  # (G, O/G * K, C/G)
-        cols = xp.matmul(wt, xs).reshape(n, out_c * taps, positions)                    # (N, O * K, L)
-        return _with_bias(xp.ascontiguousarray(_add_columns(xp, cols, shape, geometry)), b)
-    return opmath(compute, input, weight, bias)
+    return opmath(lambda x, w, b: _with_bias(_transposed(xp, x, w, shape, geometry, groups), b), input, weight,
+                  bias)
 
 
 @conv_transpose_nd.grad
@@ -253,14 +317,7 @@ def conv_weight_grad(ctx, input, grad, geometry, groups):
     input (N, C, *size), grad (N, O, *geometry.out) -> (O, C/groups, *kernel): grad @ im2col(input)^T per image
     and group, summed over the images. float16/bfloat16: all of it in float32, rounded once."""
     xp = array_module(input)
-    n, c = input.shape[:2]
-    out_c, positions = grad.shape[1], math.prod(geometry.out)
-
-    def compute(x, g):
-        cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel), positions)
-        per_image = xp.matmul(g.reshape(n, groups, out_c // groups, positions), xp.swapaxes(cols, -1, -2))
-        return _add_reduce(per_image, 0, False, per_image.dtype).reshape(out_c, c // groups, *geometry.kernel)
-    return opmath(compute, input, grad)
+    return opmath(lambda x, g: _correlated(xp, x, g, geometry, groups), input, grad)
 
 
 @conv_weight_grad.grad

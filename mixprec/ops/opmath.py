@@ -6,7 +6,8 @@ Every mixprec op does the same on NumPy and CuPy arrays, so results do not
 depend on the backend and carry half an ulp of error, not one per step::
 
     opmath(fn, *arrays)       fn on the arrays in float32 (for float16/bfloat16),
-                              its result rounded back to their dtype once
+                              its result (or each of a tuple of results) rounded
+                              back to their dtype once
     compute_dtype(dtype)      the dtype that math on ``dtype`` runs in
 
 Integer and bool inputs of floating math (exp, sqrt, ... of an int tensor)
@@ -40,9 +41,11 @@ def compute_dtype(dtype, ints="float") -> np.dtype:
 def opmath(fn, *args, ints="float"):
     """``fn(*args)`` in the compute dtype of the first array among args, rounded once to its storage dtype.
 
-    Every array (and NumPy scalar) argument is widened; Python numbers pass as
-    they are (they are weak: float32 math keeps them float32). ``ints="keep"``
-    runs integer/bool inputs in their own dtype.
+    Every array (and NumPy scalar) argument is widened; Python numbers (and None)
+    pass as they are (they are weak: float32 math keeps them float32). ``ints="keep"``
+    runs integer/bool inputs in their own dtype. An ``fn`` that returns a tuple
+    (an op with several results computed from the same widened inputs) has each
+    result rounded.
     """
     try:
         dtype = args[0].dtype  # (an array comes first in nearly every call)
@@ -54,4 +57,6 @@ def opmath(fn, *args, ints="float"):
     if not low and (dtype.kind not in "biu" or ints == "keep"):
         return fn(*args)
     out = fn(*(a.astype(float32) if hasattr(a, "astype") else a for a in args))
-    return out.astype(dtype) if low else out
+    if not low:
+        return out
+    return tuple(o.astype(dtype) for o in out) if type(out) is tuple else out.astype(dtype)

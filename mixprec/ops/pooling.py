@@ -32,6 +32,7 @@ from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor, zeros_like
+from . import halfbits
 from .elementwise import where
 from .conv import Geometry, _im2col, ntuple
 from .opmath import compute_dtype
@@ -117,7 +118,11 @@ def _max_over_windows(ctx, x, taps, return_indices, unbatched):
     flat, valid = _flat_windows(taps, size)
     k, windows = flat.shape[-2:]
     # planes last, (P, N * C): each tap of each window is then one contiguous row over all planes
-    columns = xp.ascontiguousarray(x.reshape(n * c, plane).T).astype(compute_dtype(x.dtype), copy=False)
+    columns = xp.ascontiguousarray(x.reshape(n * c, plane).T)
+    # float16 compares as int16 keys in its order (halfbits.py), unless a NaN or -0 needs float32's rules
+    keyed = halfbits.applies(columns) and not halfbits.has_nan_or_negative_zero(halfbits.bits(columns))
+    columns = halfbits.ordered(halfbits.bits(columns)) if keyed else columns.astype(compute_dtype(x.dtype),
+                                                                                     copy=False)
     if flat.ndim == 4:  # a table per plane
         flat = xp.moveaxis(flat.reshape(n * c, k, windows), 0, -1)                          # (K, L, N * C)
         values = xp.take_along_axis(columns, flat.reshape(k * windows, n * c), axis=0).reshape(flat.shape)
@@ -125,9 +130,14 @@ def _max_over_windows(ctx, x, taps, return_indices, unbatched):
         flat = xp.asarray(flat)
         values = xp.take(columns, flat, axis=0)                                             # (K, L, N * C)
     if valid is not None:
-        values = xp.where(xp.asarray(valid)[..., None], values, values.dtype.type(-np.inf))
-    maxima = values.max(axis=0)                                                             # NaN propagates
-    best = _first_max(xp, values, maxima)
+        padding = halfbits.NEGATIVE_INF_KEY if keyed else values.dtype.type(-np.inf)
+        values = xp.where(xp.asarray(valid)[..., None], values, padding)
+    if keyed:
+        best, maxima = halfbits.first_max(values)
+        maxima = halfbits.from_ordered(maxima)
+    else:
+        maxima = values.max(axis=0)                                                         # NaN propagates
+        best = _first_max(xp, values, maxima)
     if flat.ndim == 3:
         index = xp.take_along_axis(flat, best[None], axis=0)[0]
     else:
@@ -154,14 +164,18 @@ def _max_pool_backward(ctx, grad, index, plane, disjoint):
     grad and index (N, C, L) -> (N, C, plane). Where windows overlap an element may win several, and
     their gradients add up (half ones in float32, rounded once: backend.scatter_add). Where they cannot
     (``disjoint``) each element receives one at most, and adding it to zero in its own dtype is that same
-    single rounding, without widening and rounding the whole plane.
+    single rounding, without widening and rounding the whole plane (float16: on the bit patterns).
     """
     xp = array_module(grad)
     n, c, _ = index.shape
     out = xp.zeros((n, c, plane), dtype=grad.dtype)
     if disjoint and xp is np:
         rows = np.arange(0, n * c * plane, plane).reshape(n, c, 1)  # where each plane starts in the flat out
-        out.reshape(-1)[(index + rows).reshape(-1)] += grad.reshape(-1)
+        at = (index + rows).reshape(-1)
+        if halfbits.applies(grad):
+            out.reshape(-1)[at] = halfbits.plus_zero(grad).reshape(-1)
+        else:
+            out.reshape(-1)[at] += grad.reshape(-1)
     else:
         grids = _be.open_grid(xp, index.shape)
         _be.scatter_add(out, (grids[0], grids[1], index), grad)

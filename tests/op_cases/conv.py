@@ -67,19 +67,23 @@ CASES += [
     Case("_convolution-transposed", "_convolution", [rnd(2, 2, 5), rnd(2, 3, 3)],
          lambda x, w: mp.ops.get("_convolution")(x, w, None, 2, 1, 1, True, 1, 1, False, False, True, True),
          lambda x, w: conv_transpose_ref(x, w, None, 2, 1, 1), **_HALF),
-    # a convolution's gradients are the one ops _conv_transpose_nd (input) and _conv_weight_grad (weight), each
-    # computing in float32 and rounding once: in half precision within an ulp of float64 (the output gradient
-    # reaches them unrounded: d sum(g * y) / dy = g)
-    Case("conv2d-input-grad", "_conv_transpose_nd", [rnd(1, 2, 4, 5), rnd(1, 3, 3, 3), rnd(3, 2, 2, 3)],
+    # a convolution's gradients are one op, _conv_backward, computed as _conv_transpose_nd (input) and
+    # _conv_weight_grad (weight) are (the latter is also the transposed convolution's weight gradient), each
+    # in float32 and rounded once: in half precision within an ulp of float64 (the output gradient reaches
+    # them unrounded: d sum(g * y) / dy = g)
+    Case("conv2d-input-grad", "_conv_backward", [rnd(1, 2, 4, 5), rnd(1, 3, 3, 3), rnd(3, 2, 2, 3)],
          grad_wrt_first(lambda x, w: F.conv2d(x, w)), lambda x, g, w: conv2d_input_grad_ref(x.shape, w, g),
          **_HALF),
-    Case("conv2d-weight-grad", "_conv_weight_grad", [rnd(4, 2, 3, 2), rnd(2, 4, 3, 3), rnd(2, 4, 5, 5)],
+    Case("conv2d-weight-grad", "_conv_backward", [rnd(4, 2, 3, 2), rnd(2, 4, 3, 3), rnd(2, 4, 5, 5)],
          grad_wrt_first(lambda w, x: F.conv2d(x, w, stride=2, padding=1, groups=2)),
          lambda w, g, x: conv_weight_grad_ref(x, g, w.shape[2:], 2, 1, groups=2), **_HALF),
-    Case("conv3d-weight-grad-dilation", "_conv_weight_grad", [rnd(2, 1, 2, 2, 2), rnd(1, 2, 3, 4, 5),
-                                                              rnd(1, 1, 4, 4, 5)],
+    Case("conv3d-weight-grad-dilation", "_conv_backward", [rnd(2, 1, 2, 2, 2), rnd(1, 2, 3, 4, 5),
+                                                           rnd(1, 1, 4, 4, 5)],
          grad_wrt_first(lambda w, x: F.conv3d(x, w, padding=(0, 1, 1), dilation=(1, 2, 2))),
          lambda w, g, x: conv_weight_grad_ref(x, g, w.shape[2:], 1, (0, 1, 1), (1, 2, 2)), **_HALF),
+    Case("conv_transpose2d-weight-grad", "_conv_weight_grad", [rnd(2, 3, 2, 3), rnd(1, 3, 6, 9), rnd(1, 2, 3, 4)],
+         grad_wrt_first(lambda w, x: F.conv_transpose2d(x, w, stride=2)),
+         lambda w, g, x: conv_weight_grad_ref(g, x, w.shape[2:], 2), **_HALF),
     Case("conv_tbc", "conv_tbc", [rnd(5, 2, 3), rnd(3, 3, 4), rnd(4)], lambda x, w, b: mp.conv_tbc(x, w, b, 1),
          lambda x, w, b: conv_ref(x.transpose(1, 2, 0), w.transpose(2, 1, 0), b, padding=1).transpose(2, 0, 1),
          **_HALF),
