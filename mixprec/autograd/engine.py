@@ -352,20 +352,21 @@ def _store_grad(leaf, g, foreign, create_graph):
     in place. Later gradients are added in place into the existing .grad.
     With create_graph the gradient is part of a graph and stays out of place.
     """
-    if create_graph or (leaf.grad is not None and leaf.grad.requires_grad):
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
+    grad = leaf._grad
+    if create_graph or (grad is not None and grad.requires_grad):
+        leaf.grad = g if grad is None else grad + g
         return
     a = g.data
-    if leaf.grad is None:
+    if grad is None:
         if a.base is not None or not a.flags.c_contiguous or id(a) in foreign:
             g = Tensor._wrap(a.copy())
         elif g.requires_grad:
             g = g.detach()
         foreign.add(id(g.data))
-        leaf.grad = g
+        leaf._grad = g  # (not the checking setter: the engine fitted g to the leaf's shape and dtype)
     else:
-        leaf.grad.data += a
-        leaf.grad._bump_version()
+        grad.data += a
+        grad._bump_version()
 
 
 # ---------------------------------------------------------------- entry points

@@ -19,6 +19,7 @@ product (two roundings). See docs/core.md.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from .opmath import opmath
+from .reduce import _add_reduce
 from .registry import register
 
 LP = "lower_precision_fp"
@@ -314,15 +316,81 @@ def _(ctx, tx, tw, tb=None):
 def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
     needs = ctx.needs_input_grad
-    gx = g @ _c(w) if needs[0] else None  # (a first layer's input needs none)
-    g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
-    if needs[1]:
-        x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-        gw = g2.mT @ _c(x2)
-    else:
-        gw = None
-    gb = g2.sum(0) if b is not None and needs[2] else None
-    return gx, gw, gb
+    wanted = (needs[0], needs[1], b is not None and needs[2])  # (a first layer's input needs no gradient)
+    grads = iter(linear_backward(g, x, w, wanted) if any(wanted) else ())
+    return tuple(next(grads) if want else None for want in wanted)
+
+
+@register("_linear_backward", promote=(0, 1, 2), same_dtype=True, saves=("grad", "input", "weight"))
+def linear_backward(ctx, grad, input, weight, wanted):
+    """The gradients of linear that ``wanted`` (three bools) asks for, in the order (input, weight, bias), as
+    one op: grad @ conj(weight), grad^T @ conj(input) and grad summed over the batch (each batch flattened to
+    rows). Four dispatches become one; half inputs are widened once and each gradient is rounded once."""
+    out_f, in_f = weight.shape if weight.ndim == 2 else (None, None)
+    if weight.ndim != 2 or grad.ndim == 0 or grad.shape[-1] != out_f or input.shape[-1:] != (in_f,) \
+            or grad.shape[:-1] != input.shape[:-1]:
+        raise RuntimeError(f"_linear_backward: grad {tuple(grad.shape)}, input {tuple(input.shape)} and weight "
+                           f"{tuple(weight.shape)} do not fit (expected grad (..., out), input (..., in), weight "
+                           "(out, in))")
+    if len(wanted) != 3:
+        raise ValueError(f"_linear_backward: wanted must hold three bools (input, weight, bias), got {wanted!r}")
+    if not _dt.is_differentiable(grad.dtype):
+        raise TypeError(f"_linear_backward: needs floating or complex tensors, got {grad.dtype.name}")
+
+    rows = math.prod(grad.shape[:-1])  # (not -1: a batch may be empty)
+
+    def compute(g, x, w):
+        g2 = g.reshape(rows, out_f)
+        return tuple(part() for want, part in zip(wanted, (
+            lambda: g @ (w.conj() if w.dtype.kind == "c" else w),
+            lambda: g2.T @ (x.conj() if x.dtype.kind == "c" else x).reshape(rows, in_f),
+            lambda: _add_reduce(g2, 0, False, g2.dtype))) if want)  # (as the sum op adds)
+    return opmath(compute, grad, input, weight)
+
+
+@linear_backward.grad
+def _(ctx, *cotangents):
+    # linear_backward is linear in grad and in (input, weight): with cotangents cx, cw, cb of its outputs
+    # gx = g @ conj(w), gw = g2^T @ conj(x2), gb = sum(g2), each goes back through a product
+    g, x, w, wanted = ctx.inputs
+    given = iter(cotangents)
+    cx, cw, cb = (next(given) if want else None for want in wanted)
+    needs = ctx.needs_input_grad
+    g2 = _rows(g)
+    gg = gx = gw = None
+    if needs[0]:
+        terms = [cx @ w.mT if cx is not None else None,
+                 (_rows(x) @ cw.mT).reshape(g.shape) if cw is not None else None,
+                 cb.expand(g.shape) if cb is not None else None]
+        for t in terms:
+            if t is not None:
+                gg = t if gg is None else gg + t
+    if needs[1] and cw is not None:
+        gx = (g2 @ _c(cw)).reshape(x.shape)
+    if needs[2] and cx is not None:
+        gw = g2.mT @ _c(_rows(cx))
+    return gg, gx, gw, None
+
+
+def _rows(t):
+    """A batch of vectors (..., n) as the rows of one matrix (None stays None)."""
+    return None if t is None else t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
+
+
+@linear_backward.jvp
+def _(ctx, tg, tx, tw, *_):
+    g, x, w, wanted = ctx.inputs
+
+    def product(a, ta, b, tb):  # d(a @ b) with b conjugated, either tangent possibly None
+        terms = [ta @ _c(b) if ta is not None else None, a @ _c(tb) if tb is not None else None]
+        terms = [t for t in terms if t is not None]
+        return terms[0] + terms[1] if len(terms) == 2 else terms[0] if terms else None
+
+    g2, tg2 = _rows(g), _rows(tg)
+    return tuple(part() for want, part in zip(wanted, (
+        lambda: product(g, tg, w, tw),
+        lambda: product(g2.mT, None if tg2 is None else tg2.mT, _rows(x), _rows(tx)),
+        lambda: tg2.sum(0) if tg2 is not None else None)) if want)
 
 
 # ---------------------------------------------------------------- chains of products

@@ -6,7 +6,7 @@ import numpy as np
 import mixprec as mp
 import mixprec.nn.functional as F
 
-from .case import Case, rnd
+from .case import Case, grad_wrt_first, rnd
 from .refs import matmul_ref
 
 CASES = [
@@ -47,4 +47,18 @@ CASES = [
     Case("chain_matmul-one", "chain_matmul", [rnd(2, 3)], mp.chain_matmul, lambda a: a.copy()),
     Case("linear", "linear", [rnd(3, 4), rnd(2, 4), rnd(2)], F.linear, lambda x, w, b: x @ w.T + b),
     Case("linear-no-bias-3d", "linear", [rnd(2, 2, 3), rnd(4, 3)], mp.linear, lambda x, w: x @ w.T),
+    # linear's gradients are one op, _linear_backward: g @ w, g^T @ x and the batch sum of g (each batch flattened
+    # to rows), in float32 and rounded once for half inputs
+    Case("linear-input-grad", "_linear_backward", [rnd(3, 4), rnd(3, 2), rnd(2, 4)],
+         grad_wrt_first(lambda x, w: F.linear(x, w)), lambda x, g, w: g @ w, lowp_ulps=2, lowp_spread=2),
+    Case("linear-weight-grad-3d", "_linear_backward", [rnd(4, 3), rnd(2, 2, 4), rnd(2, 2, 3)],
+         grad_wrt_first(lambda w, x: F.linear(x, w)), lambda w, g, x: g.reshape(-1, 4).T @ x.reshape(-1, 3),
+         lowp_ulps=2, lowp_spread=2),
+    Case("linear-bias-grad", "_linear_backward", [rnd(2), rnd(3, 2), rnd(3, 4), rnd(2, 4)],
+         grad_wrt_first(lambda b, x, w: F.linear(x, w, b)), lambda b, g, x, w: g.sum(0), lowp_ulps=2,
+         lowp_spread=2),
+    Case("_linear_backward-all", "_linear_backward", [rnd(2, 3, 2), rnd(2, 3, 4), rnd(2, 4)],
+         lambda g, x, w: mp.ops.get("_linear_backward")(g, x, w, (True, True, True)),
+         lambda g, x, w: (g @ w, g.reshape(-1, 2).T @ x.reshape(-1, 4), g.reshape(-1, 2).sum(0)),
+         second_order=True, lowp_ulps=2, lowp_spread=2),
 ]
