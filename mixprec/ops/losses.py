@@ -16,6 +16,7 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
+from .activation import log_softmax
 from .elementwise import clamp, softplus, where
 from .math_ops import pairwise_distance
 from .opmath import opmath
@@ -343,7 +344,7 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
     cdim = _class_dim("cross_entropy", input)
     n_classes = input.shape[cdim]
     _check_class_weight("cross_entropy", weight, input, cdim)
-    logp = input.log_softmax(dim=cdim)
+    logp = log_softmax(input, cdim)
     share = label_smoothing / n_classes if n_classes else 0.0  # each class's part of the smoothing
     w_b = None if weight is None else weight.reshape((n_classes,) + (1,) * (input.ndim - cdim - 1))
     if _dt.is_floating(target.dtype):  # class probabilities
@@ -357,7 +358,7 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
         if reduction == "mean":
             return per_sample.sum() / (per_sample.numel() if n_classes else math.nan)  # (torch: 0 / 0 classes)
         return _reduce(per_sample, reduction)
-    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    nll = _nll_loss_core(logp, target, weight, ignore_index, reduction)  # (what nll_loss would call)
     if label_smoothing == 0:
         return nll
     valid = target != ignore_index
