@@ -44,6 +44,24 @@ def test_hooks_can_replace_gradients(torch):
         assert x.grad.tolist() == [40.0, 40.0]  # (1 + 1) * 10 * 2
 
 
+@pytest.mark.parametrize("where", ["leaf hook", "retained non-leaf", "accumulator pre-hook"])
+def test_a_hook_may_not_change_the_gradients_dtype(where):
+    # torch refuses it too ("hook ... has changed the type of value"); .grad keeps the tensor's dtype
+    x = mp.tensor([1.0, 2.0], dtype=mp.float64, requires_grad=True)
+    y = x * 2
+    if where == "leaf hook":
+        x.register_hook(lambda g: g.to(mp.float32))
+    elif where == "retained non-leaf":
+        y.retain_grad()
+        y.register_hook(lambda g: g.to(mp.float32))
+    else:
+        accumulator = x.sum().grad_fn.next_functions[0][0]  # x's AccumulateGrad node (one per leaf)
+        accumulator.register_prehook(lambda go: (go[0].to(mp.float32),))
+    with pytest.raises(RuntimeError, match="dtype float32, but the tensor has dtype float64"):
+        y.sum().backward()
+    assert x.grad is None or x.grad.dtype == mp.float64
+
+
 def test_post_accumulate_grad_hook_fires_as_soon_as_the_leaf_is_done():
     """The engine runs a ready accumulator first: the last layer's weight is final (and its hook has run)
     before the first layer's backward starts, which is what lets DDP overlap communication."""

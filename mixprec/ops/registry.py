@@ -238,6 +238,7 @@ def _method(op, name):
         def method(self, *args, **kwargs):
             return dispatch(op, (self, *args), kwargs)
     method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"  # (what Python's argument-count errors name)
     method.__doc__ = op.__doc__
     return method
 
@@ -248,6 +249,7 @@ def _rmethod(op, name):
             return NotImplemented
         return dispatch(op, (other, self), {})
     method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
     return method
 
 
