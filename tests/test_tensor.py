@@ -450,3 +450,17 @@ def test_tensor_methods_exist_for_the_op_set():
                  "bmm", "mv", "dot", "addmm", "baddbmm", "reshape", "view", "transpose", "permute", "squeeze",
                  "unsqueeze", "expand", "flatten", "split", "scatter_add", "softmax", "log_softmax"]:
         assert callable(getattr(x, name)), name
+
+
+@pytest.mark.parametrize("dtype", [mp.float32, mp.float16, mp.int64, mp.complex64])
+def test_builtin_abs_is_the_abs_op(dtype):
+    values = np.array([-2.5, 0.0, 3.0, -0.0]) if dtype != mp.complex64 else np.array([3 - 4j, -1j, 0j, 2])
+    t = mp.tensor(values, dtype=dtype)
+    got = abs(t)
+    assert got.dtype == t.abs().dtype and np.array_equal(got.numpy(), t.abs().numpy())
+    assert np.array_equal(got.numpy(), np.abs(values).astype(got.numpy().dtype))
+    x = mp.tensor([-1.0, 2.0], requires_grad=True)
+    abs(x).sum().backward()
+    assert x.grad.tolist() == [-1.0, 1.0]
+    with pytest.raises(TypeError, match="abs: bool inputs are not supported"):
+        abs(mp.tensor([True, False]))

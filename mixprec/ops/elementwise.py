@@ -155,7 +155,8 @@ def _nan_where_nan(out, partial):
 
 
 # ---------------------------------------------------------------- the unary math table
-def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, functional=False, float16=None, **policy):
+def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, functional=False, float16=None, operator=None,
+          **policy):
     """Register an elementwise one-input op ``name``: ``fn`` on arrays, run in opmath.
 
     Its derivative is given from the input x, ``d_in(x)``, or from the output
@@ -163,7 +164,8 @@ def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, function
     inputs compute in float32 (``ints="keep"``: in their own type); ``bools=False``
     refuses bool inputs, as torch does for relu and abs. ``float16``, for an op
     that only selects, computes a NumPy float16 input's result on its bit patterns
-    instead of widening it: the same bits (halfbits.py).
+    instead of widening it: the same bits (halfbits.py). ``operator``: the Python operator
+    method that calls it too (``"__abs__"``: ``abs(t)``).
     """
     def forward(ctx, input):
         if not bools and input.dtype == np.bool_:
@@ -174,7 +176,8 @@ def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, function
         return opmath(fn, input, ints=ints)
     forward.__name__ = forward.__qualname__ = name
     saves = ("input",) if d_in is not None else ("output",)
-    op = register(name, methods=(name,), functional=functional, saves=saves, **policy)(forward)
+    methods = (name,) if operator is None else (name, operator)
+    op = register(name, methods=methods, functional=functional, saves=saves, **policy)(forward)
     op.__doc__ = f"Elementwise {name}."
     op.partials((lambda ctx: (d_in(ctx.inputs[0]),)) if d_in is not None else (lambda ctx: (d_out(ctx.output),)))
     return op
@@ -214,7 +217,7 @@ def _sign(a):
 
 
 abs = unary("abs", ufunc("abs"), d_in=lambda x: x.sign().conj() if x.is_complex() else x.sign(), ints="keep",
-            bools=False)  # 0 at nan, as torch
+            bools=False, operator="__abs__")  # 0 at nan, as torch
 sign = unary("sign", _sign, d_in=zeros_like, ints="keep")
 sin = unary("sin", ufunc("sin"), d_in=lambda x: x.cos())
 cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
