@@ -48,7 +48,7 @@ from .autocast import suspended
 from .opmath import compute_dtype, opmath
 from .padding import constant_pad_nd
 from .reduce import _add_reduce
-from .registry import register
+from .registry import in_places, register, wanted_only
 
 LP = "lower_precision_fp"
 
@@ -226,8 +226,7 @@ def _(ctx, g):
     x, w, bias, geometry, groups = ctx.inputs
     needs = ctx.needs_input_grad
     wanted = (needs[0], needs[1], bias is not None and needs[2])
-    grads = iter(conv_backward(g, x, w, geometry, groups, wanted) if any(wanted) else ())
-    return tuple(next(grads) if want else None for want in wanted) + (None, None)
+    return in_places(wanted, conv_backward(g, x, w, geometry, groups, wanted) if any(wanted) else ()) + (None, None)
 
 
 @conv_nd.jvp
@@ -248,10 +247,9 @@ def conv_backward(ctx, grad, input, weight, geometry, groups, wanted):
     axes = (0, *range(2, grad.ndim))
 
     def compute(g, x, w):
-        return tuple(part() for want, part in zip(wanted, (
-            lambda: _transposed(xp, g, w, input.shape, geometry, groups),
-            lambda: _correlated(xp, x, g, geometry, groups),
-            lambda: _add_reduce(g, axes, False, g.dtype))) if want)
+        return wanted_only(wanted, (lambda: _transposed(xp, g, w, input.shape, geometry, groups),
+                                    lambda: _correlated(xp, x, g, geometry, groups),
+                                    lambda: _add_reduce(g, axes, False, g.dtype)))
     return opmath(compute, grad, input if wanted[1] else None, weight if wanted[0] else None)
 
 
@@ -259,8 +257,7 @@ def conv_backward(ctx, grad, input, weight, geometry, groups, wanted):
 def _(ctx, *cotangents):
     # gx = T(g, w), gw = W(x, g) and gb = sum(g) are bilinear/linear: each cotangent goes back through convolutions
     g, x, w, geometry, groups, wanted = ctx.inputs
-    given = iter(cotangents)
-    cx, cw, cb = (next(given) if want else None for want in wanted)
+    cx, cw, cb = in_places(wanted, cotangents)
     terms = []
     if cx is not None or cb is not None:  # <cx, T(g, w)> = <conv(cx, w), g>; <cb, sum(g)> = <cb broadcast, g>
         terms.append(conv_nd(cx, w, cb, geometry, groups) if cx is not None
@@ -277,11 +274,11 @@ def _(ctx, *cotangents):
 @conv_backward.jvp
 def _(ctx, tg, tx, tw, *_):
     g, x, w, geometry, groups, wanted = ctx.inputs
-    return tuple(part() for want, part in zip(wanted, (
+    return wanted_only(wanted, (
         lambda: conv_transpose_nd(tg, w, None, tuple(x.shape), geometry, groups)
         + conv_transpose_nd(g, tw, None, tuple(x.shape), geometry, groups),
         lambda: conv_weight_grad(tx, g, geometry, groups) + conv_weight_grad(x, tg, geometry, groups),
-        lambda: tg.sum(dim=(0, *range(2, tg.ndim))))) if want)
+        lambda: tg.sum(dim=(0, *range(2, tg.ndim)))))
 
 
 @register("_conv_transpose_nd", promote=(0, 1, 2), saves=("input", "weight"))

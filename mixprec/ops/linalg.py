@@ -28,7 +28,7 @@ from .. import dtypes as _dt
 from ..backend import array_module
 from .opmath import opmath
 from .reduce import _add_reduce
-from .registry import register
+from .registry import in_places, register, wanted_only
 
 LP = "lower_precision_fp"
 
@@ -319,8 +319,7 @@ def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
     needs = ctx.needs_input_grad
     wanted = (needs[0], needs[1], b is not None and needs[2])  # (a first layer's input needs no gradient)
-    grads = iter(linear_backward(g, x, w, wanted) if any(wanted) else ())
-    return tuple(next(grads) if want else None for want in wanted)
+    return in_places(wanted, linear_backward(g, x, w, wanted) if any(wanted) else ())
 
 
 @register("_linear_backward", promote=(0, 1, 2), same_dtype=True, saves=("grad", "input", "weight"))
@@ -343,10 +342,9 @@ def linear_backward(ctx, grad, input, weight, wanted):
 
     def compute(g, x, w):
         g2 = g.reshape(rows, out_f)
-        return tuple(part() for want, part in zip(wanted, (
-            lambda: g @ (w.conj() if w.dtype.kind == "c" else w),
-            lambda: g2.T @ (x.conj() if x.dtype.kind == "c" else x).reshape(rows, in_f),
-            lambda: _add_reduce(g2, 0, False, g2.dtype))) if want)  # (as the sum op adds)
+        return wanted_only(wanted, (lambda: g @ (w.conj() if w.dtype.kind == "c" else w),
+                                    lambda: g2.T @ (x.conj() if x.dtype.kind == "c" else x).reshape(rows, in_f),
+                                    lambda: _add_reduce(g2, 0, False, g2.dtype)))  # (as the sum op adds)
     return opmath(compute, grad, input, weight)
 
 
@@ -355,8 +353,7 @@ def _(ctx, *cotangents):
     # linear_backward is linear in grad and in (input, weight): with cotangents cx, cw, cb of its outputs
     # gx = g @ conj(w), gw = g2^T @ conj(x2), gb = sum(g2), each goes back through a product
     g, x, w, wanted = ctx.inputs
-    given = iter(cotangents)
-    cx, cw, cb = (next(given) if want else None for want in wanted)
+    cx, cw, cb = in_places(wanted, cotangents)
     needs = ctx.needs_input_grad
     g2 = _rows(g)
     gg = gx = gw = None
@@ -389,10 +386,9 @@ def _(ctx, tg, tx, tw, *_):
         return terms[0] + terms[1] if len(terms) == 2 else terms[0] if terms else None
 
     g2, tg2 = _rows(g), _rows(tg)
-    return tuple(part() for want, part in zip(wanted, (
-        lambda: product(g, tg, w, tw),
-        lambda: product(g2.mT, None if tg2 is None else tg2.mT, _rows(x), _rows(tx)),
-        lambda: tg2.sum(0) if tg2 is not None else None)) if want)
+    return wanted_only(wanted, (lambda: product(g, tg, w, tw),
+                                lambda: product(g2.mT, None if tg2 is None else tg2.mT, _rows(x), _rows(tx)),
+                                lambda: tg2.sum(0) if tg2 is not None else None))
 
 
 # ---------------------------------------------------------------- chains of products
