@@ -365,12 +365,7 @@ def _store_grad(leaf, g, foreign, create_graph):
         elif g.requires_grad:
             g = g.detach()
         foreign.add(id(g.data))
-        held = leaf.data
-        if type(g.data) is np.ndarray and type(held) is np.ndarray and g.data.dtype == held.dtype \
-                and g.data.shape == held.shape:
-            leaf._grad = g  # what the setter checks, known already (the setter's checks cost ~2 us a leaf)
-        else:
-            leaf.grad = g  # the setter refuses a hook's change of dtype, shape or device, as torch does
+        leaf.grad = g  # (the setter refuses a hook's change of dtype, shape or device, as torch does)
     else:
         grad.data += a
         grad._bump_version()

@@ -34,8 +34,6 @@ from ..tensor import Tensor
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level", "exit_dual_level"]
 
 
-
-
 class _Level:
     """A dual level's identity."""
     __slots__ = ("index",)
