@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import backend
 from ..tensor import Tensor, tensor
 from . import engine, forward_ad, grad_mode
 
@@ -77,6 +78,7 @@ def _numeric(run, inputs, k, i, eps, direction=None):
     J @ direction when a direction (shaped like x) is given."""
     x = inputs[i]
     base = x.data.copy()
+    xp = backend.array_module(base)
     columns = [direction] if direction is not None else range(x.numel())
     result = []
     try:
@@ -84,6 +86,7 @@ def _numeric(run, inputs, k, i, eps, direction=None):
             step = np.zeros(x.shape) if direction is None else direction
             if direction is None:
                 step.reshape(-1)[e] = 1.0
+            step = xp.asarray(step)  # x's device: CuPy refuses a NumPy operand
             x.data[...] = base + eps * step
             plus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
             x.data[...] = base - eps * step
