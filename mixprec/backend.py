@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
 
 import numpy as np
@@ -15,12 +16,29 @@ import numpy as np
 from .dtypes import LOW_PRECISION
 from .dtypes import bfloat16 as BFLOAT16
 
-try:  # CuPy is optional: mixprec runs on NumPy alone.
-    import cupy as _cupy
-    _CUPY_IMPORT_ERROR = None
-except Exception as exc:  # ImportError, or a broken CUDA install raising at import
-    _cupy = None
-    _CUPY_IMPORT_ERROR = exc
+
+def _import_cupy():
+    """(cupy, cupyx, the import error): CuPy is optional, mixprec runs on NumPy alone. MIXPREC_CUPY=strict takes
+    mixprec.strict_cupy instead, the strict stand-in that runs the CUDA path on the CPU under CuPy's rules."""
+    choice = os.environ.get("MIXPREC_CUPY", "")
+    try:
+        if choice == "strict":
+            from . import strict_cupy
+            return strict_cupy.cupy, strict_cupy.cupyx, None
+        if choice:
+            raise ValueError(f"MIXPREC_CUPY={choice!r}: the one value it takes is 'strict' (unset: the real CuPy)")
+        import cupy
+        import cupyx
+        return cupy, cupyx, None
+    except ImportError as exc:
+        return None, None, exc
+    except Exception as exc:  # a broken CUDA install raising at import
+        if choice:
+            raise
+        return None, None, exc
+
+
+_cupy, _cupyx, _CUPY_IMPORT_ERROR = _import_cupy()
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -234,9 +252,8 @@ def to_host(a, pinned: bool = False):
         return a
     if not pinned:
         return to_device(a, CPU)
-    import cupyx
     with _cupy.cuda.Device(a.device.id):
-        out = cupyx.empty_pinned(a.shape, dtype=a.dtype)
+        out = _cupyx.empty_pinned(a.shape, dtype=a.dtype)
         _cupy.ascontiguousarray(a).get(out=out)
     raise_device_errors(a.device.id)
     return out
@@ -350,6 +367,13 @@ def raise_device_errors(index: int | None = None) -> None:
                     "for the GPU)")
 
 
+def discard_device_errors() -> None:
+    """Forget what ``check`` found that was never reported (tests start each test from clean flags with it)."""
+    for dev in list(_check_pending):
+        _check_pending.discard(dev)
+        _check_flags[dev].fill(0)
+
+
 def on_device(dev: Device):
     """A context manager that makes ``dev`` CuPy's current device (no-op on cpu)."""
     if dev.type == "cuda":
@@ -382,8 +406,7 @@ def scatter_add(target, index, values):
     elif isinstance(target, np.ndarray):
         np.add.at(target, index, values)
     else:
-        import cupyx
-        cupyx.scatter_add(target, index, values)
+        _cupyx.scatter_add(target, index, values)
 
 
 def where(condition, a, b):
@@ -447,15 +470,13 @@ def linalg_errors(xp):
     (a device sync, as torch's checked linalg ops do) only inside cupyx.errstate(linalg="raise")."""
     if xp is np:
         return contextlib.nullcontext()
-    import cupyx
-    return cupyx.errstate(linalg="raise")
+    return _cupyx.errstate(linalg="raise")
 
 
 def erf(a):
     """Elementwise error function, accurate to float64."""
     if is_cupy_array(a):
-        import cupyx.scipy.special
-        return cupyx.scipy.special.erf(a)
+        return _cupyx.scipy.special.erf(a)
     try:
         from scipy.special import erf as _erf
     except ImportError:  # no SciPy: the exact but slower stdlib routine
@@ -551,3 +572,8 @@ def manual_seed(seed: int):
 def cupy_module():
     """CuPy itself, for the few modules (kernels) that need its raw API; None without it."""
     return _cupy
+
+
+def cupyx_module():
+    """cupyx (CuPy's extensions) beside cupy_module(); None without CuPy."""
+    return _cupyx

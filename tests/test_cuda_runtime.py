@@ -222,7 +222,7 @@ gpu = pytest.mark.gpu
 
 @gpu
 def test_devices_and_properties():
-    import cupy
+    cupy = mp.backend.cupy_module()
     n = cuda.device_count()
     assert n >= 1 and 0 <= cuda.current_device() < n
     props = cuda.get_device_properties()

@@ -10,7 +10,6 @@ CuPy is reached through ``backend.cupy_module()``; the NCCL binding
 """
 from __future__ import annotations
 
-import importlib
 
 from .. import backend as _be
 from .. import dtypes as _dt
@@ -29,8 +28,8 @@ def _load_nccl():
         raise _be.DeviceUnavailableError(f"backend 'nccl' needs a CUDA GPU, but {reason}; "
                                          "on CPUs use backend='mpi'")
     try:
-        nccl = importlib.import_module("cupy.cuda.nccl")
-    except ImportError as exc:
+        nccl = _be.cupy_module().cuda.nccl  # a CuPy submodule, loaded on first use
+    except (ImportError, AttributeError) as exc:
         nccl, why = None, exc
     else:
         why = "the NCCL library could not be loaded"
