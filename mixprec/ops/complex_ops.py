@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import array_module
+from ..backend import array_module, where
 from ..tensor import zeros_like
 from .registry import register
 
@@ -77,7 +77,7 @@ def angle(ctx, input):
     if _dt.is_complex(input.dtype):
         return xp.angle(input)
     t = input.dtype.type
-    return xp.where(xp.isnan(input), input, xp.where(input < 0, t(np.pi), t(0)))
+    return where(xp.isnan(input), input, where(input < 0, t(np.pi), t(0)))  # keeps bfloat16 on CuPy too
 
 
 @angle.partials

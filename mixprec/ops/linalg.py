@@ -12,10 +12,10 @@ mm, in the cheapest order.
 On CuPy, float16 matmul goes to cuBLAS (cublasGemmEx) with compute type
 CUBLAS_COMPUTE_32F (float32 accumulation, tensor-core algorithm on sm_70+), so it
 is used as is; a 1-D . 1-D float16 dot is the exception (CuPy reduces it with an
-elementwise kernel in float16), so it is widened like on the CPU. bfloat16 is
-widened on both backends, so results do not depend on the CuPy version. On CuPy
-the fused ops' extra term is added in float32 to the already rounded float16
-product (two roundings). See docs/core.md.
+elementwise kernel in float16), so it is widened like on the CPU. The fused ops
+and bfloat16 products (on sm_80+) make their own cuBLAS call (ops/gemm.py): the
+extra term joins inside the GEMM, before its one rounding, as in torch. See
+docs/core.md.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
+from . import gemm
 from .opmath import opmath
 from .reduce import _add_reduce
 from .registry import in_places, register, wanted_only
@@ -42,6 +43,8 @@ def _mm(a, b):
     """a @ b, with float32 accumulation and one rounding for half inputs."""
     if _native_half_gemm(a, b):
         return a @ b
+    if gemm.supports(a, b):  # bfloat16 on a GPU: cuBLAS's bfloat16 GEMM rather than widening to float32
+        return gemm.gemm_plus(a, b, None, beta=0)
     return opmath(operator.matmul, a, b, ints="keep")
 
 
@@ -64,8 +67,8 @@ def _mm_plus(name, a, b, c, alpha=1, beta=1):
         if beta == 0:
             return out + array_module(out).zeros_like(c)
         return out + (c if beta == 1 else c * t(beta))
-    if _native_half_gemm(a, b):  # cuBLAS rounded the product already: the addend joins in float32
-        return opmath(combine, a @ b, c)
+    if gemm.supports(a, b):  # on a GPU the addend joins inside cuBLAS's GEMM: one rounding, as in torch
+        return gemm.gemm_plus(a, b, c, alpha, beta)
     return opmath(lambda a, b, c: combine(a @ b, c), a, b, c, ints="keep")
 
 

@@ -214,8 +214,18 @@ def _triangle(name, keep):
     return op
 
 
-tril = _triangle("tril", lambda xp, a, k: xp.tril(a, k))
-triu = _triangle("triu", lambda xp, a, k: xp.triu(a, k))
+def _bits_if_bfloat16(select):
+    """CuPy's tril/triu select through where, which has no bfloat16 loop (it would return float32); selecting
+    never changes a value, so bfloat16 goes through as its 16-bit patterns (zero's pattern is +0.0)."""
+    def keep(xp, a, k):
+        if a.dtype == _dt.bfloat16:
+            return select(xp, a.view(np.uint16), k).view(a.dtype)
+        return select(xp, a, k)
+    return keep
+
+
+tril = _triangle("tril", _bits_if_bfloat16(lambda xp, a, k: xp.tril(a, k)))
+triu = _triangle("triu", _bits_if_bfloat16(lambda xp, a, k: xp.triu(a, k)))
 
 
 def _diagonal_index(name, shape, offset, dim1, dim2):

@@ -117,6 +117,20 @@ def _owner(a: np.ndarray) -> np.ndarray:
 
 
 _OWNERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # id(memory) -> the array that owns it
+_MEMORY: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # start address -> live device memory
+
+
+def _register(root: np.ndarray) -> None:
+    _MEMORY[root.__array_interface__["data"][0]] = root
+
+
+def memory_at(address: int, nbytes: int) -> tuple[np.ndarray, int]:
+    """(the device memory holding [address, address + nbytes), the offset in it): how a library call given raw
+    pointers (the stand-in's cuBLAS) finds the arrays behind them."""
+    for start, root in list(_MEMORY.items()):
+        if start <= address and address + nbytes <= start + root.nbytes:
+            return root, address - start
+    raise RuntimeError(f"cudaErrorIllegalAddress: no device memory at {address:#x} (+{nbytes} bytes)")
 
 
 def new(buffer: np.ndarray, device: int | None = None, fresh: bool = True) -> "ndarray":
@@ -127,6 +141,7 @@ def new(buffer: np.ndarray, device: int | None = None, fresh: bool = True) -> "n
     if fresh:
         root = _owner(buffer)
         _charge(root)
+        _register(root)
         _OWNERS[id(root)] = out
     return out
 
@@ -457,6 +472,8 @@ class ndarray:
         self._a = np.empty(shape, dtype=dtype, order=order)
         self._device = CURRENT.device
         _charge(self._a)
+        _register(self._a)
+        _OWNERS[id(self._a)] = self
 
     # -- what an array is
     @property

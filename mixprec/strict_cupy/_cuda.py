@@ -8,6 +8,7 @@ with replays the records. The device reports itself as a compute capability
 """
 from __future__ import annotations
 
+import ctypes
 import types
 
 import numpy as np
@@ -372,6 +373,64 @@ class RandomState:
         return self._draw(lambda: self._gen.integers(low, high, size, dtype=dtype))
 
 
+# ---- cuBLAS: the GEMMs mixprec calls through CuPy's binding, on raw pointers ---------------------------------
+_CUDA_DTYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float64), 2: np.dtype(np.float16),
+                14: np.dtype("bfloat16")}  # cudaDataType: CUDA_R_32F, _64F, _16F, _16BF
+
+
+def _column_major(pointer, dtype, rows, cols, ld, stride, count):
+    """(a (count, rows, cols) view of column-major matrices at a device pointer, the memory it lies in)."""
+    item = dtype.itemsize
+    extent = ((count - 1) * stride + (cols - 1) * ld + rows) * item if rows and cols else item
+    root, _ = _array.memory_at(pointer, extent)
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * extent).from_address(pointer)).view(dtype)
+    return np.lib.stride_tricks.as_strided(raw, (count, rows, cols), (stride * item, item, ld * item)), root
+
+
+def _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb, stride_b, beta, C, Ctype, ldc,
+          stride_c, count, compute_type):
+    """C = alpha op(A) op(B) + beta C, column-major, accumulated in the compute type and rounded once."""
+    _state.library_call("cuBLAS")
+    if Atype != Btype or Atype not in _CUDA_DTYPES or Ctype not in _CUDA_DTYPES:
+        raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED: this type combination")
+    wide = np.float64 if compute_type in (70, 71) else np.float32  # CUBLAS_COMPUTE_64F(_PEDANTIC)
+    scalar = ctypes.c_double if wide is np.float64 else ctypes.c_float
+    a_val, b_val = scalar.from_address(alpha).value, scalar.from_address(beta).value
+    a_rows, a_cols = (m, k) if transa == 0 else (k, m)
+    b_rows, b_cols = (k, n) if transb == 0 else (n, k)
+    a, a_memory = _column_major(A, _CUDA_DTYPES[Atype], a_rows, a_cols, lda, stride_a, count)
+    b, b_memory = _column_major(B, _CUDA_DTYPES[Btype], b_rows, b_cols, ldb, stride_b, count)
+    c, c_memory = _column_major(C, _CUDA_DTYPES[Ctype], m, n, ldc, stride_c, count)
+
+    def run(memory=(a_memory, b_memory, c_memory)):  # the record holds the memory it reads and writes
+        op_a = a.astype(wide) if transa == 0 else np.swapaxes(a, -1, -2).astype(wide)
+        op_b = b.astype(wide) if transb == 0 else np.swapaxes(b, -1, -2).astype(wide)
+        result = wide(a_val) * (op_a @ op_b)
+        if b_val != 0:  # beta = 0: C is not read (it may hold NaN)
+            result = result + wide(b_val) * c.astype(wide)
+        c[...] = result.astype(c.dtype)
+    _array.mutate(run)
+
+
+def _gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+             computeType, algo):
+    _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
+          computeType)
+
+
+def _gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
+                             strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo):
+    _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
+          strideC, batchCount, computeType)
+
+
+# cublas_api.h's values (the real binding cannot be imported without the cuBLAS library).
+cublas = types.SimpleNamespace(
+    CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_OP_C=2, CUBLAS_GEMM_DEFAULT=-1, CUBLAS_GEMM_DEFAULT_TENSOR_OP=99,
+    CUBLAS_COMPUTE_16F=64, CUBLAS_COMPUTE_32F=68, CUBLAS_COMPUTE_32F_PEDANTIC=69, CUBLAS_COMPUTE_64F=70,
+    gemmEx=_gemm_ex, gemmStridedBatchedEx=_gemm_strided_batched_ex)
+
+
 def make_module():
     cuda = types.ModuleType("strict_cupy.cuda")
     cuda.Device, cuda.Stream, cuda.ExternalStream, cuda.Event, cuda.Graph = Device, Stream, ExternalStream, Event, Graph
@@ -382,5 +441,7 @@ def make_module():
     cuda.runtime, cuda.nvtx, cuda.curand = runtime, nvtx, curand
     cuda.is_available = lambda: True
     cuda.CUDARuntimeError = CUDARuntimeError
-    cuda.device = types.SimpleNamespace(Device=Device, get_device_id=lambda: CURRENT.device)
+    cuda.cublas = cublas
+    cuda.device = types.SimpleNamespace(Device=Device, get_device_id=lambda: CURRENT.device,
+                                        get_cublas_handle=lambda: 0x5eed)
     return cuda

@@ -73,7 +73,7 @@ CASES = [
          lambda re, im: np.fft.hfft(z_ref(re, im), n=7), lowp=False),
     Case("ihfft", "fft_ihfft", [rnd(2, 6)], lambda x: mp.view_as_real(mp.fft.ihfft(x, norm="ortho")),
          lambda x: parts(np.fft.ihfft(x, norm="ortho")), lowp=False),
-    Case("stft", "stft", [rnd(20)], lambda x: mp.stft(x, 8, hop_length=3, window=mp.tensor(WINDOW),
-                                                       return_complex=False),
+    Case("stft", "stft", [rnd(20)],
+         lambda x: mp.stft(x, 8, hop_length=3, window=mp.tensor(WINDOW, device=x.device), return_complex=False),
          lambda x: stft_ref(x, 8, 3, WINDOW), lowp=False),
 ]

@@ -29,7 +29,7 @@ def spd(x):
 
 
 def mspd(x):
-    return x @ x.mT + mp.eye(x.shape[-1], dtype=x.dtype)
+    return x @ x.mT + mp.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def sym(x):
@@ -96,9 +96,10 @@ CASES = [
     Case("lu_factor", "linalg_lu_factor", [rnd(4, 4)], lambda a: with_long(mp.linalg.lu_factor(a), mp), lu_ref,
          lowp=False, rtol64=1e-10),
     Case("lu_solve", "lu_solve", [rnd(4, 2), wellcond(4, 4)],
-         lambda b, lu: mp.lu_solve(b, lu, mp.tensor(PIVOTS)), lu_solve_ref, lowp=False, rtol64=1e-10),
+         lambda b, lu: mp.lu_solve(b, lu, mp.tensor(PIVOTS, device=b.device)), lu_solve_ref, lowp=False,
+         rtol64=1e-10),
     Case("linalg.lu_solve-adjoint-right", "linalg_lu_solve", [wellcond(4, 4), rnd(3, 4)],
-         lambda lu, b: mp.linalg.lu_solve(lu, mp.tensor(PIVOTS), b, left=False, adjoint=True),
+         lambda lu, b: mp.linalg.lu_solve(lu, mp.tensor(PIVOTS, device=lu.device), b, left=False, adjoint=True),
          lambda lu, b: lu_solve_ref(b.T, lu).T, lowp=False, rtol64=1e-10),
     Case("det", "linalg_det", [rnd(2, 3, 3)], mp.linalg.det, np.linalg.det, lowp=False, second_order=True,
          rtol64=1e-10),

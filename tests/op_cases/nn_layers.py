@@ -12,7 +12,11 @@ from .refs import batch_norm_train_ref, embedding_ref
 
 def _seeded_dropout(x):
     mp.manual_seed(11)  # the same mask on every call, so finite differences see one function
+    _seeded_dropout.device = x.device  # masks are drawn where the tensor is (cuRAND on a GPU): see _kept
     return F.dropout(x, 0.4)
+
+
+_seeded_dropout.device = "cpu"
 
 
 CASES = [
@@ -25,8 +29,8 @@ CASES = [
          lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), batch_norm_train_ref,
          lowp_ulps=8, lowp_spread=8),
     Case("batch_norm-eval", "batch_norm", [rnd(3, 2), rnd(2), rnd(2)],
-         lambda x, w, b: F.batch_norm(x, mp.tensor([0.5, -1.0], dtype=x.dtype), mp.tensor([2.0, 0.5], dtype=x.dtype),
-                                      w, b),
+         lambda x, w, b: F.batch_norm(x, mp.tensor([0.5, -1.0], dtype=x.dtype, device=x.device),
+                                      mp.tensor([2.0, 0.5], dtype=x.dtype, device=x.device), w, b),
          lambda x, w, b: (x - np.array([0.5, -1.0])) / np.sqrt(np.array([2.0, 0.5]) + 1e-5) * w + b,
          lowp_ulps=4, lowp_spread=4),
     Case("prelu-per-channel", "prelu", [away(2, 3, 4), pos(3, lo=0.1, hi=0.9)], F.prelu,
@@ -44,6 +48,7 @@ CASES = [
 
 
 def _kept(shape):
-    """Which elements seed 11 keeps (the mask drawn through mixprec; the arithmetic checked in NumPy)."""
-    return _seeded_dropout(mp.ones(*shape, dtype=mp.float64)).numpy() != 0
+    """Which elements seed 11 keeps on the device the case last ran on (the mask drawn through mixprec; the
+    arithmetic checked in NumPy)."""
+    return _seeded_dropout(mp.ones(*shape, dtype=mp.float64, device=_seeded_dropout.device)).numpy() != 0
 
