@@ -76,9 +76,9 @@ def bench_case(cp, torch, name, count, size, repeat):
     pointers = [g.data.ptr for g in grads]
     table = runner.upload(chunk_table((pointers, pointers), [g.size for g in grads], _kernels.CHUNK_SIZE), device_id)
     n_blocks = sum(-(-g.size // _kernels.CHUNK_SIZE) for g in grads)
-    name = _kernels.unscale_kernel_name("float32", "float32")
-    t_kernel = timed(cp, lambda: runner.launch("multi_tensor_unscale.cu", name, device_id, n_blocks, _kernels.THREADS,
-                                               (table, found, inv)), repeat)
+    kernel = _kernels.unscale_kernel_name("float32", "float32")
+    t_kernel = timed(cp, lambda: runner.launch("multi_tensor_unscale.cu", kernel, device_id, n_blocks,
+                                               _kernels.THREADS, (table, found, inv)), repeat)
 
     launches = _kernels.launch_count()
     F.non_finite_check_and_unscale_(grads, found, inv)

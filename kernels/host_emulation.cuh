@@ -48,10 +48,11 @@ inline double sqrt_f64(double x) { return std::sqrt(x); }
 inline double f32_to_f64(float x) { return (double)x; }
 inline float f64_to_f32(double x) { return (float)x; }
 
-// kernel<<<grid, block>>>(args...), every argument a pointer passed as void*.
+// kernel<<<grid, block>>>(args...): args[i] points to the i-th argument's value, as cuLaunchKernel's
+// kernelParams (a pointer argument's value is the pointer; a struct's is its bytes).
 template <typename... P, std::size_t... I>
 void host_call(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
-    kernel(static_cast<P>(args[I])...);
+    kernel(*static_cast<P*>(args[I])...);
 }
 
 template <typename... P>

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ctypes.util
 import os
 import threading
 
@@ -18,27 +19,27 @@ from .dtypes import bfloat16 as BFLOAT16
 
 
 def _import_cupy():
-    """(cupy, cupyx, the import error): CuPy is optional, mixprec runs on NumPy alone. MIXPREC_CUPY=strict takes
-    mixprec.strict_cupy instead, the strict stand-in that runs the CUDA path on the CPU under CuPy's rules."""
+    """(cupy, cupyx, the stand-in or None, the import error): CuPy is optional, mixprec runs on NumPy alone.
+    MIXPREC_CUPY=strict takes mixprec.strict_cupy instead, the strict stand-in that runs the CUDA path on the
+    CPU under CuPy's rules."""
     choice = os.environ.get("MIXPREC_CUPY", "")
+    if choice == "strict":  # (a stand-in that cannot load is an error, not "no GPU")
+        from . import strict_cupy
+        return strict_cupy.cupy, strict_cupy.cupyx, strict_cupy, None
+    if choice:
+        raise ValueError(f"MIXPREC_CUPY={choice!r}: the one value it takes is 'strict' (unset: the real CuPy)")
     try:
-        if choice == "strict":
-            from . import strict_cupy
-            return strict_cupy.cupy, strict_cupy.cupyx, None
-        if choice:
-            raise ValueError(f"MIXPREC_CUPY={choice!r}: the one value it takes is 'strict' (unset: the real CuPy)")
         import cupy
-        import cupyx
-        return cupy, cupyx, None
-    except ImportError as exc:
-        return None, None, exc
-    except Exception as exc:  # a broken CUDA install raising at import
-        if choice:
-            raise
-        return None, None, exc
+        try:
+            import cupyx  # (ships with CuPy; missing only from a partial install)
+        except ImportError:
+            cupyx = None
+        return cupy, cupyx, None, None
+    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+        return None, None, None, exc
 
 
-_cupy, _cupyx, _CUPY_IMPORT_ERROR = _import_cupy()
+_cupy, _cupyx, _standin, _CUPY_IMPORT_ERROR = _import_cupy()
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -120,6 +121,12 @@ def cuda_unavailable_reason() -> str | None:
         return f"no usable CUDA device ({exc})"
     if n == 0:
         return "no CUDA device is visible (CUDA reports 0 devices)"
+    for library in ("cublas", "curand"):  # CuPy loads these on first use; without them no step can run
+        try:
+            getattr(_cupy.cuda, library)
+        except Exception as exc:
+            return (f"CuPy cannot load its CUDA library lib{library} ({exc}); install CuPy with its CUDA libraries: "
+                    "pip install \"mixprec[cuda13]\" (or [cuda12]), which asks for cupy-cuda13x[ctk]")
     return None
 
 
@@ -236,9 +243,17 @@ def to_device(a, dev: Device):
     """
     if dev.type == "cpu":
         if is_cupy_array(a):
-            out = _cupy.asnumpy(a)
-            raise_device_errors(a.device.id)
-            return out
+            index = a.device.id
+            if index not in _check_pending or is_capturing():
+                return _cupy.asnumpy(a)
+            # one transfer for both, so the host waits once: the array, and what the GPU's checks found
+            with _cupy.cuda.Device(index):
+                both = _cupy.concatenate([_cupy.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                                          _check_flags[index].view(np.uint8)])
+            host = _cupy.asnumpy(both)
+            _check_pending.discard(index)
+            _report_device_errors(index, host[a.nbytes:].view(np.int32))
+            return host[:a.nbytes].view(a.dtype).reshape(a.shape)
         return a
     require_dtype_support(a.dtype, dev)
     with _cupy.cuda.Device(dev.index):
@@ -355,16 +370,19 @@ def raise_device_errors(index: int | None = None) -> None:
         if dev not in _check_pending or is_capturing():
             continue
         _check_pending.discard(dev)
-        flags = _check_flags[dev]
-        found = _cupy.asnumpy(flags)
-        if not found.any():
-            continue
-        flags.fill(0)
-        failed = [(err, msg) for (err, msg), slot in _check_messages.items() if found[slot]]
-        error = failed[0][0]
-        listed = "; ".join(msg for _, msg in failed)
-        raise error(f"{listed} (found on cuda:{dev} by an earlier call, reported here where the host waits "
-                    "for the GPU)")
+        _report_device_errors(dev, _cupy.asnumpy(_check_flags[dev]))
+
+
+def _report_device_errors(dev: int, found) -> None:
+    """Raise what the flags read back from device ``dev`` (found, on the host) say ``check`` found; clear them."""
+    if not found.any():
+        return
+    _check_flags[dev].fill(0)
+    failed = [(err, msg) for (err, msg), slot in _check_messages.items() if found[slot]]
+    error = failed[0][0]
+    listed = "; ".join(msg for _, msg in failed)
+    raise error(f"{listed} (found on cuda:{dev} by an earlier call, reported here where the host waits "
+                "for the GPU)")
 
 
 def discard_device_errors() -> None:
@@ -577,3 +595,70 @@ def cupy_module():
 def cupyx_module():
     """cupyx (CuPy's extensions) beside cupy_module(); None without CuPy."""
     return _cupyx
+
+
+def strict_standin():
+    """mixprec.strict_cupy when MIXPREC_CUPY=strict made it this process's CuPy, else None."""
+    return _standin
+
+
+# ---- CUDA libraries called directly ----
+_CUBLAS_STATUS = {1: "NOT_INITIALIZED", 3: "ALLOC_FAILED", 7: "INVALID_VALUE", 8: "ARCH_MISMATCH",
+                  11: "MAPPING_ERROR", 13: "EXECUTION_FAILED", 14: "INTERNAL_ERROR", 15: "NOT_SUPPORTED"}
+
+
+class CudaLibrary:
+    """A CUDA library's C functions called through ctypes, each declared by its argument types."""
+
+    def __init__(self, name: str, cdll, signatures: dict):
+        self.name, self._cdll, self._signatures, self._functions = name, cdll, signatures, {}
+
+    def check(self, function: str, *args) -> None:
+        """Call ``function``; a status other than 0 raises RuntimeError naming it."""
+        fn = self._functions.get(function)
+        if fn is None:
+            fn = self._functions[function] = getattr(self._cdll, function)
+            fn.argtypes, fn.restype = self._signatures[function], ctypes.c_int
+        status = fn(*args)
+        if status != 0:
+            raise RuntimeError(f"{function} failed: CUBLAS_STATUS_{_CUBLAS_STATUS.get(status, status)}")
+
+
+_libraries: dict = {}
+
+
+def cuda_library(name: str, signatures: dict):
+    """The CUDA library ``name`` ("cublas") as ctypes calls it: the copy CuPy loaded (its handles work with
+    it), or the strict stand-in's twin under MIXPREC_CUPY=strict. For calls CuPy does not offer, or refuses
+    inside a CUDA-graph capture."""
+    if _standin is not None:
+        return _standin.library(name)
+    lib = _libraries.get(name)
+    if lib is None:
+        lib = _libraries[name] = CudaLibrary(name, ctypes.CDLL(_library_path(name)), signatures)
+    return lib
+
+
+def _library_path(name: str) -> str:
+    """Where lib<name> is: the copy CuPy loaded (its handles belong to that copy). CuPy 14 loads its libraries
+    through the CUDA path finder, which remembers them; else the copy this process has mapped; else the
+    system's library path."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        return load_nvidia_dynamic_lib(name).abs_path
+    except Exception:  # no path finder (an older CuPy), or it found nothing: look at what is mapped
+        pass
+    prefix = f"lib{name}.so"
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if os.path.basename(path).startswith(prefix):
+                    return path
+    except OSError:
+        pass
+    found = ctypes.util.find_library(name)
+    if found is None:
+        raise DeviceUnavailableError(f"the CUDA library lib{name} was not found (install CuPy with its CUDA "
+                                     "libraries: mixprec[cuda12] or mixprec[cuda13])")
+    return found

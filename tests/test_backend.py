@@ -53,10 +53,10 @@ def test_device_constructor_validates():
 
 # ------------------------------------------------------------------ no usable GPU
 def _fake_cupy(get_count, driver=12090, runtime_version=12090):
-    """A CuPy whose CUDA runtime reports ``driver`` (0: no driver installed) and get_count()."""
+    """A CuPy whose CUDA runtime reports ``driver`` (0: no driver installed) and get_count(), its libraries loaded."""
     runtime = types.SimpleNamespace(getDeviceCount=get_count, getDevice=lambda: 0,
                                     driverGetVersion=lambda: driver, runtimeGetVersion=lambda: runtime_version)
-    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime, cublas=object(), curand=object()))
 
 
 def test_cuda_without_cupy_names_the_reason(monkeypatch):
@@ -225,6 +225,37 @@ def test_import_with_cupy_but_no_usable_gpu(tmp_path):
     """, extra_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "2.0" in res.stdout and "driver is too old" in res.stdout
+
+
+def test_cupy_without_its_cuda_libraries_is_no_usable_gpu_and_nothing_else_breaks(tmp_path):
+    """CuPy from pip without [ctk]: a driver and a device, but cuRAND cannot be loaded. "cuda" is unavailable
+    with that reason, and mp.manual_seed (which would seed CuPy's generator) still works."""
+    fake = tmp_path / "cupy"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(textwrap.dedent("""
+        class _Runtime:
+            getDeviceCount = staticmethod(lambda: 1)
+            driverGetVersion = staticmethod(lambda: 13000)
+            runtimeGetVersion = staticmethod(lambda: 13000)
+        class _Cuda:
+            runtime = _Runtime
+            cublas = object()
+            @property
+            def curand(self):
+                raise ImportError('Failure finding "libcurand.so.10"')
+        cuda = _Cuda()
+        class ndarray:
+            pass
+    """))
+    res = _run("""
+        import mixprec as mp
+        mp.manual_seed(0)
+        print(mp.is_cuda_available(), mp.backend.cuda_unavailable_reason())
+        print(mp.randn(2).shape)
+    """, extra_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "False CuPy cannot load its CUDA library libcurand" in res.stdout and "cupy-cuda13x[ctk]" in res.stdout
+    assert "(2,)" in res.stdout
 
 
 def test_cupy_is_imported_in_exactly_one_module():

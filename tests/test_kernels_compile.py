@@ -2,9 +2,10 @@
 
 Runs wherever libnvrtc can be found (.ci/run installs nvidia-cuda-nvrtc-cu12 for
 it); skipped elsewhere, except under CI=true, where a missing NVRTC is a failure.
-tools/compile_kernels.py compiles every source for sm_70/80/90 in CI, with the
-options CuPy really passes (ours, then its -ftz=true); here one PTX target is read
-to check the code generation the bit-exact reference relies on.
+tools/compile_kernels.py compiles every source for sm_70 (sm_75 with NVRTC 13+),
+sm_80 and sm_90 in CI, with the options CuPy really passes (ours, then its
+-ftz=true); here one PTX target is read to check the code generation the
+bit-exact reference relies on.
 """
 import importlib.util
 import os
@@ -53,7 +54,7 @@ def ptx(nvrtc):
 
 
 def test_every_source_compiles_for_the_ci_targets(nvrtc):
-    for arch in tool.DEFAULT_ARCHS:
+    for arch in tool.default_archs(nvrtc.version()):
         for filename, exprs in _kernels.MODULES.items():
             lowered, _, cubin = tool.compile_kernel(nvrtc, filename, arch)
             assert set(lowered) == set(exprs) and cubin
@@ -96,9 +97,9 @@ def test_sources_are_package_data_and_headers_are_spliced():
     globs = config["tool"]["setuptools"]["package-data"]["mixprec.kernels"]
     files = [p.name for p in _kernels.SOURCE_DIR.iterdir() if p.is_file()]
     assert files and all(any(fnmatch(f, g) for g in globs) for f in files)
-    for filename in _kernels.MODULES:
+    for filename in _kernels.MODULES:  # every source reads the generated layout header, spliced in
         text = _kernels.load_source(filename)
-        assert '#include "' not in text and "pragma once" not in text and "struct half_bits" in text
+        assert '#include "' not in text and "pragma once" not in text and "amp_layout.h: generated" in text
 
 
 def test_every_subpackage_is_listed_for_install():
@@ -110,3 +111,8 @@ def test_every_subpackage_is_listed_for_install():
     found = {"mixprec." + ".".join(p.parent.relative_to(pkg).parts) for p in pkg.rglob("__init__.py")
              if p.parent != pkg and "__pycache__" not in p.parts}
     assert found | {"mixprec", "mixprec.kernels"} <= listed, sorted(found - listed)
+
+
+def test_the_oldest_default_target_follows_the_nvrtc_version():
+    assert tool.default_archs((12, 9)) == ("sm_70", "sm_80", "sm_90")
+    assert tool.default_archs((13, 0)) == ("sm_75", "sm_80", "sm_90")

@@ -270,7 +270,7 @@ def test_update_without_optional_arrays_is_torchs_rule(runner):
     assert scales == [8.0, 16.0, 8.0, 8.0, 16.0, 16.0] and state["growth_tracker"][0] == 1
 
 
-# ---- CUDA graphs: tables a capture used outlive cache eviction; none is built inside a capture ----
+# ---- CUDA graphs: tables a capture used outlive cache eviction, including one built inside it ----
 def test_a_table_used_in_a_capture_is_never_evicted_and_replays(library):
     runner = tool.HostRunner(library, capacity=2)
     grads = [aligned(np.full(n, 6.0, np.float32)) for n in (3, 5000)]
@@ -298,15 +298,15 @@ def test_a_table_used_in_a_capture_is_never_evicted_and_replays(library):
     assert all((g == np.float32(6.0) * np.float32(1 / 3)).all() for g in grads)
 
 
-def test_a_table_is_not_built_inside_a_capture(runner):
+def test_a_table_first_needed_inside_a_capture_is_pinned_and_replays(runner):
     runner.capturing_now = True
-    g = np.ones(10, np.float32)
-    with pytest.raises(RuntimeError, match="before capturing"):
-        _kernels.unscale([(g, g)], np.zeros(1, np.float32), inv_of(2.0), runner)
-    with pytest.raises(RuntimeError, match="warm-up"):
-        _kernels.update_scale(UpdateScaleArgs(np.ones(1, np.float32), np.zeros(1, np.int32),
-                                              np.zeros(1, np.float32), ScaleRule()), runner)
-    assert runner.launches == [] and (g == 1).all()
+    g, found, inv = np.full(10, 6.0, np.float32), np.zeros(1, np.float32), inv_of(2.0)  # (the graph keeps using them)
+    _kernels.unscale([(g, g)], found, inv, runner)
+    runner.capturing_now = False
+    assert len(runner.tables.pinned) == 1 and runner.launches[-1][3][0] == runner.pointer(runner.tables.pinned[0])
+    g[...] = 6.0
+    runner.replay(runner.launches[-1])
+    assert (g == 3.0).all()
 
 
 def test_a_captured_update_replays_from_device_state(runner):

@@ -318,8 +318,13 @@ def test_bad_arguments_are_refused_before_anything_changes():
         Custom([mp.zeros(2, requires_grad=True)], {}, fused=True)
     p = mp.nn.Parameter(mp.tensor([1.0, 2.0]))
     p.grad = mp.tensor([1.0, 1.0])
-    with pytest.raises(TypeError, match="grad_scale and found_inf are for optimizers that support AMP scaling"):
-        mp.optim.SGD([p], lr=0.1).step(found_inf=np.zeros(1, np.float32))
+    with pytest.raises(TypeError, match="grad_scale is for optimizers that unscale on the device"):
+        mp.optim.SGD([p], lr=0.1).step(grad_scale=np.ones(1, np.float32))
+
+    class HostCounter(mp.optim.SGD):  # per-tensor state the device cannot take back
+        state_on_device = False
+    with pytest.raises(TypeError, match="found_inf is for optimizers that can skip on the device"):
+        HostCounter([p], lr=0.1).step(found_inf=np.zeros(1, np.float32))
     opt = mp.optim.Adam([p], lr=0.1, fused=True)
     with pytest.raises(TypeError, match="found_inf must be a one-element float32 array.*float64"):
         opt.step(found_inf=np.zeros(1))

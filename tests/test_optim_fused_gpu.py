@@ -92,6 +92,10 @@ def test_trajectories_equal_torchs_cuda_fused_optimizers(cls, kw):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA")
+    # torch's CUDA Adam kernels compute the bias corrections 1 - beta**step in float32, its CPU kernel (like
+    # mixprec's kernels and twin, on every device) in float64: their trajectories part by ~1e-5 relative per
+    # step (seen on an H200: 3.7e-8 after 8 steps). A wrong update rule moves parameters by ~lr.
+    tolerance = dict(rtol=2e-6, atol=2e-8) if cls == "SGD" else dict(rtol=1e-5, atol=1e-6)
     rng = np.random.default_rng(0)
     w = [rng.standard_normal(s).astype(np.float32) for s in ((64, 32), (32,), (1000,))]
     grads = [[(rng.standard_normal(a.shape) * 0.01).astype(np.float32) for a in w] for _ in range(8)]
@@ -110,4 +114,4 @@ def test_trajectories_equal_torchs_cuda_fused_optimizers(cls, kw):
             sc.update()
         assert sc_m.get_scale() == sc_t.get_scale()
         for a, b in zip(ours, theirs):
-            np.testing.assert_allclose(a.numpy(), b.detach().cpu().numpy(), rtol=2e-6, atol=2e-8)
+            np.testing.assert_allclose(a.numpy(), b.detach().cpu().numpy(), **tolerance)

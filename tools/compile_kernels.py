@@ -2,12 +2,13 @@
 """Compile every mixprec CUDA kernel with NVRTC, with no GPU and no CUDA toolkit.
 
 CI runs this (see .ci/run) after `pip install nvidia-cuda-nvrtc-cu12`: each source
-in kernels/ is compiled for sm_70, sm_80 and sm_90 with exactly the
+in kernels/ is compiled for the oldest target the NVRTC takes (sm_70 before
+CUDA 13, which dropped it; sm_75 from 13 on), sm_80 and sm_90 with exactly the
 options and C++ name expressions that mixprec.amp._kernels hands to CuPy on a
 GPU, and every name expression must resolve to a kernel. Any error or warning
 fails the run (exit status 1).
 
-    python tools/compile_kernels.py                 # all sources, sm_70 sm_80 sm_90
+    python tools/compile_kernels.py                 # all sources, sm_70 (sm_75 on CUDA 13+) sm_80 sm_90
     python tools/compile_kernels.py --arch sm_86 --ptx-dir /tmp/ptx
 
 NVRTC is loaded with ctypes from the nvidia-cuda-nvrtc-cu12 wheel, from
@@ -30,7 +31,13 @@ if str(ROOT) not in sys.path:  # run from a checkout: use its mixprec
 
 from mixprec.amp import _kernels  # noqa: E402
 
-DEFAULT_ARCHS = ("sm_70", "sm_80", "sm_90")
+
+
+def default_archs(nvrtc_version: tuple[int, int]) -> tuple[str, ...]:
+    """The targets compiled by default: the oldest this NVRTC takes (CUDA 13 dropped sm_70), sm_80, sm_90."""
+    return ("sm_70" if nvrtc_version < (13, 0) else "sm_75", "sm_80", "sm_90")
+
+
 # NVRTC 12.9 notes that sm_70 is deprecated: a fact about the target, not the code.
 _TARGET_NOTICE = "are deprecated and may be removed in a future release"
 
@@ -132,7 +139,8 @@ def compile_kernel(nvrtc: Nvrtc, filename: str, arch: str):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arch", action="append", help="target, e.g. sm_80 (repeatable; default sm_70 sm_80 sm_90)")
+    ap.add_argument("--arch", action="append",
+                    help="target, e.g. sm_80 (repeatable; default sm_70 or, with NVRTC 13+, sm_75; sm_80; sm_90)")
     ap.add_argument("--ptx-dir", help="also write each PTX here, to read what the compiler made")
     args = ap.parse_args(argv)
     try:
@@ -143,7 +151,7 @@ def main(argv=None) -> int:
         return 1
     print(f"NVRTC {major}.{minor} ({nvrtc.path})")
     failures = 0
-    for arch in args.arch or DEFAULT_ARCHS:
+    for arch in args.arch or default_archs((major, minor)):
         for filename in _kernels.MODULES:
             try:
                 lowered, ptx, cubin = compile_kernel(nvrtc, filename, arch)

@@ -204,9 +204,10 @@ def _git(*args) -> str:
 
 
 def _child_env() -> dict:
-    """The environment of every step: the working tree first on PYTHONPATH, output unbuffered."""
+    """The environment of every step: the working tree first on PYTHONPATH, output unbuffered, no progress
+    bars (they would fill the logs)."""
     return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                PYTHONUNBUFFERED="1")
+                PYTHONUNBUFFERED="1", TQDM_DISABLE="1")
 
 
 def parse_junit(path: Path) -> tuple[dict, list]:

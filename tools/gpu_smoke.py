@@ -72,7 +72,35 @@ def check_amp_step():
     return "; ".join(lines) + " (CPU agrees)"
 
 
-CHECKS = [("one matmul", check_matmul), ("an AMP training step", check_amp_step)]
+def check_steady_tables():
+    """A steady AMP loop (fused AdamW, GradScaler, zero_grad(set_to_none=True)): how many kernel tables its steps
+    write. Gradients that move between steps (the memory pool's choice) need new tables; reported, not judged."""
+    from mixprec.amp import _kernels
+    mp.manual_seed(0)
+    model = mp.nn.Sequential(mp.nn.Linear(32, 64), mp.nn.ReLU(), mp.nn.Linear(64, 10)).to("cuda")
+    opt = mp.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    scaler = mp.amp.GradScaler("cuda")
+    x, y = mp.randn(128, 32, device="cuda"), mp.randint(0, 10, (128,), device="cuda")
+
+    def step():
+        opt.zero_grad()
+        with mp.autocast("cuda", dtype=mp.float16):
+            loss = mp.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+    for _ in range(3):
+        step()
+    before = _kernels.TABLES.uploads
+    for _ in range(5):
+        loss = step()
+    assert np.isfinite(loss.item())
+    return f"{_kernels.TABLES.uploads - before} tables written over 5 steady steps"
+
+
+CHECKS = [("one matmul", check_matmul), ("an AMP training step", check_amp_step),
+          ("steady-step tables", check_steady_tables)]
 
 
 def main() -> int:

@@ -4,8 +4,8 @@
     python tools/host_kernels.py        # build, then check each kernel against its NumPy twin once
 
 The sources are exactly the text CuPy compiles (mixprec.amp._kernels.load_source,
-generated layout header included), compiled by a C++ compiler ($CXX, g++, clang++
-or c++) with -DMIXPREC_HOST_EMULATION and kernels/host_emulation.cuh into one shared
+generated layout header included), built by mixprec.amp._host_build (a C++
+compiler, -DMIXPREC_HOST_EMULATION and kernels/host_emulation.cuh) into one shared
 library, loaded with ctypes. ``HostRunner`` has the interface of
 mixprec.amp._kernels.CudaRunner, so the launcher's own Python (chunk tables, runs of
 non-overlapping arrays, UpdateArgs blocks, the table cache) runs unchanged on the
@@ -15,10 +15,6 @@ NumPy reference; docs/grad-scaler.md says what that proves and what only a GPU c
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,59 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout: use its mixprec
     sys.path.insert(0, str(ROOT))
 
-from mixprec.amp import _kernels  # noqa: E402
-
-# IEEE arithmetic as the device does it: no contraction into fused multiply-adds, no
-# fast-math (which would also flush subnormals), no aliasing assumptions about the
-# kernels' reinterpret_casts.
-FLAGS = ("-std=c++14", "-O2", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
-         "-Wall", "-Wno-unknown-pragmas", "-Werror", "-DMIXPREC_HOST_EMULATION")
-
-
-class HostBuildUnavailable(RuntimeError):
-    """No C++ compiler here, or one without _Float16 (GCC >= 12, Clang >= 15 have it)."""
-
-
-def find_compiler() -> str:
-    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    raise HostBuildUnavailable("no C++ compiler found (set CXX, or install g++)")
-
-
-def _symbol(expression: str) -> str:
-    return "mixprec_launch_" + hashlib.sha1(expression.encode()).hexdigest()[:12]
-
-
-def _translation_unit(filename: str) -> str:
-    """The kernel source as CuPy gets it, plus one extern "C" launcher per kernel it provides."""
-    launchers = [f'extern "C" void {_symbol(expr)}(unsigned int grid, unsigned int block, void** args) '
-                 f'{{ host_launch(grid, block, &{expr}, args); }}' for expr in _kernels.MODULES[filename]]
-    return "\n".join([_kernels.load_source(filename), "// host launchers (tools/host_kernels.py)", *launchers, ""])
+from mixprec.amp import _host_build, _kernels  # noqa: E402
+from mixprec.amp._host_build import HostBuildUnavailable, symbol  # noqa: E402,F401  (tests catch the error)
 
 
 def build(out_dir) -> Path:
-    """Compile every kernel source into out_dir/mixprec_host_kernels.so; returns its path."""
-    cxx = find_compiler()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    probe = out_dir / "float16_probe.cpp"
-    probe.write_text("int main() { _Float16 h = (_Float16)1.5f; return (float)h == 1.5f ? 0 : 1; }\n")
-    if subprocess.run([cxx, "-std=c++14", "-fsyntax-only", str(probe)], capture_output=True).returncode != 0:
-        raise HostBuildUnavailable(f"{cxx} has no _Float16 (needed for the float16 conversions; GCC >= 12 or "
-                                   "Clang >= 15 have it)")
-    sources = []
-    for filename in _kernels.MODULES:
-        path = out_dir / (Path(filename).stem + ".cpp")
-        path.write_text(_translation_unit(filename))
-        sources.append(str(path))
-    library = out_dir / "mixprec_host_kernels.so"
-    command = [cxx, *FLAGS, "-include", str(_kernels.SOURCE_DIR / "host_emulation.cuh"), "-shared", "-o",
-               str(library), *sources]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"building the host kernels failed:\n{' '.join(command)}\n{done.stderr}")
-    return library
+    """Compile every kernel source into one shared library in out_dir; returns its path."""
+    units = {filename: _host_build.translation_unit(_kernels.load_source(filename), expressions)
+             for filename, expressions in _kernels.MODULES.items()}
+    return _host_build.build(units, out_dir)
 
 
 class HostRunner:
@@ -118,10 +70,14 @@ class HostRunner:
 
     def replay(self, record):
         name, grid, block, pointers = record
-        fn = getattr(self.lib, _symbol(name))
+        fn = getattr(self.lib, symbol(name))
         fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
         fn.restype = None
-        fn(grid, block, (ctypes.c_void_p * len(pointers))(*pointers))
+        values = (ctypes.c_void_p * len(pointers))(*pointers)  # each argument's value: the pointer itself
+        size = ctypes.sizeof(ctypes.c_void_p)
+        params = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(values) + i * size
+                                                       for i in range(len(pointers))])
+        fn(grid, block, params)
 
 
 def main() -> int:

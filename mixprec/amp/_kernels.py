@@ -24,6 +24,8 @@ import re
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
+
 
 from ..backend import cupy_module
 from . import _layout
@@ -69,7 +71,9 @@ def optimizer_kernel_name(kind: str, param_dtype: str, copy_dtype: str | None) -
 
 
 # source file -> the kernel names (C++ name expressions) it must provide
+TABLE_SOURCE = "table_words.cu"
 MODULES = {
+    TABLE_SOURCE: ("write_table_words",),
     "multi_tensor_unscale.cu": tuple(unscale_kernel_name(s, d) for s, d in UNSCALE_PAIRS),
     "update_scale.cu": ("update_scale",),
     OPTIMIZER_SOURCE: ("count_steps",) + tuple(optimizer_kernel_name(kind, p, c) for kind in OPTIMIZER_KERNELS
@@ -111,13 +115,15 @@ def load_source(filename: str) -> str:
 class DeviceTables:
     """Small int64 device arrays (chunk tables, UpdateArgs blocks) built on the host, keyed by what they hold.
 
-    A table is rebuilt (copied host-to-device) only when its key is new: a gradient
-    moved, or the rule changed. ``uploads`` counts those copies; a steady loop makes none.
+    A table is rebuilt only when its key is new: a gradient moved, or the rule changed.
+    It reaches the device as kernel launch parameters (kernels/table_words.cu), not as a
+    copy, so the host never waits for it. ``uploads`` counts the tables written; a steady
+    loop writes none.
 
     CUDA graphs: a table a captured launch used is *pinned*: the graph keeps its
     address, so the table is never evicted (eviction would hand its memory to the
-    next allocation and the replay would read garbage). Building a table inside a
-    capture is refused: the copy would not be part of the graph.
+    next allocation and the replay would read garbage). A table first needed inside a
+    capture is written by launches the graph records, and pinned too.
     """
 
     def __init__(self, capacity: int = 64):
@@ -134,13 +140,6 @@ class DeviceTables:
         if table is None:
             table = self._tables.get(key)
             if table is None:
-                if capturing:
-                    raise RuntimeError("a mixprec kernel is being captured in a CUDA graph with tensors (or a scaler "
-                                       "rule, or optimizer hyper-parameters) it has not seen before, so its table "
-                                       "would have to be copied to the device inside the capture. Run the captured "
-                                       "step once before capturing (a warm-up, as torch's CUDA graphs also need), "
-                                       "and let the gradients keep their memory: optimizer.zero_grad(set_to_none="
-                                       "False), so that backward accumulates into the gradients the warm-up made.")
                 table = self._tables[key] = runner.upload(build(), device_id)
                 self.uploads += 1
                 if len(self._tables) > self.capacity:
@@ -162,6 +161,9 @@ class DeviceTables:
 
 
 TABLES = DeviceTables()
+
+
+_TABLE_BLOCK = np.dtype([("word", np.int64, (_layout.TABLE_WORDS,))])  # struct TableWords
 
 
 class KernelCompileError(RuntimeError):
@@ -187,9 +189,18 @@ class CudaRunner:
         return array.data.ptr
 
     def upload(self, host, device_id):
+        """The table on the device, written by kernels/table_words.cu from its launch parameters (no copy)."""
         cp = cupy_module()
+        words = np.ascontiguousarray(host, dtype=np.int64).reshape(-1)
+        kernel = self._kernel(TABLE_SOURCE, "write_table_words", device_id)
+        block = np.zeros(1, dtype=_TABLE_BLOCK)  # one by-value parameter: CuPy passes a size-1 array's bytes
         with cp.cuda.Device(device_id):
-            return cp.asarray(host)
+            table = cp.empty(words.size, dtype=np.int64)
+            for start in range(0, words.size, _layout.TABLE_WORDS):
+                part = words[start:start + _layout.TABLE_WORDS]
+                block["word"][0, :part.size] = part
+                kernel((1,), (_layout.TABLE_WORDS,), (table[start:], np.int64(part.size), block))
+        return table
 
     def capturing(self, device_id) -> bool:
         """Whether the current stream is capturing a CUDA graph (if CUDA cannot say, assume it is)."""

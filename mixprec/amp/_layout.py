@@ -24,6 +24,8 @@ drift apart:
   optimizer step's hyper-parameters, with the device pointers of the loss scale and
   found_inf in front (``pack_optimizer_args``). Like UpdateArgs, one device block,
   so a captured launch replays it unchanged.
+* ``TABLE_WORDS``: how many int64 words of such a block one launch of
+  kernels/table_words.cu writes, carried as its parameters (no copy to the device).
 """
 from __future__ import annotations
 
@@ -267,10 +269,13 @@ def pack_optimizer_args(rule, grad_scale, found_inf, pointer) -> np.ndarray:
     return packed.reshape(1).view(np.int64)
 
 
+TABLE_WORDS = 256  # int64 words one table-writing launch carries as its parameters (kernels/table_words.cu)
+
+
 def layout_header() -> str:
     """The text of kernels' #include "amp_layout.h": this module's names as C."""
     lines = ["// amp_layout.h: generated from mixprec/amp/_layout.py (layout_header); not a file on disk.",
-             "#pragma once"]
+             "#pragma once", f"#define TABLE_WORDS {TABLE_WORDS}"]
     lines += [f"#define STAT_{s.name} {s.value}" for s in Stat]
     lines += [f"#define CHUNK_{h.name} {h.value}" for h in ChunkHeader]
     lines.append(f"#define CHUNK_HEADER_SIZE {CHUNK_HEADER_SIZE}")

@@ -221,9 +221,15 @@ class GradScaler:
         step returned even when the update was skipped (last_step_skipped is then None). After
         unscale_, grad_scale is None: the gradients are unscaled already.
 
-        Any other optimizer: unscale_ if not done, then read found_inf (the one host
-        synchronisation of the iteration) and call optimizer.step(*args, **kwargs) unless it is
-        set; None when the step was skipped. Such a step cannot be captured in a CUDA graph.
+        A per-tensor optimizer whose state lives on the device (``state_on_device``: SGD, Adam,
+        AdamW) on a GPU: unscale_ if not done, then optimizer.step(*args, found_inf=found_inf,
+        **kwargs), which takes the step back on the device where found_inf is set: again nothing
+        is read back (last_step_skipped is None). Unless host code must know whether it stepped
+        (``step_decided_on_host``, set by a scheduler with skip_unstepped=True): then as below.
+
+        Any other optimizer (and any on the CPU, where reading is free): unscale_ if not done, then
+        read found_inf and call optimizer.step(*args, **kwargs) unless it is set; None when the
+        step was skipped. Such a step cannot be captured in a CUDA graph.
         """
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
@@ -234,10 +240,13 @@ class GradScaler:
         if opt_state["stage"] is OptState.STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
         on_device = optimizer.supports_amp_scaling
-        if not on_device and _be.is_capturing():
+        undone_there = (not on_device and optimizer.state_on_device and not optimizer.step_decided_on_host
+                        and self._device == "cuda")
+        if not (on_device or undone_there) and _be.is_capturing():
             raise RuntimeError(f"GradScaler.step({type(optimizer).__name__}) cannot be captured in a CUDA graph: it "
                                "must read found_inf on the host to decide whether to call optimizer.step(). Build "
-                               "the optimizer with fused=True: its step skips on the device.")
+                               "the optimizer with fused=True, or use one whose per-tensor state lives on the device "
+                               "(SGD, Adam, AdamW): both skip on the device.")
         grad_scale = None
         if opt_state["stage"] is OptState.READY:
             if on_device:
@@ -248,9 +257,10 @@ class GradScaler:
         if opt_state.get("slot") is None:
             raise RuntimeError("No inf checks were recorded for this optimizer: none of its parameters has a "
                                "gradient (was backward() called on the scaled loss?).")
-        if on_device:
+        if on_device or undone_there:
             found_inf = self._state.flags[1 + opt_state["slot"]:2 + opt_state["slot"]]
-            retval = optimizer.step(*args, grad_scale=grad_scale, found_inf=found_inf, **kwargs)
+            scale = {"grad_scale": grad_scale} if on_device else {}
+            retval = optimizer.step(*args, found_inf=found_inf, **scale, **kwargs)
             found = None  # decided on the device; statistics() counts skipped steps
         else:
             found = self._read_found_inf(opt_state["slot"])

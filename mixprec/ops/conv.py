@@ -4,10 +4,11 @@ A convolution copies every receptive field of the zero-padded input into a colum
 (im2col: a single strided view plus one copy), so it is ``weight @ columns`` (one
 GEMM per image and group) plus the bias. ``_conv_nd`` does all of it as ONE op, the
 way torch's autocast table and a cuDNN kernel see a convolution: float16/bfloat16
-input and weight are widened to float32 once, the columns, the product and the bias
-are float32, and the output is rounded once. (Built from ``_im2col`` and ``matmul``,
-as it was, every column would be widened, the product rounded and the bias added and
-rounded again: more conversions, and two roundings.)
+columns keep their dtype (they are copies), the GEMM accumulates in float32 and hands
+its product over unrounded (ops/gemm.py: widened operands on the CPU, cuBLAS's compute
+type on a GPU), the bias joins in float32 and the output is rounded once. (Built from
+``_im2col`` and ``matmul``, the product would be rounded and the bias added and
+rounded again: two roundings.)
 
 Its gradients are convolutions too, each again one op that computes in float32 and
 rounds once: with respect to the input, the transposed convolution
@@ -44,6 +45,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
+from . import gemm
 from .autocast import suspended
 from .opmath import compute_dtype, opmath
 from .padding import constant_pad_nd
@@ -166,6 +168,16 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------- convolution as one op, and its gradients
+def _widened(a):
+    """An operand that joins the float32 arithmetic of half inputs (a bias), widened; None stays None."""
+    return None if a is None else a.astype(compute_dtype(a.dtype), copy=False)
+
+
+def _stored(y, dtype):
+    """A result computed in float32 for half inputs, rounded once to their dtype (others stay as computed)."""
+    return y.astype(dtype, copy=False) if dtype in _dt.LOW_PRECISION else y
+
+
 def _with_bias(y, b):
     """y (N, O, *out) plus the bias (O,) along the channels, in place (y is a fresh product)."""
     if b is not None:
@@ -181,12 +193,14 @@ def _bias_grad(ctx, g, bias):
 
 
 def _convolved(xp, x, w, geometry, groups):
-    """weight @ im2col(x) per image and group, on arrays: x (N, C, *size), w (O, C/G, *kernel) -> (N, O, *out)."""
+    """weight @ im2col(x) per image and group, on arrays: x (N, C, *size), w (O, C/G, *kernel) -> (N, O, *out),
+    in the compute dtype (float32 for half inputs: the GEMMs accumulate there and do not round)."""
     n, c = x.shape[:2]
     out_c = w.shape[0]
     cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel),
                                              math.prod(geometry.out))                   # (N, G, C/G * K, L)
-    y = xp.matmul(w.reshape(groups, out_c // groups, cols.shape[2]), cols)              # (G, O/G, C/G * K) @
+    y = gemm.product(w.reshape(groups, out_c // groups, cols.shape[2]), cols,          # (G, O/G, C/G * K) @
+                     compute_dtype(x.dtype))
     return y.reshape(n, out_c, *geometry.out)
 
 
@@ -196,7 +210,7 @@ def _transposed(xp, x, w, shape, geometry, groups):
     out_c, taps, positions = shape[1], math.prod(geometry.kernel), math.prod(geometry.out)
     xs = x.reshape(n, groups, c // groups, positions)                                   # (N, G, C/G, L)
     wt = xp.swapaxes(w.reshape(groups, c // groups, out_c // groups * taps), -1, -2)    # (G, O/G * K, C/G)
-    cols = xp.matmul(wt, xs).reshape(n, out_c * taps, positions)                        # (N, O * K, L)
+    cols = gemm.product(wt, xs, compute_dtype(x.dtype)).reshape(n, out_c * taps, positions)  # (N, O * K, L)
     return xp.ascontiguousarray(_add_columns(xp, cols, shape, geometry))
 
 
@@ -206,7 +220,8 @@ def _correlated(xp, x, g, geometry, groups):
     n, c = x.shape[:2]
     out_c, positions = g.shape[1], math.prod(geometry.out)
     cols = _columns(xp, x, geometry).reshape(n, groups, c // groups * math.prod(geometry.kernel), positions)
-    per_image = xp.matmul(g.reshape(n, groups, out_c // groups, positions), xp.swapaxes(cols, -1, -2))
+    per_image = gemm.product(g.reshape(n, groups, out_c // groups, positions), xp.swapaxes(cols, -1, -2),
+                             compute_dtype(x.dtype))
     return _add_reduce(per_image, 0, False, per_image.dtype).reshape(out_c, c // groups, *geometry.kernel)
 
 
@@ -218,7 +233,7 @@ def conv_nd(ctx, input, weight, bias, geometry, groups):
     float16/bfloat16 input and weight are widened once; columns, product and bias are float32 and the
     output is rounded once, as a cuDNN kernel does."""
     xp = array_module(input)
-    return opmath(lambda x, w, b: _with_bias(_convolved(xp, x, w, geometry, groups), b), input, weight, bias)
+    return _stored(_with_bias(_convolved(xp, input, weight, geometry, groups), _widened(bias)), input.dtype)
 
 
 @conv_nd.grad
@@ -245,12 +260,10 @@ def conv_backward(ctx, grad, input, weight, geometry, groups, wanted):
     reads) are widened once for all three, and each gradient is rounded once."""
     xp = array_module(grad)
     axes = (0, *range(2, grad.ndim))
-
-    def compute(g, x, w):
-        return wanted_only(wanted, (lambda: _transposed(xp, g, w, input.shape, geometry, groups),
-                                    lambda: _correlated(xp, x, g, geometry, groups),
-                                    lambda: _add_reduce(g, axes, False, g.dtype)))
-    return opmath(compute, grad, input if wanted[1] else None, weight if wanted[0] else None)
+    return wanted_only(wanted, (
+        lambda: _stored(_transposed(xp, grad, weight, input.shape, geometry, groups), grad.dtype),
+        lambda: _stored(_correlated(xp, input, grad, geometry, groups), grad.dtype),
+        lambda: opmath(lambda g: _add_reduce(g, axes, False, g.dtype), grad)))
 
 
 @conv_backward.grad
@@ -288,8 +301,7 @@ def conv_transpose_nd(ctx, input, weight, bias, shape, geometry, groups):
     input (N, C, *geometry.out), weight (C, O/groups, *kernel), bias (O,) or None -> ``shape`` = (N, O, *size).
     float16/bfloat16 are widened once; product, overlapping sums and bias are float32, rounded once."""
     xp = array_module(input)
-    return opmath(lambda x, w, b: _with_bias(_transposed(xp, x, w, shape, geometry, groups), b), input, weight,
-                  bias)
+    return _stored(_with_bias(_transposed(xp, input, weight, shape, geometry, groups), _widened(bias)), input.dtype)
 
 
 @conv_transpose_nd.grad
@@ -314,7 +326,7 @@ def conv_weight_grad(ctx, input, grad, geometry, groups):
     input (N, C, *size), grad (N, O, *geometry.out) -> (O, C/groups, *kernel): grad @ im2col(input)^T per image
     and group, summed over the images. float16/bfloat16: all of it in float32, rounded once."""
     xp = array_module(input)
-    return opmath(lambda x, g: _correlated(xp, x, g, geometry, groups), input, grad)
+    return _stored(_correlated(xp, input, grad, geometry, groups), input.dtype)
 
 
 @conv_weight_grad.grad

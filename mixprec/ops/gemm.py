@@ -1,12 +1,22 @@
-"""alpha * (a @ b) + beta * c in one cuBLAS call: torch's addmm arithmetic for half precision on a GPU.
+"""Matrix products on arrays, the way a GPU's GEMM computes them: float32 accumulation, one rounding.
 
-CuPy's float16 matmul returns the product already rounded to float16; adding
-a bias to that rounds a second time. torch instead copies the bias into the
-result and asks cuBLAS for ``alpha * a @ b + beta * result``: float32
-accumulation and epilogue, one rounding. This module makes that call
-(cublasGemmEx, or cublasGemmStridedBatchedEx for a batch) through CuPy's own
-cuBLAS binding, for float16 and bfloat16 operands. The CPU path needs none of
-this: NumPy widens to float32 and rounds once (ops/linalg.py).
+    product(a, b, out_dtype)        a @ b; half inputs accumulate in float32 and are rounded once to
+                                    out_dtype (their own dtype by default; float32 keeps the product unrounded)
+    addmm(c, a, b, alpha, beta)     alpha * (a @ b) + beta * c in one GEMM, rounded once (torch's addmm)
+    on_gpu(a, b)                    whether these operands take the cuBLAS path below
+
+On the CPU a half product widens both operands to float32 and uses NumPy's
+float32 BLAS: the arithmetic of a GPU GEMM with a float32 compute type.
+
+On a GPU every float product of matrices is one cuBLAS call (cublasGemmEx, or
+cublasGemmStridedBatchedEx for a batch) that mixprec makes itself, through
+ctypes on the cuBLAS library CuPy loaded, with CuPy's handle on the current
+stream. Three reasons not to use CuPy's matmul: it returns a half product
+already rounded, so a bias added after rounds twice (torch adds it inside the
+GEMM); it cannot hand a half product over unrounded, so a gradient or
+convolution that sums products would have to widen its operands to float32
+and lose the tensor cores; and CuPy refuses cuBLAS calls inside a CUDA-graph
+capture, which a direct call may make (cuBLAS itself supports capture).
 
 cuBLAS is column-major. A row-major C = A @ B is the column-major
 C^T = B^T @ A^T, so the call passes B first; a row-major operand is its own
@@ -15,26 +25,50 @@ matrix, like ``weight.T`` in linear, is passed as OP_T without a copy.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import cupy_module
+from ..backend import array_module, cuda_library, cupy_module
 
-# cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h).
-_CUDA_TYPES = {_dt.float16: 2, _dt.bfloat16: 14}
-_COMPUTE_32F = 68
+_P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+_CUBLAS = {  # the cuBLAS functions called here, with their C argument types (cublas_api.h)
+    "cublasSetStream_v2": (_P, _P),
+    "cublasGemmEx": (_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _P, _I, _I, _P, _P, _I, _I, _I, _I),
+    "cublasGemmStridedBatchedEx": (_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _L, _P, _I, _I, _L, _P, _P, _I, _I, _L,
+                                   _I, _I, _I),
+}
+# cudaDataType, cublasComputeType_t and cublasOperation_t values (library_types.h, cublas_api.h).
+_CUDA_TYPES = {_dt.float16: 2, _dt.bfloat16: 14, np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+_COMPUTE = {_dt.float16: 68, _dt.bfloat16: 68, np.dtype(np.float32): 68, np.dtype(np.float64): 70}  # 32F, 64F
 _GEMM_DEFAULT_TENSOR_OP = 99
 _OP_N, _OP_T = 0, 1
 
 
-def supports(a, b) -> bool:
-    """Whether gemm_plus takes these operands: CuPy arrays of one half-precision dtype, a a batch of matrices
-    (bfloat16 GEMMs need compute capability 8.0)."""
-    if isinstance(a, np.ndarray) or a.dtype != b.dtype or a.dtype not in _CUDA_TYPES or a.ndim < 2 or b.ndim < 1:
+def on_gpu(a, b) -> bool:
+    """CuPy operands of one float dtype that cuBLAS multiplies (bfloat16 needs compute capability 8.0), at
+    least one of them a matrix."""
+    if isinstance(a, np.ndarray) or a.dtype != b.dtype or a.dtype not in _CUDA_TYPES or (a.ndim < 2 and b.ndim < 2):
         return False
-    return a.dtype == _dt.float16 or _bfloat16_gemms(a.device.id)
+    return a.dtype != _dt.bfloat16 or _bfloat16_gemms(a.device.id)
+
+
+def product(a, b, out_dtype=None):
+    """a @ b with float32 accumulation for half inputs, rounded once to out_dtype (default a's dtype)."""
+    out_dtype = np.dtype(out_dtype or a.dtype)
+    if on_gpu(a, b):
+        return _gemm(a, b, None, 1.0, 0.0, out_dtype)
+    if a.dtype in _dt.LOW_PRECISION:
+        return (a.astype(np.float32) @ b.astype(np.float32)).astype(out_dtype, copy=False)
+    return (a @ b).astype(out_dtype, copy=False)
+
+
+def addmm(c, a, b, alpha=1.0, beta=1.0):
+    """alpha * (a @ b) + beta * c on a GPU (on_gpu(a, b)): c broadcasts to the product and is read inside the
+    GEMM, before its one rounding (ignored, even NaN, when beta is 0)."""
+    return _gemm(a, b, c, alpha, beta, a.dtype)
 
 
 _bf16_ok: dict = {}
@@ -48,54 +82,58 @@ def _bfloat16_gemms(device_id: int) -> bool:
     return ok
 
 
+def _gemm(a, b, c, alpha, beta, out_dtype):
+    cp = array_module(a)
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and (c is None or c.ndim <= 1):
+        # a stack of rows times one matrix (linear's input @ weight.T): one GEMM over all the rows
+        flat = _gemm(a.reshape(-1, a.shape[-1]), b, c, alpha, beta, out_dtype)
+        return flat.reshape(a.shape[:-1] + (b.shape[-1],))
+    vector_a, vector_b = a.ndim == 1, b.ndim == 1
+    if vector_a:
+        a = a[None, :]
+    if vector_b:
+        b = b[:, None]
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: inner dimensions differ ({a.shape[-1]} and {b.shape[-2]})")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    out = cp.empty(batch + (m, n), dtype=out_dtype)
+    if beta != 0:
+        out[...] = c if not (vector_b and c.ndim and c.shape[-1] == m) else c[..., None]
+    if out.size and k:
+        _call(cp, cp.broadcast_to(a, batch + (m, k)), cp.broadcast_to(b, batch + (k, n)), out, alpha, beta)
+    elif out.size:  # an empty sum: the product is 0
+        out[...] = (out.astype(np.float32) * np.float32(beta)).astype(out_dtype) if beta != 0 else 0
+    if vector_b:
+        out = out[..., 0]
+    return out[..., 0, :] if vector_a else out
+
+
 def _layout(x):
-    """(array, op, leading dimension) of a batch of matrices as cuBLAS takes it, copying only a layout
-    cuBLAS cannot read (neither row- nor column-major in the last two dims)."""
+    """(array, op, leading dimension) of a batch of matrices as cuBLAS reads it, copying only a layout it
+    cannot read (neither row- nor column-major in the last two dims)."""
     rows, cols = x.shape[-2:]
     item = x.itemsize
     if x.strides[-1] == item and (x.strides[-2] == cols * item or rows == 1):
         return x, _OP_N, max(cols, 1)
     if x.strides[-2] == item and (x.strides[-1] == rows * item or cols == 1):
         return x, _OP_T, max(rows, 1)
-    return cupy_module().ascontiguousarray(x), _OP_N, max(cols, 1)
+    return array_module(x).ascontiguousarray(x), _OP_N, max(cols, 1)
 
 
 def _batch_stride(x, batch: tuple):
     """One element stride that steps through x's batch dims in order (0 when broadcast), or None."""
-    strides = [s // x.itemsize for s, n in zip(x.strides[:len(batch)], batch) if n != 1]
-    sizes = [n for n in batch if n != 1]
-    if not strides:
+    steps = [(s // x.itemsize, n) for s, n in zip(x.strides[:len(batch)], batch) if n != 1]
+    if all(s == 0 for s, _ in steps):
         return 0
-    if all(s == 0 for s in strides):
-        return 0
-    for i in range(len(strides) - 1):
-        if strides[i] != strides[i + 1] * sizes[i + 1]:
+    for (outer, _), (inner, size) in zip(steps, steps[1:]):
+        if outer != inner * size:
             return None
-    return strides[-1]
-
-
-def gemm_plus(a, b, c, alpha=1.0, beta=1.0):
-    """alpha * (a @ b) + beta * c, rounded once to a's dtype; c broadcasts to the product (ignored, even NaN,
-    when beta is 0). a: (..., m, k); b: (..., k, n), or (k,) for a matrix-vector product."""
-    cp = cupy_module()
-    vector = b.ndim == 1
-    if vector:
-        b = b[:, None]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    out = cp.empty(batch + (m, n), dtype=a.dtype)
-    if beta != 0:
-        out[...] = c[..., None] if vector and c.ndim >= 1 and c.shape[-1] == m else c
-    if out.size and k:
-        _call(cp, cp.broadcast_to(a, batch + (m, k)), cp.broadcast_to(b, batch + (k, n)), out, alpha, beta)
-    elif out.size:  # an empty sum: the product is 0
-        out[...] = (out.astype(np.float32) * np.float32(beta)).astype(out.dtype) if beta != 0 else 0
-    return out[..., 0] if vector else out
+    return steps[-1][0]
 
 
 def _call(cp, a, b, out, alpha, beta):
     batch = out.shape[:-2]
-    count = math.prod(batch)
     a, op_a, lda = _layout(a)
     b, op_b, ldb = _layout(b)
     stride_a, stride_b = _batch_stride(a, batch), _batch_stride(b, batch)
@@ -106,16 +144,19 @@ def _call(cp, a, b, out, alpha, beta):
         b, op_b, ldb = cp.ascontiguousarray(b), _OP_N, b.shape[-1]
         stride_b = _batch_stride(b, batch)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    kind = _CUDA_TYPES[out.dtype]
-    scalars = np.array([alpha, beta], dtype=np.float32)  # read by cuBLAS on the host, during the call
-    alpha_ptr, beta_ptr = scalars.ctypes.data, scalars.ctypes.data + 4
-    cublas = cp.cuda.cublas
-    handle = cp.cuda.device.get_cublas_handle()
+    kind, out_kind, compute = _CUDA_TYPES[a.dtype], _CUDA_TYPES[out.dtype], _COMPUTE[a.dtype]
+    scalar = np.float64 if compute == 70 else np.float32
+    scalars = np.array([alpha, beta], dtype=scalar)  # read by cuBLAS on the host, during the call
+    alpha_ptr, beta_ptr = scalars.ctypes.data, scalars.ctypes.data + scalars.itemsize
+    handle = cp.cuda.device.get_cublas_handle()  # (first: it loads the library that cuda_library finds)
+    cublas = cuda_library("cublas", _CUBLAS)
+    cublas.check("cublasSetStream_v2", handle, cp.cuda.get_current_stream().ptr)
+    count = math.prod(batch)
     # row-major out = a @ b is column-major out^T = b^T @ a^T: b goes first
     if count == 1:
-        cublas.gemmEx(handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb, a.data.ptr, kind, lda,
-                      beta_ptr, out.data.ptr, kind, n, _COMPUTE_32F, _GEMM_DEFAULT_TENSOR_OP)
+        cublas.check("cublasGemmEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb, a.data.ptr,
+                     kind, lda, beta_ptr, out.data.ptr, out_kind, n, compute, _GEMM_DEFAULT_TENSOR_OP)
     else:
-        cublas.gemmStridedBatchedEx(handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb, stride_b,
-                                    a.data.ptr, kind, lda, stride_a, beta_ptr, out.data.ptr, kind, n, m * n,
-                                    count, _COMPUTE_32F, _GEMM_DEFAULT_TENSOR_OP)
+        cublas.check("cublasGemmStridedBatchedEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb,
+                     stride_b, a.data.ptr, kind, lda, stride_a, beta_ptr, out.data.ptr, out_kind, n, m * n, count,
+                     compute, _GEMM_DEFAULT_TENSOR_OP)

@@ -9,13 +9,10 @@ linear with a bias) add their extra term in float32 too, before that single
 rounding, as torch's CPU GEMM does. multi_dot and chain_matmul are built from
 mm, in the cheapest order.
 
-On CuPy, float16 matmul goes to cuBLAS (cublasGemmEx) with compute type
-CUBLAS_COMPUTE_32F (float32 accumulation, tensor-core algorithm on sm_70+), so it
-is used as is; a 1-D . 1-D float16 dot is the exception (CuPy reduces it with an
-elementwise kernel in float16), so it is widened like on the CPU. The fused ops
-and bfloat16 products (on sm_80+) make their own cuBLAS call (ops/gemm.py): the
-extra term joins inside the GEMM, before its one rounding, as in torch. See
-docs/core.md.
+On a GPU every float product of matrices is one cuBLAS call that ops/gemm.py
+makes (compute type CUBLAS_COMPUTE_32F: float32 accumulation on the tensor
+cores), and the fused ops' extra term joins inside it, before its one rounding,
+as in torch. A 1-D . 1-D dot is widened like on the CPU. See docs/core.md.
 """
 from __future__ import annotations
 
@@ -34,17 +31,10 @@ from .registry import in_places, register, wanted_only
 LP = "lower_precision_fp"
 
 
-def _native_half_gemm(a, b):
-    """Whether this product runs as is: CuPy's float16 matmul already is a float32-accumulating GEMM."""
-    return a.dtype == _dt.float16 and not isinstance(a, np.ndarray) and not (a.ndim == 1 and b.ndim == 1)
-
-
 def _mm(a, b):
     """a @ b, with float32 accumulation and one rounding for half inputs."""
-    if _native_half_gemm(a, b):
-        return a @ b
-    if gemm.supports(a, b):  # bfloat16 on a GPU: cuBLAS's bfloat16 GEMM rather than widening to float32
-        return gemm.gemm_plus(a, b, None, beta=0)
+    if gemm.on_gpu(a, b):
+        return gemm.product(a, b)
     return opmath(operator.matmul, a, b, ints="keep")
 
 
@@ -67,8 +57,8 @@ def _mm_plus(name, a, b, c, alpha=1, beta=1):
         if beta == 0:
             return out + array_module(out).zeros_like(c)
         return out + (c if beta == 1 else c * t(beta))
-    if gemm.supports(a, b):  # on a GPU the addend joins inside cuBLAS's GEMM: one rounding, as in torch
-        return gemm.gemm_plus(a, b, c, alpha, beta)
+    if gemm.on_gpu(a, b):  # the addend joins inside cuBLAS's GEMM: one rounding, as in torch
+        return gemm.addmm(c, a, b, alpha, beta)
     return opmath(lambda a, b, c: combine(a @ b, c), a, b, c, ints="keep")
 
 
@@ -342,6 +332,12 @@ def linear_backward(ctx, grad, input, weight, wanted):
         raise TypeError(f"_linear_backward: needs floating or complex tensors, got {grad.dtype.name}")
 
     rows = math.prod(grad.shape[:-1])  # (not -1: a batch may be empty)
+
+    if gemm.on_gpu(grad, weight):  # each gradient one GEMM (or a float32 sum), rounded once
+        g2 = grad.reshape(rows, out_f)
+        return wanted_only(wanted, (lambda: gemm.product(g2, weight).reshape(grad.shape[:-1] + (in_f,)),
+                                    lambda: gemm.product(g2.T, input.reshape(rows, in_f)),
+                                    lambda: opmath(lambda g: _add_reduce(g, 0, False, g.dtype), g2)))
 
     def compute(g, x, w):
         g2 = g.reshape(rows, out_f)

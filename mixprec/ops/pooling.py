@@ -67,6 +67,31 @@ def _unbatch(arrays, unbatched):
 
 
 # ---------------------------------------------------------------- window tables: the one mechanism
+_TABLES: dict = {}  # (device, dtype, shape, bytes) -> a host-built table on that device
+_PINNED: set = set()  # the keys of tables a CUDA-graph capture used: its replays read them
+_TABLE_LIMIT = 512
+
+
+def _table(like, host):
+    """A host-built table (window positions, which taps are inside, divisors) as an array on ``like``'s device.
+
+    On a GPU each table is uploaded once and reused: no host-to-device copy per call, and none inside a
+    CUDA-graph capture (run the code once before capturing). Tables a capture used are never dropped."""
+    if isinstance(like, np.ndarray):
+        return host
+    device = _be.device_of_array(like)
+    key = (device.index, host.dtype.str, host.shape, host.tobytes())
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) >= _TABLE_LIMIT:  # many distinct geometries: keep only what graphs still read
+            for old in [k for k in _TABLES if k not in _PINNED]:
+                del _TABLES[old]
+        table = _TABLES[key] = _be.to_device(np.ascontiguousarray(host), device)
+    if _be.is_capturing():
+        _PINNED.add(key)
+    return table
+
+
 def _flat_windows(taps, size):
     """One table of input-plane positions from per-dim tap tables, and which taps lie inside the input.
 
@@ -127,11 +152,11 @@ def _max_over_windows(ctx, x, taps, return_indices, unbatched):
         flat = xp.moveaxis(flat.reshape(n * c, k, windows), 0, -1)                          # (K, L, N * C)
         values = xp.take_along_axis(columns, flat.reshape(k * windows, n * c), axis=0).reshape(flat.shape)
     else:
-        flat = xp.asarray(flat)
+        flat = _table(x, flat)
         values = xp.take(columns, flat, axis=0)                                             # (K, L, N * C)
     if valid is not None:
         padding = halfbits.NEGATIVE_INF_KEY if keyed else values.dtype.type(-np.inf)
-        values = xp.where(xp.asarray(valid)[..., None], values, padding)
+        values = xp.where(_table(x, valid)[..., None], values, padding)
     if keyed:
         best, maxima = halfbits.first_max(values)
         maxima = halfbits.from_ordered(maxima)
@@ -477,7 +502,7 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     else:
         lengths = [_avg_divisor(sz, o, k, s, p, count_include_pad)
                    for sz, o, k, s, (p, _), in zip(size, g.out, g.kernel, g.stride, g.padding)]
-        divisor = _wrap(_be.to_device(math.prod(np.ix_(*lengths)).astype(work), _be.device_of_array(x.data)))
+        divisor = _wrap(_table(x.data, math.prod(np.ix_(*lengths)).astype(work)))
     taps = math.prod(g.kernel)
     sums = _im2col(x.to(work), g).reshape(n, c, taps, *g.out).sum(2)   # (N, C, *out)
     y = (sums / divisor).to(x.dtype)
@@ -514,14 +539,13 @@ def _register_adaptive_avg_pool(nd):
         n, c, *size = x.shape
         out = _adaptive_output_size(name, output_size, size)
         flat, valid = _flat_windows(_adaptive_taps(size, out), size)    # (K, L): gather, then mean of the valid
-        xp = array_module(x.data)
-        index = _wrap(xp.asarray(flat.reshape(1, 1, flat.size))).expand(n, c, flat.size)
+        index = _wrap(_table(x.data, flat.reshape(1, 1, flat.size))).expand(n, c, flat.size)
         values = x.to(compute_dtype(x.dtype)).reshape(n, c, math.prod(size)).gather(2, index)
         values = values.reshape(n, c, *flat.shape)
         counts = flat.shape[0] if valid is None else valid.sum(0)
         if valid is not None:  # where, not a product: a NaN or inf elsewhere must not leak in
-            values = where(_wrap(xp.asarray(valid)), values, zeros_like(values))
-        y = (values.sum(2) / _wrap(xp.asarray(np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
+            values = where(_wrap(_table(x.data, valid)), values, zeros_like(values))
+        y = (values.sum(2) / _wrap(_table(x.data, np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
         y = y.to(x.dtype)
         return y.squeeze(0) if unbatched else y
     forward.__doc__ = (f"Mean over {nd}-D windows sized so the output has output_size (an int, or a tuple with "

@@ -21,7 +21,9 @@ fused=True runs the same lines as one kernel over all parameters of a dtype
 (kernels/multi_tensor_optimizers.cu, twin in mixprec.amp._reference): each
 value is rounded once, when stored; the step count lives on the device, as
 a one-element int64 array in state["step"] (state_dict() still saves an int),
-and the bias corrections beta**step are computed there, by squaring.
+and the bias corrections beta**step are computed there, by squaring. On a
+GPU the per-tensor step keeps its count on the device too (its bias
+corrections are float64 device arithmetic), so a GradScaler can skip it there.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..amp._layout import AdamRule
-from ..backend import array_module
+from ..backend import array_module, is_array
 from .optimizer import Optimizer
 
 
@@ -43,6 +45,11 @@ def _opmath(a):
 def _store(dst, value):
     """Write a kernel's result into dst's memory, rounding to dst's dtype once."""
     dst[...] = value.astype(dst.dtype, copy=False)
+
+
+def _as(c, value):
+    """A host float, or a 0-d device array (a bias correction computed from the step count there), as type c."""
+    return value.astype(c) if is_array(value) else c(value)
 
 
 def _lerp(start, end, weight):
@@ -63,6 +70,7 @@ class Adam(Optimizer):
     """
 
     state_layout = {"step": "count", "exp_avg": "tensor", "exp_avg_sq": "tensor", "max_exp_avg_sq": "tensor"}
+    state_on_device = True  # on a GPU the step count is a device array too (on the CPU a host read is free)
     required_state = ("step", "exp_avg", "exp_avg_sq")  # max_exp_avg_sq appears once amsgrad steps
     fused_kind = "ADAM"
 
@@ -113,6 +121,8 @@ class Adam(Optimizer):
         c = np.float32 if p.dtype in _dt.LOW_PRECISION else p.dtype.type  # the kernels' scalar type
         param, exp_avg, exp_avg_sq = p.data, state["exp_avg"], state["exp_avg_sq"]
         g = -grad if group["maximize"] else grad
+        if xp is not np and not is_array(state["step"]):  # on a GPU the count lives there (so a step can be undone)
+            state["step"] = xp.full(1, state["step"], dtype=np.int64)
         state["step"] += 1
         step = state["step"]
         if wd != 0:
@@ -124,9 +134,14 @@ class Adam(Optimizer):
         _store(exp_avg, _lerp(_opmath(exp_avg), g, c(1 - beta1)))
         _store(exp_avg_sq, _opmath(exp_avg_sq) * c(beta2))
         _store(exp_avg_sq, _opmath(exp_avg_sq) + c(1 - beta2) * g * g)
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-        step_size = lr / bias_correction1
+        if is_array(step):  # float64 on the device, then the kernels' scalar type
+            bias_correction1 = 1 - xp.power(np.float64(beta1), step.reshape(()))
+            bias_correction2_sqrt = xp.sqrt(1 - xp.power(np.float64(beta2), step.reshape(())))
+            step_size = lr / bias_correction1
+        else:
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+            step_size = lr / bias_correction1
         if group["amsgrad"]:
             second = state["max_exp_avg_sq"]
             xp.maximum(second, exp_avg_sq, out=second)
@@ -134,9 +149,9 @@ class Adam(Optimizer):
             second = exp_avg_sq
         dt = p.dtype
         denom = xp.sqrt(_opmath(second)).astype(dt, copy=False)
-        denom = (_opmath(denom) / c(bias_correction2_sqrt)).astype(dt, copy=False)
+        denom = (_opmath(denom) / _as(c, bias_correction2_sqrt)).astype(dt, copy=False)
         denom = (_opmath(denom) + c(eps)).astype(dt, copy=False)
-        _store(param, _opmath(param) + c(-step_size) * _opmath(exp_avg) / _opmath(denom))
+        _store(param, _opmath(param) + _as(c, -step_size) * _opmath(exp_avg) / _opmath(denom))
 
 
 class AdamW(Adam):

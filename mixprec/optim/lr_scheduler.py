@@ -22,6 +22,8 @@ The scheduler counts real optimizer steps by wrapping ``optimizer.step``
 for any reason a step is skipped, not only the scaler's. A fused optimizer
 stepped by a GradScaler is the exception: its step is always called and skips
 on the device, which the host never learns, so skip_unstepped=True refuses it.
+A per-tensor optimizer on a GPU would skip on the device too; such a scheduler
+asks the GradScaler to read found_inf for it instead (one host wait a step).
 """
 from __future__ import annotations
 
@@ -77,6 +79,8 @@ class LRScheduler:
         self.last_epoch = last_epoch
         self.skip_unstepped = bool(skip_unstepped)
         self.skipped_steps = 0
+        if self.skip_unstepped:  # a GradScaler then reads found_inf for a per-tensor optimizer (see Optimizer)
+            optimizer.step_decided_on_host = True
         _track_steps(optimizer)
         self._seen_optimizer_steps = optimizer._steps_taken
         self._step_count = 0

@@ -103,6 +103,14 @@ class Optimizer:
         """Whether step() takes grad_scale and found_inf (torch's _step_supports_amp_scaling): fused optimizers."""
         return self.fused
 
+    #: Whether every piece of this optimizer's per-tensor state is a device array (no host counters), so that a
+    #: per-tensor step can be undone on the device: step(found_inf=...) then keeps parameters and state where
+    #: found_inf is set, and a GradScaler skips such a step without reading found_inf on the host.
+    state_on_device: bool = False
+    #: Set when host code must learn whether each step ran (a scheduler with skip_unstepped=True): a GradScaler
+    #: then reads found_inf and calls step() only when it is clear, rather than undoing it on the device.
+    step_decided_on_host: bool = False
+
     @no_grad()
     def step(self, closure=None, *, grad_scale=None, found_inf=None):
         """Apply one update to every parameter that has a gradient; returns closure() if given.
@@ -112,9 +120,12 @@ class Optimizer:
         grad_scale (and written back unscaled, as torch's fused optimizers do), and where found_inf
         is non-zero nothing changes, parameters and state bit for bit: decided on the device.
         """
-        if (grad_scale is not None or found_inf is not None) and not self.supports_amp_scaling:
-            raise TypeError(f"{type(self).__name__}.step: grad_scale and found_inf are for optimizers that support "
-                            "AMP scaling on the device (fused=True); a GradScaler decides for this one")
+        if grad_scale is not None and not self.supports_amp_scaling:
+            raise TypeError(f"{type(self).__name__}.step: grad_scale is for optimizers that unscale on the device "
+                            "(fused=True); a GradScaler unscales the gradients of this one first")
+        if found_inf is not None and not (self.supports_amp_scaling or self.state_on_device):
+            raise TypeError(f"{type(self).__name__}.step: found_inf is for optimizers that can skip on the device "
+                            "(fused=True, or per-tensor state kept on the device); a GradScaler decides for this one")
         blocker = self._capture_blocker() if _be.is_capturing() else None
         if blocker:
             raise RuntimeError(f"{type(self).__name__}.step() cannot be captured in a CUDA graph: {blocker}. Use "
@@ -145,7 +156,11 @@ class Optimizer:
                             self._fused_layouts.setdefault(id(group), {}), grad_scale, found_inf)
                 continue
             for p in params:
-                self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
+                state = self.state.setdefault(p, {})
+                undo = _Undo(p.data, state) if found_inf is not None else None
+                self._update(p, p.grad.data, state, group)
+                if undo is not None:
+                    undo.where(found_inf)
                 p._bump_version()
                 if id(p) in copies:
                     copies[id(p)]._assign("refreshing a weight copy from its parameter", p)
@@ -313,6 +328,25 @@ class Optimizer:
         for i, g in enumerate(self.param_groups):
             lines.append(f"  group {i}: " + ", ".join(f"{k}={v}" for k, v in g.items() if k != "params"))
         return "\n".join(lines + [")"])
+
+
+class _Undo:
+    """Takes a per-tensor step back on the device where found_inf is set: the parameter and the state arrays it
+    had are restored, and state the step created is left at zero (as a first step that never happened: SGD's
+    next momentum buffer is then (1 - dampening) * d, as after a skipped fused step)."""
+
+    def __init__(self, param, state: dict):
+        self.param, self.state = param, state
+        self.saved = {"": param.copy(), **{k: v.copy() for k, v in state.items() if is_array(v)}}
+
+    def where(self, found_inf) -> None:
+        xp = _be.array_module(self.param)
+        skip = found_inf.reshape(()) != 0
+        xp.copyto(self.param, self.saved[""], where=skip)
+        for key, value in self.state.items():
+            if is_array(value):
+                before = self.saved.get(key)
+                xp.copyto(value, before if before is not None else xp.zeros_like(value), where=skip)
 
 
 def writable_grad(p, contiguous=False) -> Tensor:

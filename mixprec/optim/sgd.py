@@ -20,6 +20,7 @@ class SGD(Optimizer):
     """
 
     state_layout = {"momentum_buffer": "tensor"}  # only with momentum; None (torch's, at momentum 0) means none
+    state_on_device = True
     fused_kind = "SGD"
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,

@@ -40,7 +40,7 @@ import types
 
 import numpy as np
 
-from . import _array, _cuda, _raw, _state
+from . import _cuda, _raw, _state
 from ._namespace import Namespace, ROOT
 from ._real import real, real_x
 from ._state import COUNTS, CaptureError, Counts
@@ -103,6 +103,17 @@ cupyx = Namespace("cupyx", real_x, None, {
     "scatter_add": _scatter_add, "empty_pinned": _empty_pinned, "errstate": _ErrState,
     "scipy": types.SimpleNamespace(special=_special()),
 })
+
+
+_LIBRARIES = {"cublas": _cuda.LibCublas()}
+
+
+def library(name: str):
+    """The stand-in's twin of a CUDA library mixprec calls directly (backend.cuda_library)."""
+    try:
+        return _LIBRARIES[name]
+    except KeyError:
+        raise NotImplementedError(f"the strict CuPy stand-in has no twin of lib{name}") from None
 
 
 @contextlib.contextmanager

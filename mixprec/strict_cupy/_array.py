@@ -25,43 +25,49 @@ _NUMPY_REFUSED = "Unsupported type <class 'numpy.ndarray'>"
 
 # ---- memory pools ------------------------------------------------------------------------------
 class MemoryPool:
-    """CuPy's MemoryPool, counting bytes: ``used_bytes`` live arrays, ``total_bytes`` also the cached free
-    blocks (freed memory stays cached until ``free_all_blocks``). Sizes round up to 512 bytes, as CuPy's."""
+    """CuPy's MemoryPool: device memory comes in blocks rounded up to 512 bytes, and a freed block stays cached
+    for the next allocation of its size (so a training loop's arrays get the same addresses step after step,
+    as on a GPU) until ``free_all_blocks``. ``used_bytes``: live blocks; ``total_bytes``: cached ones too."""
 
     def __init__(self, allocator=None):
         self._used = 0
-        self._cached = 0
+        self._free: dict[int, list] = {}  # block size -> cached blocks, the last freed reused first
 
     def malloc(self, size):
         return MemoryPointer(0, CURRENT.device, size, self)
 
-    def _take(self, nbytes: int) -> int:
+    def take(self, nbytes: int) -> np.ndarray:
+        """A block of at least nbytes (a uint8 array), given back to the cache when no view of it is left."""
         size = -(-max(nbytes, 1) // 512) * 512
-        reuse = min(size, self._cached)
-        self._cached -= reuse
+        cached = self._free.get(size)
+        block = cached.pop() if cached else np.empty(size, np.uint8)
         self._used += size
         from . import _cuda
         _cuda.memory_hooks_after_malloc(CURRENT.device, size)
-        return size
+        # what arrays are made from: NumPy points every view of it at it (it does not own its memory), so when it
+        # dies no view is left and the block is free
+        user = np.frombuffer(memoryview(block), dtype=np.uint8)
+        weakref.finalize(user, self._give_back, block)
+        return user
 
-    def _give_back(self, size: int) -> None:
-        self._used -= size
-        self._cached += size
+    def _give_back(self, block: np.ndarray) -> None:
+        self._used -= block.size
+        self._free.setdefault(block.size, []).append(block)
 
     def used_bytes(self) -> int:
         return self._used
 
     def total_bytes(self) -> int:
-        return self._used + self._cached
+        return self._used + self.free_bytes()
 
     def free_bytes(self) -> int:
-        return self._cached
+        return sum(size * len(blocks) for size, blocks in self._free.items())
 
     def free_all_blocks(self, stream=None) -> None:
-        self._cached = 0
+        self._free.clear()
 
     def n_free_blocks(self) -> int:
-        return 0 if not self._cached else 1
+        return sum(len(blocks) for blocks in self._free.values())
 
     def set_limit(self, size=None, fraction=None):
         pass
@@ -88,14 +94,23 @@ class MemoryPointer:
 DEFAULT_POOL = MemoryPool()
 
 
-def _charge(buffer: np.ndarray) -> None:
-    """Count a new array's memory in the pool in use (the thread's allocator, else the default pool)."""
+def _pool() -> MemoryPool:
+    """The pool new memory comes from: the thread's allocator's (a graph's private pool), else the default."""
     allocator = CURRENT.allocator
     pool = getattr(allocator, "__self__", None) if allocator is not None else DEFAULT_POOL
-    if not isinstance(pool, MemoryPool):
-        return
-    size = pool._take(buffer.nbytes)
-    weakref.finalize(buffer, pool._give_back, size)
+    return pool if isinstance(pool, MemoryPool) else DEFAULT_POOL
+
+
+def _allocate(shape, dtype, order="C") -> np.ndarray:
+    """New device memory for an array (uninitialised), from the pool in use (register it to use it)."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    count = 1
+    for n in shape:
+        count *= n
+    block = _pool().take(count * dtype.itemsize)
+    flat = block[:count * dtype.itemsize].view(dtype)
+    return flat.reshape(shape, order="F" if order == "F" else "C")
 
 
 # ---- wrapping --------------------------------------------------------------------------------------
@@ -111,6 +126,7 @@ class _Flags:
 
 
 def _owner(a: np.ndarray) -> np.ndarray:
+    """The array at the root of a's views (for the pool's memory, the block's user: see MemoryPool.take)."""
     while isinstance(a.base, np.ndarray):
         a = a.base
     return a
@@ -134,16 +150,29 @@ def memory_at(address: int, nbytes: int) -> tuple[np.ndarray, int]:
 
 
 def new(buffer: np.ndarray, device: int | None = None, fresh: bool = True) -> "ndarray":
-    """Wrap NumPy memory as a device array; ``fresh`` memory is charged to the pool in use and owned by it."""
+    """A device array: ``fresh`` results (NumPy's memory) are copied into memory from the pool in use, which
+    owns it from then on; otherwise ``buffer`` is device memory already (a view, or the pool's)."""
     out = ndarray.__new__(ndarray)
-    out._a = buffer
     out._device = CURRENT.device if device is None else device
     if fresh:
+        if not _in_pool(buffer):
+            memory = _allocate(buffer.shape, buffer.dtype, _order(buffer))
+            np.copyto(memory, buffer, casting="no")
+            buffer = memory
         root = _owner(buffer)
-        _charge(root)
         _register(root)
         _OWNERS[id(root)] = out
+    out._a = buffer
     return out
+
+
+def _in_pool(buffer: np.ndarray) -> bool:
+    root = _owner(buffer)
+    return _MEMORY.get(root.__array_interface__["data"][0]) is root
+
+
+def _order(buffer: np.ndarray) -> str:
+    return "F" if buffer.flags.f_contiguous and not buffer.flags.c_contiguous else "C"
 
 
 def _view_of(src: "ndarray", buffer: np.ndarray) -> "ndarray":
@@ -203,7 +232,8 @@ def _arrays_in(values):
 def _poisoned(r):
     """New memory shaped like r holding what a capture leaves in it: garbage (NaN; 0 for integers)."""
     if isinstance(r, np.ndarray):
-        out = np.empty_like(r)
+        out = _allocate(r.shape, r.dtype, _order(r))
+        _register(_owner(out))
         out[...] = np.nan if out.dtype.kind in "fc" or out.dtype.name == "bfloat16" else 0
         return out
     if isinstance(r, tuple):
@@ -211,6 +241,15 @@ def _poisoned(r):
     if isinstance(r, list):
         return [_poisoned(x) for x in r]
     return r
+
+
+def _as_memory(result):
+    """A kernel's result as device memory: NumPy scalars (full reductions) become 0-d arrays."""
+    if isinstance(result, np.generic):
+        return np.asarray(result)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_as_memory(r) for r in result)
+    return result
 
 
 def _copy_into(outs, results):
@@ -231,14 +270,14 @@ def compute(fn, inputs=(), library: str | None = None):
     if cap is None:
         return fn()
     with np.errstate(all="ignore"):
-        shaped = fn()  # run on the capture-time contents only for the shapes and dtypes
+        shaped = _as_memory(fn())  # run on the capture-time contents only for the shapes and dtypes
     if isinstance(shaped, np.ndarray) and any(np.may_share_memory(shaped, i) for i in inputs):
         return shaped  # a view: nothing to record
     outs = _poisoned(shaped)
 
     def replay():
         with np.errstate(all="ignore"):
-            _copy_into(outs, fn())
+            _copy_into(outs, _as_memory(fn()))
     cap.records.append(replay)
     cap.keep.append(outs)
     return outs
@@ -358,7 +397,9 @@ class ufunc:
         if len(args) != self.nin:
             raise TypeError(f"Wrong number of arguments for {name}: {self.nin} expected, {len(args)} given")
         in_types, out_types, values = choose_loop(self._real, args, name, dtype)
-        arrays = [_as_loop_input(v, t) for v, t in zip(values, in_types)]
+
+        def loop_inputs():  # cast when the kernel runs (a capture records it; the memory is read at replay)
+            return [_as_loop_input(v, t) for v, t in zip(values, in_types)]
         outs = None
         if out is not None:
             outs = out if isinstance(out, tuple) else (out,)
@@ -371,12 +412,12 @@ class ufunc:
                                     f"''{casting or 'same_kind'}''")
         buffers = [v for v in values if isinstance(v, np.ndarray)]
         if outs is None:
-            result = compute(lambda: _numpy_call(self._np, arrays, out_types), buffers)
+            result = compute(lambda: _numpy_call(self._np, loop_inputs(), out_types), buffers)
             return wrap(result, (), self._device(args))
         targets = [o._a for o in outs]
 
         def write():
-            results = _numpy_call(self._np, arrays, out_types)
+            results = _numpy_call(self._np, loop_inputs(), out_types)
             for target, r in zip(targets, results if isinstance(results, tuple) else (results,)):
                 np.copyto(target, np.broadcast_to(r, target.shape), casting="unsafe")
         mutate(write)
@@ -408,17 +449,18 @@ def _reduction(what, fn, a, out=None):
 
 # ---- the array -----------------------------------------------------------------------------------------
 def _index(key, shape, what="indexing"):
-    """An index as NumPy, as CuPy reads it: device index arrays give their memory, wrapped into range (CuPy
-    wraps an out-of-range index silently instead of raising); host arrays and lists are uploads (CuPy copies
-    them to the device) and wrap too; a boolean device mask needs its count of True on the host (a host
-    read). Python integers are checked on the host and raise, as in CuPy."""
+    """An index as CuPy reads it, as a function giving the NumPy index when the kernel runs (a capture records
+    it; the index memory is read at replay). Device index arrays are wrapped into range (CuPy wraps an
+    out-of-range index silently instead of raising); host arrays and lists are uploads (CuPy copies them to
+    the device) and wrap too; a boolean device mask needs its count of True on the host (a host read).
+    Python integers are checked on the host and raise, as in CuPy. Returns (resolve, index arrays)."""
     parts = list(key) if isinstance(key, tuple) else [key]
     consumed = [0 if p is None or p is Ellipsis else getattr(p, "ndim", 1) if _is_mask(p) else 1 for p in parts]
-    axis, converted = 0, []
+    axis, plan, arrays = 0, [], []
     for i, part in enumerate(parts):
         if part is Ellipsis:
             axis = len(shape) - sum(consumed[i + 1:])
-            converted.append(part)
+            plan.append((part, None))
             continue
         if isinstance(part, ndarray):
             array = part._a
@@ -426,16 +468,20 @@ def _index(key, shape, what="indexing"):
                 host_read("a boolean mask index (its number of True elements)")
         elif isinstance(part, (np.ndarray, list)):
             upload(f"{what} with a host array")
-            array = np.asarray(part)
+            array = np.array(part)
         else:
-            converted.append(part)
+            plan.append((part, None))
             axis += consumed[i]
             continue
-        if array.dtype.kind in "iu" and axis < len(shape) and shape[axis] > 0:
-            array = np.mod(array, shape[axis])
-        converted.append(array)
+        wrap_to = shape[axis] if array.dtype.kind in "iu" and axis < len(shape) and shape[axis] > 0 else None
+        plan.append((array, wrap_to))
+        arrays.append(array)
         axis += consumed[i]
-    return tuple(converted) if isinstance(key, tuple) else converted[0]
+
+    def resolve():
+        done = [np.mod(p, n) if n is not None else p for p, n in plan]
+        return tuple(done) if isinstance(key, tuple) else done[0]
+    return resolve, arrays
 
 
 def _is_mask(part) -> bool:
@@ -469,11 +515,11 @@ class ndarray:
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
         if memptr is not None or strides is not None:
             raise NotImplementedError("the strict CuPy stand-in makes arrays only from a shape and dtype")
-        self._a = np.empty(shape, dtype=dtype, order=order)
+        self._a = _allocate(shape, dtype, order)
         self._device = CURRENT.device
-        _charge(self._a)
-        _register(self._a)
-        _OWNERS[id(self._a)] = self
+        root = _owner(self._a)
+        _register(root)
+        _OWNERS[id(root)] = self
 
     # -- what an array is
     @property
@@ -621,14 +667,13 @@ class ndarray:
     def __getitem__(self, key):
         if isinstance(key, ndarray) or isinstance(key, tuple) and any(isinstance(k, ndarray) for k in key) \
                 or not _is_basic(key):
-            index = _index(key, self.shape)
-            indices = [p for p in (index if isinstance(index, tuple) else (index,)) if isinstance(p, np.ndarray)]
+            index, indices = _index(key, self.shape)
             a = self._a
-            return wrap(compute(lambda: a[index], (a, *indices)), (), self._device)
+            return wrap(compute(lambda: a[index()], (a, *indices)), (), self._device)
         return _view_of(self, self._a[key])
 
     def __setitem__(self, key, value):
-        index = _index(key, self.shape, "assignment")
+        index, _ = _index(key, self.shape, "assignment")
         if isinstance(value, np.ndarray):
             upload("assigning a host array into a device array")
         elif isinstance(value, ndarray):
@@ -640,7 +685,7 @@ class ndarray:
 
         def write():
             with np.errstate(all="ignore"):
-                target[index] = value
+                target[index()] = value
         mutate(write)
 
     # -- arithmetic: the real CuPy ufuncs' loop choice

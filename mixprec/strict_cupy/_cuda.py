@@ -389,8 +389,8 @@ def _column_major(pointer, dtype, rows, cols, ld, stride, count):
 
 def _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb, stride_b, beta, C, Ctype, ldc,
           stride_c, count, compute_type):
-    """C = alpha op(A) op(B) + beta C, column-major, accumulated in the compute type and rounded once."""
-    _state.library_call("cuBLAS")
+    """C = alpha op(A) op(B) + beta C, column-major, accumulated in the compute type and rounded once; recorded
+    while the current stream captures (cuBLAS supports capture; CuPy's wrappers refuse it, see below)."""
     if Atype != Btype or Atype not in _CUDA_DTYPES or Ctype not in _CUDA_DTYPES:
         raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED: this type combination")
     wide = np.float64 if compute_type in (70, 71) else np.float32  # CUBLAS_COMPUTE_64F(_PEDANTIC)
@@ -403,28 +403,52 @@ def _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb
     c, c_memory = _column_major(C, _CUDA_DTYPES[Ctype], m, n, ldc, stride_c, count)
 
     def run(memory=(a_memory, b_memory, c_memory)):  # the record holds the memory it reads and writes
-        op_a = a.astype(wide) if transa == 0 else np.swapaxes(a, -1, -2).astype(wide)
-        op_b = b.astype(wide) if transb == 0 else np.swapaxes(b, -1, -2).astype(wide)
-        result = wide(a_val) * (op_a @ op_b)
-        if b_val != 0:  # beta = 0: C is not read (it may hold NaN)
-            result = result + wide(b_val) * c.astype(wide)
-        c[...] = result.astype(c.dtype)
+        with np.errstate(all="ignore"):  # a GPU's inf and NaN are silent
+            op_a = a.astype(wide) if transa == 0 else np.swapaxes(a, -1, -2).astype(wide)
+            op_b = b.astype(wide) if transb == 0 else np.swapaxes(b, -1, -2).astype(wide)
+            result = wide(a_val) * (op_a @ op_b)
+            if b_val != 0:  # beta = 0: C is not read (it may hold NaN)
+                result = result + wide(b_val) * c.astype(wide)
+            c[...] = result.astype(c.dtype)
     _array.mutate(run)
 
 
 def _gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
              computeType, algo):
+    _state.library_call("cuBLAS")  # CuPy's binding sets the stream first, and refuses a capturing one
     _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
           computeType)
 
 
 def _gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
                              strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo):
+    _state.library_call("cuBLAS")
     _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
           strideC, batchCount, computeType)
 
 
-# cublas_api.h's values (the real binding cannot be imported without the cuBLAS library).
+class LibCublas:
+    """libcublas itself, as mixprec's ctypes calls see it (backend.cuda_library): no capture check of CuPy's."""
+
+    def check(self, function, *args):
+        if function == "cublasSetStream_v2":
+            return
+        if function == "cublasGemmEx":
+            (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute,
+             algo) = args
+            _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
+                  compute)
+        elif function == "cublasGemmStridedBatchedEx":
+            (handle, transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb, stride_b, beta, C, Ctype,
+             ldc, stride_c, count, compute, algo) = args
+            _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb, stride_b, beta, C, Ctype,
+                  ldc, stride_c, count, compute)
+        else:
+            raise AttributeError(f"the strict CuPy stand-in's libcublas has no {function}")
+
+
+# CuPy's cuBLAS binding (cupy.cuda.cublas); cublas_api.h's values (the real binding cannot be imported without
+# the cuBLAS library).
 cublas = types.SimpleNamespace(
     CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_OP_C=2, CUBLAS_GEMM_DEFAULT=-1, CUBLAS_GEMM_DEFAULT_TENSOR_OP=99,
     CUBLAS_COMPUTE_16F=64, CUBLAS_COMPUTE_32F=68, CUBLAS_COMPUTE_32F_PEDANTIC=69, CUBLAS_COMPUTE_64F=70,

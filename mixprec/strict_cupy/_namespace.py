@@ -80,6 +80,15 @@ def _signature(fn):
         return None
 
 
+def _device_memory(values):
+    """The memory of the device arrays among values (in lists and tuples too)."""
+    for v in values:
+        if isinstance(v, ndarray):
+            yield v._a
+        elif isinstance(v, (list, tuple)):
+            yield from _device_memory(v)
+
+
 def _device_of(values):
     for v in values:
         if isinstance(v, ndarray):
@@ -119,7 +128,7 @@ def make_function(qualname: str, real_fn, np_fn):
             np_args[0] = np.array(np_args[0], copy=True)  # device memory of its own, never the host's
         out = kwargs.pop("out", None)
         np_kwargs = {k: unwrap(v, qualname, accept_host) for k, v in kwargs.items()}
-        buffers = list(_array._arrays_in(np_args)) + list(_array._arrays_in(np_kwargs))
+        buffers = list(_device_memory(args)) + list(_device_memory(kwargs.values()))  # (host data is not)
         result_dtype = None
         if inner is not None:
             module, kernel, operands = inner
@@ -252,9 +261,9 @@ def array_method(arr: ndarray, name: str):
         ufunc = {"scatter_add": np.add, "scatter_max": np.maximum, "scatter_min": np.minimum}[name]
 
         def scatter(slices, value):
-            index = _array._index(slices, a.shape)
+            index, _ = _array._index(slices, a.shape)
             v = unwrap(value, f"ndarray.{name}")
-            mutate(lambda: ufunc.at(a, index, v))
+            mutate(lambda: ufunc.at(a, index(), v))
         return scatter
     np_method = getattr(a, name, None)
     if np_method is None:
