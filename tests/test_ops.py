@@ -510,3 +510,17 @@ def test_registry_introspection():
     with pytest.raises(ValueError, match="device_type"):
         mp.ops.policy("mm", "tpu")
 
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in CASES if sum(isinstance(m(np.random.default_rng(0)), np.ndarray)
+                                                           for m in c.makers) >= 2], ids=lambda c: c.id)
+def test_a_cpu_tensor_meeting_a_cuda_tensor_names_the_op_and_both_devices(case):
+    """Every case with two tensor inputs, one of them left on the CPU: mixprec's device error naming the op's
+    devices, never a raw CuPy or NumPy one."""
+    values = case.inputs()
+    tensors = case.tensors(values, "cuda")
+    first = next(i for i, t in enumerate(tensors) if isinstance(t, mp.Tensor))
+    tensors[first] = tensors[first].cpu()
+    with pytest.raises(RuntimeError, match=r"expected all tensors on one device, got (cuda:0 and cpu|cpu and cuda:0)"):
+        case.fn(*tensors)

@@ -30,8 +30,11 @@ class MemoryPool:
     as on a GPU) until ``free_all_blocks``. ``used_bytes``: live blocks; ``total_bytes``: cached ones too."""
 
     def __init__(self, allocator=None):
+        _POOLS.add(self)
         self._used = 0
         self._free: dict[int, list] = {}  # block size -> cached blocks, the last freed reused first
+        self._address: dict[int, int] = {}  # id(block) -> where it starts
+        self._live: dict = {}  # id(user) -> (weak reference to a block's user (see take), its address)
 
     def malloc(self, size):
         return MemoryPointer(0, CURRENT.device, size, self)
@@ -40,17 +43,24 @@ class MemoryPool:
         """A block of at least nbytes (a uint8 array), given back to the cache when no view of it is left."""
         size = -(-max(nbytes, 1) // 512) * 512
         cached = self._free.get(size)
-        block = cached.pop() if cached else np.empty(size, np.uint8)
+        if cached:
+            block = cached.pop()
+        else:
+            block = np.empty(size, np.uint8)
+            self._address[id(block)] = block.ctypes.data
         self._used += size
-        from . import _cuda
-        _cuda.memory_hooks_after_malloc(CURRENT.device, size)
-        # what arrays are made from: NumPy points every view of it at it (it does not own its memory), so when it
-        # dies no view is left and the block is free
+        for hook in HOOKS:
+            hook.malloc_postprocess(device_id=CURRENT.device, size=size, mem_size=size, mem_ptr=0, pmem_id=0)
+        # what arrays are made from: NumPy points every view of it at it (it does not own its memory, a memoryview
+        # does), so when it dies no view is left and the block is free
         user = np.frombuffer(memoryview(block), dtype=np.uint8)
-        weakref.finalize(user, self._give_back, block)
+        ref = weakref.ref(user, lambda ref, block=block, key=id(user): self._give_back(ref, block, key))
+        self._live[id(user)] = (ref, self._address[id(block)])
         return user
 
-    def _give_back(self, block: np.ndarray) -> None:
+    def _give_back(self, ref, block: np.ndarray, key: int) -> None:
+        self._live.pop(key, None)
+        _OWNERS.pop(key, None)
         self._used -= block.size
         self._free.setdefault(block.size, []).append(block)
 
@@ -64,6 +74,9 @@ class MemoryPool:
         return sum(size * len(blocks) for size, blocks in self._free.items())
 
     def free_all_blocks(self, stream=None) -> None:
+        for blocks in self._free.values():
+            for block in blocks:
+                del self._address[id(block)]
         self._free.clear()
 
     def n_free_blocks(self) -> int:
@@ -91,6 +104,7 @@ class MemoryPointer:
         return self.ptr
 
 
+_POOLS: "weakref.WeakSet" = weakref.WeakSet()  # every pool made (the default one, graphs' private ones)
 DEFAULT_POOL = MemoryPool()
 
 
@@ -132,20 +146,20 @@ def _owner(a: np.ndarray) -> np.ndarray:
     return a
 
 
-_OWNERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # id(memory) -> the array that owns it
-_MEMORY: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # start address -> live device memory
+_OWNERS: dict = {}  # id(a block's user) -> weak reference to the array that owns that memory (see base)
 
 
-def _register(root: np.ndarray) -> None:
-    _MEMORY[root.__array_interface__["data"][0]] = root
+HOOKS: list = []  # memory hooks entered in this process (cupy.cuda.MemoryHook): told of every allocation
 
 
 def memory_at(address: int, nbytes: int) -> tuple[np.ndarray, int]:
     """(the device memory holding [address, address + nbytes), the offset in it): how a library call given raw
     pointers (the stand-in's cuBLAS) finds the arrays behind them."""
-    for start, root in list(_MEMORY.items()):
-        if start <= address and address + nbytes <= start + root.nbytes:
-            return root, address - start
+    for pool in list(_POOLS):
+        for ref, start in list(pool._live.values()):
+            user = ref()
+            if user is not None and start <= address and address + nbytes <= start + user.nbytes:
+                return user, address - start
     raise RuntimeError(f"cudaErrorIllegalAddress: no device memory at {address:#x} (+{nbytes} bytes)")
 
 
@@ -159,16 +173,17 @@ def new(buffer: np.ndarray, device: int | None = None, fresh: bool = True) -> "n
             memory = _allocate(buffer.shape, buffer.dtype, _order(buffer))
             np.copyto(memory, buffer, casting="no")
             buffer = memory
-        root = _owner(buffer)
-        _register(root)
-        _OWNERS[id(root)] = out
+        _OWNERS[id(_owner(buffer))] = weakref.ref(out)
     out._a = buffer
     return out
 
 
+_DEVICES: dict = {}  # index -> its cupy.cuda.Device
+
+
 def _in_pool(buffer: np.ndarray) -> bool:
-    root = _owner(buffer)
-    return _MEMORY.get(root.__array_interface__["data"][0]) is root
+    """Whether buffer is the pool's memory: a block's user is the one array made on a memoryview."""
+    return isinstance(_owner(buffer).base, memoryview)
 
 
 def _order(buffer: np.ndarray) -> str:
@@ -233,7 +248,6 @@ def _poisoned(r):
     """New memory shaped like r holding what a capture leaves in it: garbage (NaN; 0 for integers)."""
     if isinstance(r, np.ndarray):
         out = _allocate(r.shape, r.dtype, _order(r))
-        _register(_owner(out))
         out[...] = np.nan if out.dtype.kind in "fc" or out.dtype.name == "bfloat16" else 0
         return out
     if isinstance(r, tuple):
@@ -328,19 +342,24 @@ def choose_loop(kernel, operands, what: str, dtype=None):
     """(input dtypes, output dtypes) of the loop the real CuPy kernel picks for these operands."""
     classified = [_operand(v, what) for v in operands]
     in_types = tuple(c[0] for c in classified)
-    ops = kernel._ops
-    if dtype is not None:
-        op = ops._guess_routine_from_dtype(np.dtype(dtype))
-    else:
-        weaks = tuple(c[1] for c in classified)
-        if not any(weaks) or not _weak_scalars_apply(in_types, weaks):
-            weaks = (False,) * len(in_types)
-        op = ops._guess_routine_from_in_types(in_types, weaks)
-    if op is None:
-        raise TypeError(f"Wrong type ({dtype if dtype is not None else in_types}) of arguments for {what}")
+    weaks = tuple(c[1] for c in classified)
+    key = (id(kernel), in_types, weaks, dtype)
+    op = _LOOPS.get(key)
+    if op is None:  # asked of the real kernel once per combination (CuPy caches its choice too)
+        if dtype is not None:
+            op = kernel._ops._guess_routine_from_dtype(np.dtype(dtype))
+        else:
+            usable = weaks if any(weaks) and _weak_scalars_apply(in_types, weaks) else (False,) * len(in_types)
+            op = kernel._ops._guess_routine_from_in_types(in_types, usable)
+        if op is None:
+            raise TypeError(f"Wrong type ({dtype if dtype is not None else in_types}) of arguments for {what}")
+        _LOOPS[key] = op
     if op.error_func is not None:
         op.error_func()
     return op.in_types, op.out_types, [c[2] for c in classified]
+
+
+_LOOPS: dict = {}  # (kernel, input dtypes, weak scalars, dtype=) -> the loop the real kernel picked
 
 
 def _weak_scalars_apply(in_types, weaks) -> bool:
@@ -517,9 +536,7 @@ class ndarray:
             raise NotImplementedError("the strict CuPy stand-in makes arrays only from a shape and dtype")
         self._a = _allocate(shape, dtype, order)
         self._device = CURRENT.device
-        root = _owner(self._a)
-        _register(root)
-        _OWNERS[id(root)] = self
+        _OWNERS[id(_owner(self._a))] = weakref.ref(self)
 
     # -- what an array is
     @property
@@ -548,19 +565,23 @@ class ndarray:
 
     @property
     def device(self):
-        from ._cuda import Device
-        return Device(self._device)
+        device = _DEVICES.get(self._device)
+        if device is None:
+            from ._cuda import Device  # (_cuda builds on this module)
+            device = _DEVICES[self._device] = Device(self._device)
+        return device
 
     @property
     def base(self):
         """The array that owns this view's memory (None for an owner), as CuPy's base."""
         root = _owner(self._a)
-        owner = _OWNERS.get(id(root))
+        ref = _OWNERS.get(id(root))
+        owner = ref() if ref is not None else None
         if owner is self or (owner is None and self._a is root):
             return None
         if owner is None or owner._a is not root and _owner(owner._a) is not root:
             owner = new(root, self._device, fresh=False)
-            _OWNERS[id(root)] = owner
+            _OWNERS[id(root)] = weakref.ref(owner)
         return owner
 
     T = property(lambda self: _view_of(self, self._a.T))

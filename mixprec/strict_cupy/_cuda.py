@@ -210,15 +210,15 @@ def get_elapsed_time(start_event: Event, end_event: Event) -> float:
 
 # ---- memory ----------------------------------------------------------------------------------------------
 class MemoryHook:
-    """``cupy.cuda.MemoryHook``: entered, it sees each allocation (malloc_postprocess) of this thread."""
+    """``cupy.cuda.MemoryHook``: entered, it sees each allocation (malloc_postprocess)."""
     name = "MemoryHook"
 
     def __enter__(self):
-        _HOOKS.append(self)
+        _array.HOOKS.append(self)
         return self
 
     def __exit__(self, *exc):
-        _HOOKS.remove(self)
+        _array.HOOKS.remove(self)
         return False
 
     def malloc_preprocess(self, **kwargs):
@@ -226,14 +226,6 @@ class MemoryHook:
 
     def malloc_postprocess(self, **kwargs):
         pass
-
-
-_HOOKS: list = []
-
-
-def memory_hooks_after_malloc(device_id: int, size: int) -> None:
-    for hook in list(_HOOKS):
-        hook.malloc_postprocess(device_id=device_id, size=size, mem_size=size, mem_ptr=0, pmem_id=0)
 
 
 class _AllocatorContext:

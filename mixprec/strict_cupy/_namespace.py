@@ -73,6 +73,24 @@ def function_named(name: str):
     return ROOT.__getattr__(name)
 
 
+def _quick_fit(sig):
+    """A fast test that a call fits a signature: no more positional arguments than it takes, and only keywords
+    it names. (What it lets through, Signature.bind would too, except a missing required argument, which the
+    NumPy function reports.)"""
+    if sig is None:
+        return lambda args, kwargs: True
+    kinds = inspect.Parameter
+    params = list(sig.parameters.values())
+    var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params)
+    positional = sum(p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD) for p in params)
+    keywords = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
+
+    def fits(args, kwargs):
+        return (var_pos or len(args) <= positional) and (var_kw or keywords.issuperset(kwargs))
+    return fits
+
+
 def _signature(fn):
     try:
         return inspect.signature(fn)
@@ -112,8 +130,10 @@ def make_function(qualname: str, real_fn, np_fn):
     accept_host = name in UPLOADS
     inner = INNER.get(name) if qualname.count(".") == 1 else None
 
+    fits = _quick_fit(sig)
+
     def call(*args, **kwargs):
-        if sig is not None:
+        if sig is not None and not fits(args, kwargs):  # the full check only when the quick one doubts
             try:
                 sig.bind(*args, **kwargs)
             except TypeError as exc:
