@@ -36,6 +36,7 @@ from ..backend import array_module, cuda_library, cupy_module
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
 _CUBLAS = {  # the cuBLAS functions called here, with their C argument types (cublas_api.h)
     "cublasSetStream_v2": (_P, _P),
+    "cublasSetMathMode": (_P, _I),
     "cublasGemmEx": (_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _P, _I, _I, _P, _P, _I, _I, _I, _I),
     "cublasGemmStridedBatchedEx": (_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _L, _P, _I, _I, _L, _P, _P, _I, _I, _L,
                                    _I, _I, _I),
@@ -45,6 +46,10 @@ _CUDA_TYPES = {_dt.float16: 2, _dt.bfloat16: 14, np.dtype(np.float32): 0, np.dty
 _COMPUTE = {_dt.float16: 68, _dt.bfloat16: 68, np.dtype(np.float32): 68, np.dtype(np.float64): 70}  # 32F, 64F
 _GEMM_DEFAULT_TENSOR_OP = 99
 _OP_N, _OP_T = 0, 1
+# cublasMath_t: CUBLAS_DEFAULT_MATH, and the flag that keeps split-K partial sums in float32. Without it cuBLAS
+# may add a half GEMM's partial sums in half precision (torch allows that by default): seen on an H200, a
+# bfloat16 product was then 3 ulps off, and one near-cancelling element thousands.
+_DEFAULT_MATH, _FLOAT32_REDUCTION = 0, 16
 
 
 def on_gpu(a, b) -> bool:
@@ -152,11 +157,14 @@ def _call(cp, a, b, out, alpha, beta):
     cublas = cuda_library("cublas", _CUBLAS)
     cublas.check("cublasSetStream_v2", handle, cp.cuda.get_current_stream().ptr)
     count = math.prod(batch)
-    # row-major out = a @ b is column-major out^T = b^T @ a^T: b goes first
-    if count == 1:
-        cublas.check("cublasGemmEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb, a.data.ptr,
-                     kind, lda, beta_ptr, out.data.ptr, out_kind, n, compute, _GEMM_DEFAULT_TENSOR_OP)
-    else:
-        cublas.check("cublasGemmStridedBatchedEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb,
-                     stride_b, a.data.ptr, kind, lda, stride_a, beta_ptr, out.data.ptr, out_kind, n, m * n, count,
-                     compute, _GEMM_DEFAULT_TENSOR_OP)
+    cublas.check("cublasSetMathMode", handle, _FLOAT32_REDUCTION)  # float32 accumulation, all of it
+    try:  # row-major out = a @ b is column-major out^T = b^T @ a^T: b goes first
+        if count == 1:
+            cublas.check("cublasGemmEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb, a.data.ptr,
+                         kind, lda, beta_ptr, out.data.ptr, out_kind, n, compute, _GEMM_DEFAULT_TENSOR_OP)
+        else:
+            cublas.check("cublasGemmStridedBatchedEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind,
+                         ldb, stride_b, a.data.ptr, kind, lda, stride_a, beta_ptr, out.data.ptr, out_kind, n, m * n,
+                         count, compute, _GEMM_DEFAULT_TENSOR_OP)
+    finally:
+        cublas.check("cublasSetMathMode", handle, _DEFAULT_MATH)  # CuPy's handle as CuPy leaves it
