@@ -421,7 +421,8 @@ def main(argv=None) -> int:
         print(f"report: {args.out}")
         return 0 if args.dry_run else 2
     earlier_env, results = load_state(args.out_dir)
-    env["runs"] = earlier_env.get("runs", []) + [f"{env['date']}: `{' '.join(argv if argv is not None else sys.argv[1:])}`"]
+    command = " ".join(argv if argv is not None else sys.argv[1:])
+    env["runs"] = earlier_env.get("runs", []) + [f"{env['date']}: `{command}`"]
     if args.resume:
         left = still_to_run(steps, results)
         for step in steps:
