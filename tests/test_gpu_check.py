@@ -194,3 +194,8 @@ def test_a_budget_leaves_steps_for_a_later_call(tmp_path, monkeypatch):
     assert status == 1  # not everything ran
     env, results = gpu_check.load_state(folder)
     assert [r.step.name for r in results] == ["unscale"]
+
+
+def test_the_report_shows_a_progress_bar_as_a_terminal_would():
+    assert gpu_check._tail("step 1/3\rstep 2/3\rstep 3/3\ndone") == "step 3/3\ndone"
+    assert gpu_check._tail("\n".join(str(i) for i in range(100)), lines=2) == "...\n98\n99"

@@ -368,7 +368,8 @@ def _shown(command) -> str:
 
 
 def _tail(text: str, lines: int = 60) -> str:
-    kept = text.strip().splitlines()
+    """The last lines of an output, each as a terminal shows it (a progress bar's carriage returns redraw it)."""
+    kept = [line.rsplit("\r", 1)[-1] for line in text.strip().split("\n")]
     return "\n".join((["..."] if len(kept) > lines else []) + kept[-lines:])
 
 
