@@ -21,6 +21,8 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
 
 @pytest.fixture
 def nccl_group(monkeypatch):
+    if mp.backend.strict_standin() is not None:
+        pytest.skip("needs real GPUs: the strict CuPy stand-in has no NCCL (docs/cuda.md)")
     if not getattr(importlib.import_module("cupy.cuda.nccl"), "available", False):
         pytest.skip("CuPy cannot load NCCL (pip install nvidia-nccl-cu12)")
     for var in LAUNCH_VARS:

@@ -93,8 +93,8 @@ class Adam(Optimizer):
                                       maximize=maximize, decoupled_weight_decay=decoupled_weight_decay), fused=fused)
 
     def _capture_blocker(self):
-        if not self.fused:
-            return "its step count and bias corrections are kept on the host"
+        if not self.fused and any(p.device.type == "cpu" for g in self.param_groups for p in g["params"]):
+            return "its step count and bias corrections are kept on the host (for parameters on the CPU)"
         return None
 
     def _fused_rule(self, group, params):
