@@ -239,7 +239,9 @@ def to_device(a, dev: Device):
     """Copy an array to ``dev`` (no copy when it is already there).
 
     A copy to the host waits for the GPU, so it is also where checks that the
-    GPU made without waiting (``check``) report what they found.
+    GPU made without waiting (``check``) report what they found: when some are
+    pending, the array and their flags come over in one transfer (through a
+    contiguous device copy of the array), so the host waits once.
     """
     if dev.type == "cpu":
         if is_cupy_array(a):

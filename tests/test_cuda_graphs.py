@@ -130,8 +130,11 @@ def _amp_step(model, opt, scaler, x, y):
     return loss
 
 
-@pytest.mark.parametrize("make_opt", [lambda ps: mp.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True),
-                                      lambda ps: mp.optim.Adam(ps, lr=1e-2, fused=True)], ids=["SGD", "Adam"])
+@pytest.mark.parametrize("make_opt", [lambda ps: mp.optim.SGD(ps, lr=0.1, momentum=0.9),  # taken back there
+                                      lambda ps: mp.optim.Adam(ps, lr=1e-2),
+                                      lambda ps: mp.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True),
+                                      lambda ps: mp.optim.Adam(ps, lr=1e-2, fused=True)],
+                         ids=["per-tensor-SGD", "per-tensor-Adam", "SGD", "Adam"])
 def test_captured_amp_step_replays_the_eager_trajectory_bit_for_bit(make_opt):
     """Forward, scaled backward, unscale, step, update: eager vs one graph replayed, inf/NaN steps included."""
     mp.manual_seed(0)

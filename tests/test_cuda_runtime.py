@@ -55,7 +55,7 @@ CALLS = {
 
 
 def _fake_cupy(driver=12090, devices=1):
-    """A CuPy whose runtime reports a driver version (0: none installed) and a device count."""
+    """A CuPy whose runtime reports a driver version (0: none installed) and a device count, its libraries loaded."""
     def count():
         if driver == 0:
             raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
@@ -63,7 +63,7 @@ def _fake_cupy(driver=12090, devices=1):
     runtime = types.SimpleNamespace(driverGetVersion=lambda: driver, runtimeGetVersion=lambda: 12090,
                                     getDeviceCount=count, getDevice=lambda: 0)
     return types.SimpleNamespace(__version__="14.2.0", ndarray=type("ndarray", (), {}),
-                                 cuda=types.SimpleNamespace(runtime=runtime))
+                                 cuda=types.SimpleNamespace(runtime=runtime, cublas=object(), curand=object()))
 
 
 @pytest.mark.skipif(CUDA_OK, reason="checks the behaviour without a usable GPU")

@@ -78,3 +78,15 @@ def test_beta_zero_ignores_the_addend_even_nan_and_an_empty_sum_is_beta_c(device
     c = _t([[1.5, -2.0], [0.25, 4.0]], mp.float16, device)
     np.testing.assert_array_equal(mp.addmm(c, empty_a, empty_b, beta=2).numpy(), 2 * c.numpy())
 
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reversed_batches_and_empty_sums_in_float64(device):
+    rng = np.random.default_rng(1)
+    x, w = _t(rng.standard_normal((3, 2, 4)), mp.float16, device), _t(rng.standard_normal((4, 5)), mp.float16, device)
+    flipped = mp.flip(x, (0,))  # a batch stride below zero: copied for cuBLAS
+    _assert_rounded_once(flipped @ w, _reference(1, flipped, w, 0, None), mp.float16)
+    _assert_rounded_once(mp.bmm(flipped, w.expand(3, 4, 5)), _reference(1, flipped, w, 0, None), mp.float16)
+    c = mp.tensor([[1 + 2.0 ** -40]], dtype=mp.float64, device=device)
+    empty = mp.zeros(1, 0, dtype=mp.float64, device=device)
+    assert mp.addmm(c, empty, empty.T, beta=3).item() == 3 * (1 + 2.0 ** -40)  # beta * c in float64

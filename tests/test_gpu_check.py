@@ -101,7 +101,8 @@ def test_a_pytest_step_counts_its_tests(tmp_path):
     result = gpu_check.run_step(step, tmp_path / "out")
     assert result.status == "failed" and result.counts["passed"] == 1 and result.counts["failed"] == 1
     assert result.failures[0][0].endswith("test_fail")
-    assert (tmp_path / "out" / "tiny.xml").exists() and "1 failed, 1 passed" in (tmp_path / "out" / "tiny.log").read_text()
+    log = (tmp_path / "out" / "tiny.log").read_text()
+    assert (tmp_path / "out" / "tiny.xml").exists() and "1 failed, 1 passed" in log
 
 
 def _env(**extra):

@@ -165,7 +165,7 @@ def test_bfloat16_to_an_old_cupy_is_a_clear_type_error(monkeypatch):
     backend.require_dtype_support(mp.bfloat16, mp.Device("cpu"))
 
 
-def test_cuda_extras_pin_the_versions_that_hold_bfloat16():
+def test_cuda_extras_pin_the_versions_that_hold_bfloat16_and_bring_the_cuda_libraries():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for name, package in (("cuda12", "cupy-cuda12x"), ("cuda13", "cupy-cuda13x")):
-        assert f"{package}>=14" in extras[name] and "numpy>=2.1.2" in extras[name]
+        assert f"{package}[ctk]>=14" in extras[name] and "numpy>=2.1.2" in extras[name]

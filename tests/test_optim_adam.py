@@ -136,3 +136,27 @@ def test_adamw_default_weight_decay_and_sgd_maximize():
     sgd.step()
     np.testing.assert_array_equal(p.numpy(), [0.5, -1.0])
     assert math.isclose(mp.optim.Adam([p], lr=0.3).param_groups[0]["lr"], 0.3)
+
+
+@pytest.mark.gpu
+def test_a_skipped_step_on_the_device_keeps_state_even_a_count_loaded_from_a_checkpoint():
+    """On a GPU a per-tensor Adam step given found_inf is taken back there: parameters, moments and the step
+    count stay bit for bit, also when the count came from load_state_dict as a host int."""
+    mp.manual_seed(0)
+    p = mp.nn.Parameter(mp.randn(5, device="cuda"))
+    opt = mp.optim.Adam([p], lr=0.1)
+    for _ in range(3):
+        p.grad = mp.randn(5, device="cuda")
+        opt.step()
+    resumed = mp.optim.Adam([p], lr=0.1)
+    resumed.load_state_dict(opt.state_dict())
+    weights, before = p.numpy().copy(), resumed.state_dict()["state"][0]
+    p.grad = mp.randn(5, device="cuda")
+    resumed.step(found_inf=mp.ones(1, device="cuda").data)
+    after = resumed.state_dict()["state"][0]
+    np.testing.assert_array_equal(p.numpy(), weights)
+    assert after["step"] == before["step"] == 3
+    for key in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_array_equal(after[key].numpy(), before[key].numpy())
+    resumed.step(found_inf=mp.zeros(1, device="cuda").data)  # a clear step goes on from 3
+    assert resumed.state_dict()["state"][0]["step"] == 4 and not np.array_equal(p.numpy(), weights)

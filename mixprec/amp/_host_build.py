@@ -72,10 +72,8 @@ def build(units: dict, out_dir) -> Path:
         path.write_text(text)
         sources.append(str(path))
     library = out_dir / "host_kernels.so"
-    partial = out_dir / f"host_kernels.{os.getpid()}.so"
-    command = [cxx, *FLAGS, "-include", str(_emulation_header()), "-shared", "-o", str(partial), *sources]
+    command = [cxx, *FLAGS, "-include", str(_emulation_header()), "-shared", "-o", str(library), *sources]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"building the kernels for the host failed:\n{' '.join(command)}\n{done.stderr}")
-    os.replace(partial, library)  # atomic: another process may be loading the same cached library
     return library

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 from ..backend import cupy_module
 from . import _layout
 

@@ -168,6 +168,15 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------- convolution as one op, and its gradients
+def _gemm_operands(*arrays):
+    """A convolution's GEMM operands: on the CPU half ones are widened to float32 first (NumPy multiplies in
+    float32 anyway, and widening the input once is cheaper than widening its im2col columns, which hold each
+    value up to prod(kernel) times); on a GPU they stay half (cuBLAS reads half and accumulates in float32)."""
+    if isinstance(arrays[0], np.ndarray) and arrays[0].dtype in _dt.LOW_PRECISION:
+        return tuple(None if a is None else a.astype(np.float32) for a in arrays)
+    return arrays
+
+
 def _widened(a):
     """An operand that joins the float32 arithmetic of half inputs (a bias), widened; None stays None."""
     return None if a is None else a.astype(compute_dtype(a.dtype), copy=False)
@@ -230,10 +239,11 @@ def conv_nd(ctx, input, weight, bias, geometry, groups):
     """The convolution, one op: weight @ im2col(input) + bias, per image and group.
 
     input (N, C, *size), weight (O, C/groups, *kernel), bias (O,) or None -> (N, O, *geometry.out).
-    float16/bfloat16 input and weight are widened once; columns, product and bias are float32 and the
-    output is rounded once, as a cuDNN kernel does."""
+    float16/bfloat16: the product accumulates in float32 and comes out unrounded, the bias joins in float32
+    and the output is rounded once, as a cuDNN kernel does."""
     xp = array_module(input)
-    return _stored(_with_bias(_convolved(xp, input, weight, geometry, groups), _widened(bias)), input.dtype)
+    x, w = _gemm_operands(input, weight)
+    return _stored(_with_bias(_convolved(xp, x, w, geometry, groups), _widened(bias)), input.dtype)
 
 
 @conv_nd.grad
@@ -256,14 +266,15 @@ def conv_backward(ctx, grad, input, weight, geometry, groups, wanted):
     op, as torch's convolution_backward.
 
     They are _conv_transpose_nd(grad, weight), _conv_weight_grad(input, grad) and grad summed over the images
-    and positions, computed as those do; float16/bfloat16 grad (and the input or weight a wanted gradient
-    reads) are widened once for all three, and each gradient is rounded once."""
+    and positions, computed as those do; for float16/bfloat16 each is computed in float32 (on the CPU from
+    operands widened once for all three) and rounded once."""
     xp = array_module(grad)
     axes = (0, *range(2, grad.ndim))
+    g, x, w = _gemm_operands(grad, input if wanted[1] else None, weight if wanted[0] else None)
     return wanted_only(wanted, (
-        lambda: _stored(_transposed(xp, grad, weight, input.shape, geometry, groups), grad.dtype),
-        lambda: _stored(_correlated(xp, input, grad, geometry, groups), grad.dtype),
-        lambda: opmath(lambda g: _add_reduce(g, axes, False, g.dtype), grad)))
+        lambda: _stored(_transposed(xp, g, w, input.shape, geometry, groups), grad.dtype),
+        lambda: _stored(_correlated(xp, x, g, geometry, groups), grad.dtype),
+        lambda: _stored(_add_reduce(g, axes, False, compute_dtype(g.dtype)), grad.dtype)))
 
 
 @conv_backward.grad
@@ -299,9 +310,10 @@ def conv_transpose_nd(ctx, input, weight, bias, shape, geometry, groups):
     """The transposed convolution, one op: col2im(weight^T @ input) + bias, the adjoint of _conv_nd in its input.
 
     input (N, C, *geometry.out), weight (C, O/groups, *kernel), bias (O,) or None -> ``shape`` = (N, O, *size).
-    float16/bfloat16 are widened once; product, overlapping sums and bias are float32, rounded once."""
+    float16/bfloat16: product, overlapping sums and bias are float32, rounded once."""
     xp = array_module(input)
-    return _stored(_with_bias(_transposed(xp, input, weight, shape, geometry, groups), _widened(bias)), input.dtype)
+    x, w = _gemm_operands(input, weight)
+    return _stored(_with_bias(_transposed(xp, x, w, shape, geometry, groups), _widened(bias)), input.dtype)
 
 
 @conv_transpose_nd.grad
@@ -326,7 +338,8 @@ def conv_weight_grad(ctx, input, grad, geometry, groups):
     input (N, C, *size), grad (N, O, *geometry.out) -> (O, C/groups, *kernel): grad @ im2col(input)^T per image
     and group, summed over the images. float16/bfloat16: all of it in float32, rounded once."""
     xp = array_module(input)
-    return _stored(_correlated(xp, input, grad, geometry, groups), input.dtype)
+    x, g = _gemm_operands(input, grad)
+    return _stored(_correlated(xp, x, g, geometry, groups), input.dtype)
 
 
 @conv_weight_grad.grad

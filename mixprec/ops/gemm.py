@@ -37,6 +37,7 @@ _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
 _CUBLAS = {  # the cuBLAS functions called here, with their C argument types (cublas_api.h)
     "cublasSetStream_v2": (_P, _P),
     "cublasSetMathMode": (_P, _I),
+    "cublasGetMathMode": (_P, ctypes.POINTER(_I)),
     "cublasGemmEx": (_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _P, _I, _I, _P, _P, _I, _I, _I, _I),
     "cublasGemmStridedBatchedEx": (_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _L, _P, _I, _I, _L, _P, _P, _I, _I, _L,
                                    _I, _I, _I),
@@ -46,10 +47,10 @@ _CUDA_TYPES = {_dt.float16: 2, _dt.bfloat16: 14, np.dtype(np.float32): 0, np.dty
 _COMPUTE = {_dt.float16: 68, _dt.bfloat16: 68, np.dtype(np.float32): 68, np.dtype(np.float64): 70}  # 32F, 64F
 _GEMM_DEFAULT_TENSOR_OP = 99
 _OP_N, _OP_T = 0, 1
-# cublasMath_t: CUBLAS_DEFAULT_MATH, and the flag that keeps split-K partial sums in float32. Without it cuBLAS
-# may add a half GEMM's partial sums in half precision (torch allows that by default): seen on an H200, a
-# bfloat16 product was then 3 ulps off, and one near-cancelling element thousands.
-_DEFAULT_MATH, _FLOAT32_REDUCTION = 0, 16
+# cublasMath_t's flag that keeps split-K partial sums in float32. Without it cuBLAS may add a half GEMM's partial
+# sums in half precision (torch allows that by default): seen on an H200, a bfloat16 product was then 3 ulps
+# off, and one near-cancelling element thousands.
+_FLOAT32_REDUCTION = 16
 
 
 def on_gpu(a, b) -> bool:
@@ -107,8 +108,9 @@ def _gemm(a, b, c, alpha, beta, out_dtype):
         out[...] = c if not (vector_b and c.ndim and c.shape[-1] == m) else c[..., None]
     if out.size and k:
         _call(cp, cp.broadcast_to(a, batch + (m, k)), cp.broadcast_to(b, batch + (k, n)), out, alpha, beta)
-    elif out.size:  # an empty sum: the product is 0
-        out[...] = (out.astype(np.float32) * np.float32(beta)).astype(out_dtype) if beta != 0 else 0
+    elif out.size:  # an empty sum: the product is 0, and beta * c is rounded once
+        wide = np.float64 if out_dtype == np.float64 else np.float32
+        out[...] = (out.astype(wide) * wide(beta)).astype(out_dtype) if beta != 0 else 0
     if vector_b:
         out = out[..., 0]
     return out[..., 0, :] if vector_a else out
@@ -131,6 +133,8 @@ def _batch_stride(x, batch: tuple):
     steps = [(s // x.itemsize, n) for s, n in zip(x.strides[:len(batch)], batch) if n != 1]
     if all(s == 0 for s, _ in steps):
         return 0
+    if any(s < 0 for s, _ in steps):  # a reversed batch (flip): cuBLAS documents no negative strides
+        return None
     for (outer, _), (inner, size) in zip(steps, steps[1:]):
         if outer != inner * size:
             return None
@@ -157,7 +161,9 @@ def _call(cp, a, b, out, alpha, beta):
     cublas = cuda_library("cublas", _CUBLAS)
     cublas.check("cublasSetStream_v2", handle, cp.cuda.get_current_stream().ptr)
     count = math.prod(batch)
-    cublas.check("cublasSetMathMode", handle, _FLOAT32_REDUCTION)  # float32 accumulation, all of it
+    mode = ctypes.c_int()  # CuPy's handle, in the host pointer mode CuPy keeps it in; its math mode is restored
+    cublas.check("cublasGetMathMode", handle, ctypes.byref(mode))
+    cublas.check("cublasSetMathMode", handle, mode.value | _FLOAT32_REDUCTION)  # float32 accumulation, all of it
     try:  # row-major out = a @ b is column-major out^T = b^T @ a^T: b goes first
         if count == 1:
             cublas.check("cublasGemmEx", handle, op_b, op_a, n, m, k, alpha_ptr, b.data.ptr, kind, ldb, a.data.ptr,
@@ -167,4 +173,4 @@ def _call(cp, a, b, out, alpha, beta):
                          ldb, stride_b, a.data.ptr, kind, lda, stride_a, beta_ptr, out.data.ptr, out_kind, n, m * n,
                          count, compute, _GEMM_DEFAULT_TENSOR_OP)
     finally:
-        cublas.check("cublasSetMathMode", handle, _DEFAULT_MATH)  # CuPy's handle as CuPy leaves it
+        cublas.check("cublasSetMathMode", handle, mode.value)

@@ -115,10 +115,12 @@ class Optimizer:
     def step(self, closure=None, *, grad_scale=None, found_inf=None):
         """Apply one update to every parameter that has a gradient; returns closure() if given.
 
-        grad_scale, found_inf (optimizers that support AMP scaling; GradScaler.step passes them):
-        one-element float32 arrays on the parameters' device. The gradients are divided by
-        grad_scale (and written back unscaled, as torch's fused optimizers do), and where found_inf
-        is non-zero nothing changes, parameters and state bit for bit: decided on the device.
+        grad_scale, found_inf (GradScaler.step passes them): one-element float32 arrays on the
+        parameters' device. grad_scale (fused optimizers only): the gradients are divided by it (and
+        written back unscaled, as torch's fused optimizers do). found_inf (fused optimizers, and
+        per-tensor ones whose state is on the device, ``state_on_device``): where it is non-zero the
+        step changes nothing, parameters and state bit for bit (state a skipped per-tensor step would
+        have created is left at zero): decided on the device.
         """
         if grad_scale is not None and not self.supports_amp_scaling:
             raise TypeError(f"{type(self).__name__}.step: grad_scale is for optimizers that unscale on the device "
@@ -132,6 +134,7 @@ class Optimizer:
                                "fused=True: the fused step keeps everything it reads and writes on the device")
         grad_scale, found_inf = (None if a is None else _fused.device_scalar(a, name)
                                  for a, name in ((grad_scale, "grad_scale"), (found_inf, "found_inf")))
+        skip = None if found_inf is None or self.fused else found_inf.reshape(()) != 0  # (per-tensor steps)
         loss = None
         if closure is not None:
             with enable_grad():
@@ -157,10 +160,10 @@ class Optimizer:
                 continue
             for p in params:
                 state = self.state.setdefault(p, {})
-                undo = _Undo(p.data, state) if found_inf is not None else None
+                undo = _Undo(p.data, state) if skip is not None else None
                 self._update(p, p.grad.data, state, group)
                 if undo is not None:
-                    undo.where(found_inf)
+                    undo.where(skip)
                 p._bump_version()
                 if id(p) in copies:
                     copies[id(p)]._assign("refreshing a weight copy from its parameter", p)
@@ -331,22 +334,27 @@ class Optimizer:
 
 
 class _Undo:
-    """Takes a per-tensor step back on the device where found_inf is set: the parameter and the state arrays it
-    had are restored, and state the step created is left at zero (as a first step that never happened: SGD's
-    next momentum buffer is then (1 - dampening) * d, as after a skipped fused step)."""
+    """Takes a per-tensor step back on the device where found_inf is set: the parameter and its state are
+    restored (a host count the step moved to the device, as Adam's after a load_state_dict, is filled back in),
+    and state the step created is left at zero (as a first step that never happened: SGD's next momentum
+    buffer is then (1 - dampening) * d, as after a skipped fused step). A copy and a select per array."""
 
     def __init__(self, param, state: dict):
         self.param, self.state = param, state
-        self.saved = {"": param.copy(), **{k: v.copy() for k, v in state.items() if is_array(v)}}
+        self.saved = {"": param.copy(), **{k: v.copy() if is_array(v) else v for k, v in state.items()}}
 
-    def where(self, found_inf) -> None:
+    def where(self, skip) -> None:
+        """Restore where skip (a 0-d bool device array: found_inf is set) holds."""
         xp = _be.array_module(self.param)
-        skip = found_inf.reshape(()) != 0
         xp.copyto(self.param, self.saved[""], where=skip)
         for key, value in self.state.items():
             if is_array(value):
                 before = self.saved.get(key)
-                xp.copyto(value, before if before is not None else xp.zeros_like(value), where=skip)
+                if before is None:
+                    before = xp.zeros_like(value)
+                elif not is_array(before):  # a host number the step turned into a device array
+                    before = xp.full_like(value, before)
+                xp.copyto(value, before, where=skip)
 
 
 def writable_grad(p, contiguous=False) -> Tensor:

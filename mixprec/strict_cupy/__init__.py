@@ -17,8 +17,8 @@ from the real CuPy package (which imports without a GPU):
   arrays, as CuPy's;
 - capture: while a stream captures, work is recorded, not run (results hold
   garbage until ``Graph.launch`` replays it); host reads, host-to-device
-  copies, synchronisation and cuBLAS/cuSOLVER/cuRAND calls raise, as in CUDA
-  and CuPy;
+  copies, synchronisation and CuPy's cuBLAS/cuSOLVER/cuRAND calls raise, as in
+  CUDA and CuPy (a direct call into libcublas, as mixprec makes, is recorded);
 - kernels: ``RawModule`` builds the kernel's own .cu source for the host.
 
 Count what a block of code makes the host do::

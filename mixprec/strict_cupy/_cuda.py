@@ -365,7 +365,7 @@ class RandomState:
         return self._draw(lambda: self._gen.integers(low, high, size, dtype=dtype))
 
 
-# ---- cuBLAS: the GEMMs mixprec calls through CuPy's binding, on raw pointers ---------------------------------
+# ---- cuBLAS: the GEMMs mixprec calls on libcublas directly, on raw pointers -----------------------------------
 _CUDA_DTYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float64), 2: np.dtype(np.float16),
                 14: np.dtype("bfloat16")}  # cudaDataType: CUDA_R_32F, _64F, _16F, _16BF
 
@@ -382,7 +382,7 @@ def _column_major(pointer, dtype, rows, cols, ld, stride, count):
 def _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb, stride_b, beta, C, Ctype, ldc,
           stride_c, count, compute_type):
     """C = alpha op(A) op(B) + beta C, column-major, accumulated in the compute type and rounded once; recorded
-    while the current stream captures (cuBLAS supports capture; CuPy's wrappers refuse it, see below)."""
+    while the current stream captures (cuBLAS supports capture; only CuPy's binding refuses it)."""
     if Atype != Btype or Atype not in _CUDA_DTYPES or Ctype not in _CUDA_DTYPES:
         raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED: this type combination")
     wide = np.float64 if compute_type in (70, 71) else np.float32  # CUBLAS_COMPUTE_64F(_PEDANTIC)
@@ -405,25 +405,14 @@ def _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb
     _array.mutate(run)
 
 
-def _gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
-             computeType, algo):
-    _state.library_call("cuBLAS")  # CuPy's binding sets the stream first, and refuses a capturing one
-    _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
-          computeType)
-
-
-def _gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
-                             strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo):
-    _state.library_call("cuBLAS")
-    _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
-          strideC, batchCount, computeType)
-
-
 class LibCublas:
     """libcublas itself, as mixprec's ctypes calls see it (backend.cuda_library): no capture check of CuPy's."""
 
     def check(self, function, *args):
         if function in ("cublasSetStream_v2", "cublasSetMathMode"):  # (the twin always sums in the compute type)
+            return
+        if function == "cublasGetMathMode":
+            args[1]._obj.value = 0  # CUBLAS_DEFAULT_MATH (args[1]: ctypes.byref of a c_int)
             return
         if function == "cublasGemmEx":
             (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute,
@@ -439,12 +428,9 @@ class LibCublas:
             raise AttributeError(f"the strict CuPy stand-in's libcublas has no {function}")
 
 
-# CuPy's cuBLAS binding (cupy.cuda.cublas); cublas_api.h's values (the real binding cannot be imported without
-# the cuBLAS library).
-cublas = types.SimpleNamespace(
-    CUBLAS_OP_N=0, CUBLAS_OP_T=1, CUBLAS_OP_C=2, CUBLAS_GEMM_DEFAULT=-1, CUBLAS_GEMM_DEFAULT_TENSOR_OP=99,
-    CUBLAS_COMPUTE_16F=64, CUBLAS_COMPUTE_32F=68, CUBLAS_COMPUTE_32F_PEDANTIC=69, CUBLAS_COMPUTE_64F=70,
-    gemmEx=_gemm_ex, gemmStridedBatchedEx=_gemm_strided_batched_ex)
+# CuPy's cuBLAS binding (cupy.cuda.cublas): it loads, but mixprec calls libcublas itself (ops/gemm.py), so the
+# stand-in plays none of the binding's functions.
+cublas = types.SimpleNamespace()
 
 
 def make_module():

@@ -6,12 +6,13 @@ CUDA's parameter convention (pointers by value, structs by their bytes). What
 this proves: the kernel's arithmetic and indexing, bit for bit against its
 NumPy twin. What it cannot: races, memory ordering, warp behaviour. Libraries
 are cached by the hash of their source, in the temporary folder, so pytest
-workers build each once.
+workers reuse what another built.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import tempfile
 import threading
 from pathlib import Path
@@ -33,10 +34,12 @@ def cached_library(code: str, name_expressions) -> ctypes.CDLL:
     with _lock:
         lib = _built.get(key)
         if lib is None:
-            folder = Path(tempfile.gettempdir()) / "mixprec-strict-cupy" / key
-            path = folder / "host_kernels.so"
-            if not path.exists():
-                build({"module.cu": unit}, folder)
+            cache = Path(tempfile.gettempdir()) / "mixprec-strict-cupy"
+            path = cache / f"{key}.so"
+            if not path.exists():  # built in a folder of its own, then moved in whole: pytest workers may race
+                cache.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryDirectory(dir=cache) as work:
+                    os.replace(build({"module.cu": unit}, work), path)
             lib = _built[key] = ctypes.CDLL(str(path))
     return lib
 

@@ -10,7 +10,8 @@
   garbage (NaN, or 0 for integers and booleans, so that a shape can still be
   worked out), in-place work is only recorded, and ``Graph.launch`` replays
   the records in order on the same memory. Host reads, host-to-device copies
-  and cuBLAS/cuSOLVER calls are refused, as CUDA and CuPy refuse them.
+  and CuPy's cuBLAS/cuSOLVER/cuRAND calls are refused, as CUDA and CuPy refuse
+  them.
 """
 from __future__ import annotations
 
