@@ -594,11 +594,6 @@ def cupy_module():
     return _cupy
 
 
-def cupyx_module():
-    """cupyx (CuPy's extensions) beside cupy_module(); None without CuPy."""
-    return _cupyx
-
-
 def strict_standin():
     """mixprec.strict_cupy when MIXPREC_CUPY=strict made it this process's CuPy, else None."""
     return _standin

@@ -45,6 +45,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
@@ -253,7 +254,6 @@ def run_step(step: Step, out_dir: Path | None = None) -> Result:
     """Run one step as a subprocess (PYTHONPATH = the working tree), its output streaming into
     out_dir/<step>.log (a temporary folder when out_dir is None); never raises."""
     if out_dir is None:
-        import tempfile
         out_dir = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     log, junit = out_dir / f"{slug(step.name)}.log", None

@@ -69,17 +69,16 @@ cupy._extra.update({
 
 class _ErrState:
     """cupyx.errstate: with linalg="raise", each cuSOLVER call's status is read back on the host."""
-    linalg = None
 
     def __init__(self, *, divide=None, over=None, under=None, invalid=None, linalg=None):
         self.new, self.old = linalg, None
 
     def __enter__(self):
-        self.old, _ErrState.linalg = _ErrState.linalg, self.new
+        self.old, _state.ERRSTATE.linalg = _state.ERRSTATE.linalg, self.new
         return self
 
     def __exit__(self, *exc):
-        _ErrState.linalg = self.old
+        _state.ERRSTATE.linalg = self.old
         return False
 
 
@@ -127,10 +126,3 @@ def counting():
         for name, value in vars(COUNTS - before).items():
             setattr(seen, name, value)
 
-
-def linalg_raises() -> bool:
-    """Whether cuSOLVER failures raise now (inside cupyx.errstate(linalg="raise"))."""
-    return _ErrState.linalg == "raise"
-
-
-_state.linalg_raises = linalg_raises

@@ -16,7 +16,6 @@ import weakref
 
 import numpy as np
 
-from . import _state
 from ._state import COUNTS, CURRENT, capturing_here, host_read, library_call, upload
 from ._real import real
 
@@ -232,16 +231,6 @@ def wrap(result, inputs=(), device=None):
     if isinstance(result, list):
         return [wrap(r, inputs, device) for r in result]
     return result
-
-
-def _arrays_in(values):
-    for v in values:
-        if isinstance(v, np.ndarray):
-            yield v
-        elif isinstance(v, (list, tuple)):
-            yield from _arrays_in(v)
-        elif isinstance(v, dict):
-            yield from _arrays_in(list(v.values()))
 
 
 def _poisoned(r):
@@ -806,4 +795,3 @@ def _make_operators():
 
 
 _make_operators()
-_state.ndarray_type = ndarray

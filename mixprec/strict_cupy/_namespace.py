@@ -28,6 +28,8 @@ CUBLAS = {"matmul", "dot", "tensordot", "inner", "vdot", "einsum", "outer"}
 CUSOLVER = {"cholesky", "qr", "svd", "eigh", "eigvalsh", "inv", "solve", "lstsq", "det", "slogdet", "pinv", "eig",
             "eigvals", "matrix_rank", "tensorinv", "tensorsolve", "cond", "matrix_power"}
 
+# Reductions CuPy accumulates in float32 for half inputs, rounding once (as its cuBLAS products do).
+HALF_SUMS = {"sum", "prod", "mean", "cumsum"}
 # Functions that take host data and copy it to the device (counted), or read only a host array's shape.
 UPLOADS = {"asarray", "array", "asanyarray", "ascontiguousarray"}
 SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "full_like"}
@@ -163,7 +165,7 @@ def make_function(qualname: str, real_fn, np_fn):
                 result = result.astype(result_dtype, copy=False)
             return result
         device = _device_of(args)
-        if library == "cuSOLVER" and getattr(_state, "linalg_raises", lambda: False)():
+        if library == "cuSOLVER" and _state.ERRSTATE.linalg == "raise":
             _state.host_read(f"{qualname} under cupyx.errstate(linalg='raise') (cuSOLVER's status is read back)")
         result = compute(work, buffers, library)
         if out is not None:
@@ -191,7 +193,7 @@ def _numpy_work(np_fn, name, args, kwargs):
         if axis is not None:
             args = [args[0], np.mod(args[1], max(args[0].shape[axis], 1)), *args[2:]]
     floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
-    if name in CUBLAS | {"sum", "prod", "mean", "cumsum"} and floats and all(_low(a.dtype) for a in floats) \
+    if name in CUBLAS | HALF_SUMS and floats and all(_low(a.dtype) for a in floats) \
             and kwargs.get("dtype") is None:
         out_dtype = np.result_type(*[a.dtype for a in floats])
         wide = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
@@ -296,13 +298,12 @@ def array_method(arr: ndarray, name: str):
         if name in IN_PLACE_METHODS:
             mutate(lambda: getattr(a, name)(*np_args, **np_kwargs))
             return None
-        buffers = [a, *_array._arrays_in(np_args), *_array._arrays_in(np_kwargs)]
-        low_sum = name in ("sum", "prod", "mean", "cumsum") and _low(a.dtype) and np_kwargs.get("dtype") is None
+        buffers = [a, *_device_memory(args), *_device_memory(kwargs.values())]
 
         def work():
             with np.errstate(all="ignore"):
-                if low_sum:
-                    return np.asarray(getattr(a.astype(np.float32), name)(*np_args, **np_kwargs)).astype(a.dtype)
+                if name in HALF_SUMS:  # np.sum(a, ...) is a.sum(...): the functions' float32 rule applies
+                    return _numpy_work(getattr(np, name), name, [a, *np_args], np_kwargs)
                 return getattr(a, name)(*np_args, **np_kwargs)
         result = compute(work, buffers)
         if out is not None:
@@ -368,4 +369,3 @@ class Namespace(types.ModuleType):
 
 
 ROOT = Namespace("cupy", real, np)
-_state.root = ROOT

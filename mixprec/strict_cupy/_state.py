@@ -58,6 +58,14 @@ class _CaptureSlot:
 CAPTURE = _CaptureSlot()
 
 
+class _ErrorState:
+    """What cupyx.errstate set: with linalg == "raise", each cuSOLVER call's status is read back on the host."""
+    linalg = None
+
+
+ERRSTATE = _ErrorState()
+
+
 class _Current(threading.local):
     """Per thread, as in CuPy: the current device and stream, and the allocator in use."""
     device = 0
