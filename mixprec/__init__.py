@@ -26,7 +26,7 @@ from . import autograd, amp, nn, optim  # noqa: F401
 from .amp import autocast  # noqa: F401  (mp.autocast, torch.autocast's twin)
 from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)
 from . import cuda, cpu, testing  # noqa: F401  (torch.cuda.amp / torch.cpu.amp names; mp.testing)
-from . import profiler  # noqa: F401  (mp.profiler: op timings with autocast columns)
+from . import observers, profiler  # noqa: F401  (mp.observers: who watches op calls; mp.profiler)
 from .serialization import CheckpointError, load, save  # noqa: F401  (checkpoints, no pickle)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from . import random  # noqa: F401

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend as _be
-from . import _modes
+from . import _state
 from . import dtypes as _dt
 
 _new = object.__new__  # (Tensor._wrap's allocation, without __init__'s checks)
@@ -116,7 +116,7 @@ class Tensor:
     def grad_fn(self):
         """The graph node that made this tensor (None for a leaf)."""
         if self._view is not None:
-            self._view.refresh(self)
+            _graph.refresh_view(self)
         return self._grad_fn
 
     @property
@@ -181,8 +181,8 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf tensors; to use a computed "
                                "tensor without its graph, use t.detach()")
         if mode != self._requires_grad:
-            self._view = None  # a leaf from now on: it no longer follows its base in autograd
-        self._requires_grad = mode
+            _graph.stop_following(self)  # a leaf from now on: it no longer follows its base in autograd
+        _graph.make_leaf(self, mode)
         return self
 
     def retain_grad(self):
@@ -204,23 +204,22 @@ class Tensor:
         On a non-leaf the hook belongs to its grad_fn (the value it has now): an
         in-place change afterwards does not move it. Returns a handle with .remove().
         """
-        from .autograd.graph import add_hook
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that does not require grad")
         fn = self.grad_fn
         if fn is not None:
             return fn._add_tensor_hook(self.output_nr, hook)
-        self._hooks, handle = add_hook(self._hooks, hook, "register_hook")
+        self._hooks, handle = _graph.add_hook(self._hooks, hook, "register_hook")
         return handle
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call hook(tensor) on this leaf right after backward accumulated into its .grad (DDP's trigger)."""
-        from .autograd.graph import add_hook
         if not self.is_leaf:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that does not require grad")
-        self._post_acc_hooks, handle = add_hook(self._post_acc_hooks, hook, "register_post_accumulate_grad_hook")
+        self._post_acc_hooks, handle = _graph.add_hook(self._post_acc_hooks, hook,
+                                                       "register_post_accumulate_grad_hook")
         return handle
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -235,8 +234,7 @@ class Tensor:
         """Cut this tensor from its graph in place (it becomes a leaf that does not require grad)."""
         if self._view is not None and self._view.base._requires_grad:
             raise RuntimeError("can't detach views in-place; use detach() instead")
-        self._grad_fn = None
-        self._requires_grad = False
+        _graph.make_leaf(self, False)
         return self
 
     # ---- conversions ----
@@ -432,8 +430,8 @@ def _finish(array, device, requires_grad):
         raise RuntimeError(f"only floating-point and complex tensors can require gradients, got dtype "
                            f"{array.dtype.name}")
     t = Tensor._wrap(array)
-    t._requires_grad = bool(requires_grad)
-    if _modes.modes().inference:
+    _graph.make_leaf(t, requires_grad)
+    if _state.modes().inference:
         t._inference = True
     return t
 
@@ -625,4 +623,4 @@ def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
 
 # Imported last, not inside backward() (an import statement costs a microsecond per call, and backward() runs in
 # every training step): the autograd package imports this module.
-from .autograd import engine as _engine  # noqa: E402
+from .autograd import engine as _engine, graph as _graph  # noqa: E402

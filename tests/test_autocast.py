@@ -15,18 +15,20 @@ import numpy as np
 import pytest
 
 import mixprec as mp
+from mixprec._state import PER_THREAD
 import mixprec.nn.functional as F
 from mixprec.amp import CastPolicy
 from mixprec.amp import autocast_mode as am
 from mixprec.ops import autocast as autocast_state
-from mixprec.ops import dispatch, registry
+from mixprec import observers
+from mixprec.ops import registry
 
 F16, BF16, F32, F64 = mp.float16, mp.bfloat16, mp.float32, mp.float64
 LOWER = [pytest.param(BF16, id="bfloat16"), pytest.param(F16, id="float16")]
 
 
 def _state():
-    return autocast_state.active_regions(), autocast_state.STATE.cache_enabled, autocast_state.STATE.enabled_depth
+    return autocast_state.active_regions(), PER_THREAD.autocast.cache_enabled, PER_THREAD.autocast.enabled_depth
 
 
 @pytest.fixture(autouse=True)
@@ -433,7 +435,7 @@ def test_cache_is_dropped_when_the_outermost_enabled_region_exits():
             with mp.autocast("cpu", enabled=False):
                 F.linear(x, w)          # disabled region: no cast, cache kept
             F.linear(x, w)
-        assert autocast_state.STATE.cache is None
+        assert PER_THREAD.autocast.cache is None
         with mp.autocast("cpu"):
             F.linear(x, w)              # a new region casts again
     assert [r.cache_hits for r in t.records if r.name == "linear" and r.policy] == [0, 1, 1, 0]
@@ -675,7 +677,7 @@ def test_trace_outside_autocast_and_in_other_threads():
         th.start()
         th.join()
     assert [r.name for r in t.records] == ["add"] and t.records[0].policy is None
-    assert not dispatch.observing()
+    assert not observers.observing()
 
 
 # ----------------------------------------------------------------- values against float64

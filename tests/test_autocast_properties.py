@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mixprec as mp
+from mixprec._state import PER_THREAD
 import mixprec.nn.functional as F
 from mixprec.amp import autocast_mode as am
 from mixprec.ops import autocast as autocast_state
@@ -200,7 +201,7 @@ REGION = st.tuples(st.sampled_from(["cuda", "cpu"]), st.sampled_from([None, mp.f
 @given(regions=st.lists(REGION, min_size=1, max_size=5), fail_at=st.integers(0, 6))
 def test_nested_regions_restore_state_exactly(regions, fail_at):
     def state():
-        s = autocast_state.STATE
+        s = PER_THREAD.autocast
         return dict(autocast_state.active_regions() or {}), s.cache_enabled, s.enabled_depth
 
     def enter(level):
@@ -229,7 +230,7 @@ def test_nested_regions_restore_state_exactly(regions, fail_at):
     except LookupError:
         pass
     assert state() == start
-    assert autocast_state.STATE.cache is None or autocast_state.STATE.enabled_depth > 0
+    assert PER_THREAD.autocast.cache is None or PER_THREAD.autocast.enabled_depth > 0
 
 
 # ----------------------------------------------------------------- the cache is never stale
@@ -265,7 +266,7 @@ def test_cache_never_serves_a_stale_weight(steps, lower):
                 w.detach()[1:].mul_(-1.0)
             else:  # leave and re-enter the region
                 region.__exit__(None, None, None)
-                assert autocast_state.STATE.cache is None
+                assert PER_THREAD.autocast.cache is None
                 region.__enter__()
     finally:
         region.__exit__(None, None, None)

@@ -75,7 +75,7 @@ def _ops_run_by(fn):
 
         def exit(self, call):
             pass
-    with mp.ops.dispatch.observe(Record()):
+    with mp.observers.observe(Record()):
         result = fn()
     return result, seen
 

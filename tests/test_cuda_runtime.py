@@ -192,7 +192,7 @@ def test_memory_peaks_follow_the_pool(monkeypatch):
     fake.cuda.runtime.memGetInfo = lambda: (1000, 4000)
     monkeypatch.setattr(backend, "_cupy", fake)
     monkeypatch.setattr(backend, "_cuda_devices", {})
-    monkeypatch.setattr(cuda_memory, "_watching", cuda_memory._Watching())
+    monkeypatch.setattr(cuda_memory._watching(), "hook", None)
     monkeypatch.setattr(cuda_memory, "_peaks", {})
 
     def malloc(used, total):

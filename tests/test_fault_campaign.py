@@ -61,7 +61,7 @@ import numpy as np
 import pytest
 
 import mixprec as mp
-from mixprec.ops import dispatch
+from mixprec import observers
 from op_cases import CASES
 
 try:
@@ -262,7 +262,7 @@ def run_mixprec(case, values, grads=True, devices=None):
               for v, w, d in zip(values, wanted, devices)]
     running = _Running()
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"), dispatch.observe(running):
+        with warnings.catch_warnings(), np.errstate(all="ignore"), observers.observe(running):
             warnings.simplefilter("ignore")
             out.where = "forward"
             result = case.fn(*inputs)

@@ -7,7 +7,7 @@ import pytest
 
 import mixprec as mp
 from mixprec.amp import numerics
-from mixprec.ops import dispatch
+from mixprec import observers
 
 nn, F = mp.nn, mp.nn.functional
 F16, BF16, F32 = mp.float16, mp.bfloat16, mp.float32
@@ -225,7 +225,7 @@ def test_inspection_changes_no_result_gradient_buffer_or_random_draw():
     assert np.array_equal(o1, o2) and r1 == r2  # dropout drew the same mask; the stream is where it was
     assert all(np.array_equal(s1[k], s2[k]) for k in s1)  # batch norm's running stats updated once
     assert all(np.array_equal(g1[k], g2[k]) for k in g1)
-    assert not dispatch.observing()
+    assert not observers.observing()
 
 
 def test_in_place_updates_ops_that_fail_and_exceptions_are_handled():
@@ -241,7 +241,7 @@ def test_in_place_updates_ops_that_fail_and_exceptions_are_handled():
             with pytest.raises(RuntimeError):
                 F.linear(x, mp.randn(4, 4))  # a failing op is not recorded
             raise ValueError("boom")
-    assert not dispatch.observing()
+    assert not observers.observing()
     calls = insp.report().calls
     assert [r.name for r in calls] == ["linear", "clone", "mul", "add", "sum"]
     # g + 1 is compared with g's actual value + 1 (within bfloat16's rounding), not with a shadow that

@@ -1,8 +1,9 @@
-"""The dispatch observer mechanism the AMP tools share (mixprec/ops/dispatch.py): what an observer sees of
+"""The dispatch observer mechanism the AMP tools share (mixprec/observers.py): what an observer sees of
 op calls, failed calls, backward passes and graph nodes, and what it does not see."""
 import pytest
 
 import mixprec as mp
+from mixprec import observers
 from mixprec.ops import dispatch
 
 F = mp.nn.functional
@@ -27,7 +28,7 @@ class Recorder:
 def test_every_call_is_seen_entering_and_leaving_with_its_parent_and_depth():
     x, w = mp.randn(2, 3), mp.randn(4, 3, requires_grad=True)
     rec = Recorder()
-    with dispatch.observe(rec), mp.autocast("cpu"):
+    with observers.observe(rec), mp.autocast("cpu"):
         F.linear(x, w)
     assert rec.entered == [rec.exited[-1]] + rec.exited[:-1]  # the op enters first and leaves last
     top = rec.exited[-1]
@@ -36,26 +37,26 @@ def test_every_call_is_seen_entering_and_leaving_with_its_parent_and_depth():
     assert [c.name for c in casts] == ["_to_copy", "_to_copy"] and all(c.parent is top and c.depth == 1
                                                                         for c in casts)
     assert top.autocast.source == "the autocast op table" and top.out.dtype == mp.bfloat16
-    assert not dispatch.observing()
+    assert not observers.observing()
 
 
 def test_a_call_that_raises_is_seen_leaving_with_its_error():
     rec = Recorder()
-    with dispatch.observe(rec):
+    with observers.observe(rec):
         with pytest.raises(RuntimeError, match="cannot be broadcast"):
             mp.randn(2, 3) + mp.randn(4, 5)
         mp.randn(2) * 2  # the observer's view stays consistent after the failure
     failed, after = rec.exited
     assert failed.name == "add" and isinstance(failed.error, RuntimeError) and failed.out is None
     assert after.name == "mul" and after.error is None and after.depth == 0
-    assert dispatch.current_call() is None
+    assert observers.current_call() is None
 
 
 def test_backward_passes_and_nodes_are_calls_the_ops_run_inside():
     x = mp.randn(3, requires_grad=True)
     y = (x * 2).sum()
     rec = Recorder()
-    with dispatch.observe(rec):
+    with observers.observe(rec):
         y.backward()
     kinds = [(c.kind, c.name, c.depth) for c in rec.exited if c.kind != "op"]
     assert kinds == [("backward", "sum backward", 1), ("backward", "mul backward", 1),
@@ -75,21 +76,21 @@ def test_an_observer_that_does_not_ask_for_backward_sees_only_op_calls():
     x = mp.randn(3, requires_grad=True)
     y = (x * 2).sum()
     rec, both = OpsOnly(), Recorder()
-    with dispatch.observe(rec):
+    with observers.observe(rec):
         y.backward(retain_graph=True)
     assert rec.exited and all(c.kind == "op" for c in rec.exited) and rec.exited[0].parent is None
-    with dispatch.observe(rec), dispatch.observe(both):  # beside one that asks, its ops' parents are nodes
+    with observers.observe(rec), observers.observe(both):  # beside one that asks, its ops' parents are nodes
         y.backward()
     assert all(c.kind == "op" for c in rec.exited) and any(c.kind == "backward pass" for c in both.exited)
 
 
 def test_unobserved_hides_a_tools_own_work():
     rec = Recorder()
-    with dispatch.observe(rec):
-        with dispatch.unobserved():
+    with observers.observe(rec):
+        with observers.unobserved():
             mp.randn(2) + 1
-            assert not dispatch.observing()
-        assert dispatch.observing()
+            assert not observers.observing()
+        assert observers.observing()
         mp.randn(2) - 1
     assert [c.name for c in rec.exited] == ["sub"]
 

@@ -25,7 +25,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 import mixprec as mp
 import mixprec.nn.functional as F
 from mixprec.autograd import forward_ad
-from mixprec.ops import dispatch
+from mixprec import observers
 from op_cases import CASES, EPS
 
 LOW = [pytest.param(mp.float16, id="float16"), pytest.param(mp.bfloat16, id="bfloat16")]
@@ -63,7 +63,7 @@ def test_every_registered_op_has_a_case():
         def exit(self, call):
             pass
     for case in CASES:
-        with dispatch.observe(Seen()):
+        with observers.observe(Seen()):
             case.fn(*case.tensors(case.inputs()))
     missing = sorted(op.name for op in mp.ops.ops() if op.name not in seen)
     assert missing == [], f"registered ops no case exercises (add cases in tests/op_cases/): {missing}"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mixprec as mp
-from mixprec.ops import dispatch
+from mixprec import observers
 from mixprec.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
 F = mp.nn.functional
@@ -47,7 +47,7 @@ def test_events_match_the_calls_and_nest_by_time():
                                                                                           "cross_entropy"}
     bwd_pass = next(e for e in events if e.kind == "backward pass")
     assert bwd_pass.parent.name == "backward" and any(c.name == "linear backward" for c in bwd_pass.children)
-    assert not dispatch.observing()
+    assert not observers.observing()
 
 
 def test_autocast_columns_show_policy_dtypes_and_what_the_casts_cost():
@@ -136,7 +136,7 @@ def test_record_function_as_decorator_nests_and_costs_nothing_outside_a_profiler
         return block(depth - 1) if depth else out
 
     block(2)  # no profiler: nothing happens, nothing is observed
-    assert not dispatch.observing()
+    assert not observers.observing()
     with profile() as prof:
         block(2)
     blocks = [e for e in prof.events() if e.name == "block"]
@@ -183,7 +183,7 @@ def test_schedule_records_only_active_steps_and_hands_each_cycle_over():
     observing = []
     with profile(schedule=schedule(wait=1, warmup=1, active=2, repeat=2), on_trace_ready=ready) as prof:
         for _ in range(10):
-            observing.append(dispatch.observing())
+            observing.append(observers.observing())
             _step(model, x, y)
             prof.step()
     assert seen == [(4, ["ProfilerStep#2", "ProfilerStep#3"], 4), (8, ["ProfilerStep#6", "ProfilerStep#7"], 4)]
@@ -249,8 +249,8 @@ def test_nvtx_ranges_stay_balanced_also_when_ranges_are_left_open(monkeypatch):
     monkeypatch.setattr(prof_mod, "_nvtx_push", lambda name: log.append(("push", name)))
     monkeypatch.setattr(prof_mod, "_nvtx_pop", lambda: log.append(("pop",)))
     recorder = prof_mod._Recorder(0, cuda=True, record_shapes=False)
-    monkeypatch.setattr(prof_mod._active, "recorders", (recorder,))
-    with dispatch.observe(recorder):
+    monkeypatch.setattr(prof_mod._active(), "recorders", (recorder,))
+    with observers.observe(recorder):
         outer = record_function("outer").__enter__()
         mp.randn(2) + 1
         record_function("left open").__enter__()

@@ -129,12 +129,12 @@ def get_autocast_dtype(device_type) -> np.dtype:
 
 def is_autocast_cache_enabled() -> bool:
     """Whether the innermost region (in this thread) caches weight casts (its cache_enabled)."""
-    return _ac.STATE.cache_enabled
+    return _ac.cache_enabled()
 
 
 def clear_autocast_cache() -> None:
     """Drop this thread's cached weight casts (leaving the outermost region does it too)."""
-    _ac.STATE.cache = None
+    _ac.clear_cache()
 
 
 # ---------------------------------------------------------------- policies
@@ -203,11 +203,11 @@ class override(contextlib.ContextDecorator):
                       for name, value in policies.items() for t in types}
 
     def __enter__(self):
-        _ac.STATE.overrides = _ac.STATE.overrides + (self.layer,)
+        _ac.push_overrides(self.layer)
         return self
 
     def __exit__(self, *exc):
-        _ac.STATE.overrides = _ac.STATE.overrides[:-1]  # this thread's innermost layer is this one
+        _ac.pop_overrides()  # (this thread's innermost layer is this one)
         return False
 
 

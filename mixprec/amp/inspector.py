@@ -8,7 +8,7 @@
     print(report)                      # ops ranked by harm, gradients, suggestions
     report.plot("inspect.png")
 
-The inspector is a dispatch observer (mixprec.ops.dispatch.observe). For each op
+The inspector is a dispatch observer (mixprec.observers.observe). For each op
 called at the level of the inspected code (the ops a model's forward calls; not
 the inner ops of a composite) it runs, unseen by any observer and with autocast
 off:
@@ -48,6 +48,7 @@ from .. import random as _random
 from .._text import dtypes_text, policy_text, rule_text, short
 from ..autograd import grad_mode as _gm
 from ..ops import autocast as _ac
+from .. import observers as _observers
 from ..ops import dispatch as _dispatch
 from ..tensor import Tensor
 from . import numerics
@@ -175,7 +176,7 @@ class _Shadow:
     def run(self, op, args, kwargs, grad, rng):
         """op on the given (shadow or float32) args, unseen, autocast off; (result, None) or (None, error)."""
         try:
-            with _dispatch.unobserved(), _ac.suspended(), (_gm.enable_grad() if grad else _gm.no_grad()):
+            with _observers.unobserved(), _ac.suspended(), (_gm.enable_grad() if grad else _gm.no_grad()):
                 if rng is not None:
                     _random.set_rng_state(rng)
                 return op(*args, **kwargs), None
@@ -211,7 +212,7 @@ class _Shadow:
         """Before the op runs: its inputs' shadows (an in-place op's first input copied, as the op is
         about to change it) and the random generator's state."""
         note = {"rng": _random.get_rng_state()}
-        with _dispatch.unobserved(), _ac.suspended():
+        with _observers.unobserved(), _ac.suspended():
             note["shadow"] = _map_args(call.args, self.shadow_of)
             if call.op.inplace and isinstance(call.args[0], Tensor):  # the op will change its first input
                 note["shadow"] = (note["shadow"][0].clone(),) + note["shadow"][1:]
@@ -240,7 +241,7 @@ class _Shadow:
         shadow, error = self.run(op, note["shadow"], kwargs, grad, replay)
         local = None
         if error is None and _ran_low(call):
-            with _dispatch.unobserved():
+            with _observers.unobserved():
                 # copies, never the user's tensors: a composite such as batch_norm(training=True) writes
                 # into some of its arguments (the running statistics)
                 local_args = note.get("local") or _map_args(call.args, _f32_copy)
@@ -271,7 +272,7 @@ class _Shadow:
         """An autocast cast of a parameter: its gradient is the parameter's gradient in the lower dtype."""
         source, out = call.args[0], call.out
         if isinstance(out, Tensor) and out.grad_fn is not None and out.dtype in _LOW:
-            with _dispatch.unobserved():
+            with _observers.unobserved():
                 self.shadow_of(source)  # registers the parameter
             if id(source) in self.params:
                 self.cast_of[id(out.grad_fn)] = (out.grad_fn, id(source))
@@ -326,7 +327,7 @@ class _Shadow:
         from ..autograd import grad
         keys = list(wanted)
         try:
-            with _dispatch.unobserved(), _ac.suspended():
+            with _observers.unobserved(), _ac.suspended():
                 got = grad(roots, [wanted[k] for k in keys], grad_outputs=[_f32_copy(s) for s in seeds],
                            retain_graph=True, allow_unused=True)
         except Exception:  # a shadow graph that cannot be differentiated: no reference
@@ -371,10 +372,10 @@ class inspect:
     def __enter__(self):
         if self._observing is not None:
             raise RuntimeError("inspect: this inspector is already active")
-        current = _dispatch.current_call()
+        current = _observers.current_call()
         self._observer = _Shadow(self.names, self._scale_of, self.scale_exponents,
                                  0 if current is None else current.depth + 1)
-        self._observing = _dispatch.observe(self._observer)
+        self._observing = _observers.observe(self._observer)
         self._observing.__enter__()
         self._report = None
         return self

@@ -4,7 +4,7 @@
         loss = model(x)
     print(t)          # a table: op, policy, input dtypes, dtypes it ran in, output dtype, cache hits
 
-The trace is a dispatch observer (mixprec.ops.dispatch.observe): it sees every
+The trace is a dispatch observer (mixprec.observers.observe): it sees every
 op call when it returns, with the autocast decision applied to it and the call
 it ran inside (a composite, or the op whose inputs autocast was casting). A
 backward() inside the trace shows as a "backward pass" row with one
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._text import DTYPE_LEGEND, dtypes_text, plural, policy_text, rule_text, short, text_table
+from .. import observers as _observers
 from ..ops import dispatch as _dispatch
 
 @dataclass(frozen=True)
@@ -72,9 +73,9 @@ class trace:
         self._base_depth = 0
 
     def __enter__(self):
-        self._observing = _dispatch.observe(self)
+        self._observing = _observers.observe(self)
         self._observing.__enter__()
-        current = _dispatch.current_call()
+        current = _observers.current_call()
         self._base_depth = 0 if current is None else current.depth + 1
         return self
 

@@ -20,28 +20,27 @@ carry tangents (forward-over-reverse, for Hessian-vector products).
 from __future__ import annotations
 
 import heapq
-import threading
 
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import observers
+from .._state import PER_THREAD
 from ..tensor import Tensor, ones_like, tensor, zeros_like
 from . import grad_mode
 from .graph import AccumulateGrad, gradient_edge
 
 
-class _Engine(threading.local):
-    runs = ()  # the backward passes running in this thread, innermost last
-
-
-_engine = _Engine()
+def _engine():
+    return PER_THREAD.engine  # this thread's backward passes now running, innermost last (_state.py)
 
 
 def queue_callback(fn) -> None:
     """Run ``fn()`` when the backward pass now running finishes (torch's engine.queue_callback)."""
-    if not _engine.runs:
+    runs = _engine().runs
+    if not runs:
         raise RuntimeError("queue_callback can only be called while backward runs (from a hook)")
-    _engine.runs[-1].callbacks.append(fn)
+    runs[-1].callbacks.append(fn)
 
 
 class _Run:
@@ -68,10 +67,9 @@ def run_backward(outputs, grad_outputs, *, retain_graph=False, create_graph=Fals
     when given); returns None. accumulate=False: returns the gradient of each of
     ``inputs`` (None where none arrived); no ``.grad`` changes.
     """
-    from ..ops import dispatch  # (the ops package imports autograd: import it when backward runs)
-    if dispatch.watching_backward():  # mp.amp.trace, mp.profiler, mp.amp.inspect: the pass is a call they see
+    if observers.watching_backward():  # mp.amp.trace, mp.profiler, mp.amp.inspect: the pass is a call they see
         device = outputs[0].device if outputs else None
-        return dispatch.observed_backward("backward pass", None, (outputs, grad_outputs), device, lambda: _run(
+        return observers.observed_backward("backward pass", None, (outputs, grad_outputs), device, lambda: _run(
             outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, observed=True))
     return _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, observed=False)
 
@@ -98,7 +96,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
         _deliver(buffers, node, nr, g)
     ready = [(-node._seq, id(node), node) for node in nodes.values() if deps.get(id(node), 0) == 0]
     heapq.heapify(ready)
-    _engine.runs = _engine.runs + (run,)
+    engine = _engine()
+    engine.runs = engine.runs + (run,)
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
             while ready:
@@ -122,7 +121,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
             for fn in run.callbacks:
                 fn()
     finally:
-        _engine.runs = _engine.runs[:-1]
+        engine.runs = engine.runs[:-1]
     if accumulate:
         if inputs is not None:  # a non-leaf among inputs gets its gradient in .grad too
             for key, idx in targets.items():
@@ -210,9 +209,8 @@ def _run_node(run, node, grads, execute):
             _accumulate(run, variable, grads[0])
             result = []
         elif run.observed:  # each node's backward is a call the observers see
-            from ..ops import dispatch
             device = next(g.device for g in grads if g is not None)
-            result = dispatch.observed_backward("backward", getattr(node, "op", None), tuple(grads), device,
+            result = observers.observed_backward("backward", getattr(node, "op", None), tuple(grads), device,
                                                 lambda: node._apply(grads), node)
             _check_count(node, result)
         else:

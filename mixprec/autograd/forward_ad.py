@@ -28,8 +28,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import dtypes as _dt
-from .._modes import modes  # the active dual level is this thread's modes().dual_level (an object), or None
+from .._state import modes  # the active dual level is this thread's modes().dual_level (an object), or None
 from ..tensor import Tensor
+from .graph import set_tangent
 
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level", "exit_dual_level"]
 
@@ -102,7 +103,7 @@ def make_dual(tensor, tangent, *, level=None):
         raise ValueError(f"make_dual: the tangent is on {tangent.device}, but the primal is on {tensor.device}")
     with _paused():
         dual = tensor.view(tensor.shape)
-    dual._fw = (active, tangent)
+    set_tangent(dual, active, tangent)
     return dual
 
 
@@ -178,4 +179,4 @@ def attach_tangents(ctx, args, out):
                 t = t.expand(o.shape)
             if t.dtype != o.dtype:
                 t = t.to(o.dtype)
-            o._fw = (level, t)
+            set_tangent(o, level, t)

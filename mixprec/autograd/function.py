@@ -31,39 +31,27 @@ The torch-2 style (``forward(*args)`` without ctx plus
 from __future__ import annotations
 
 import functools
-import traceback
+import weakref
 
-from .._modes import modes
-from ..tensor import Tensor
-from . import forward_ad, grad_mode
-from .graph import Node, SavedTensor, gradient_edge
+from .._state import modes
+from ..tensor import Tensor, zeros
+from ..ops.dispatch import dispatch
+from . import forward_ad, grad_mode, graph
 
 
-class FunctionCtx(Node):
-    """The ``ctx`` of a custom Function call, and its node in the backward graph."""
+class FunctionCtx:
+    """The ``ctx`` of a custom Function call: what forward declares and notes (torch's ctx API). The node it
+    leaves in the graph (its outputs' grad_fn) shows the same attributes, as torch's does."""
 
-    user_backward = True  # the gradients it returns may be the user's own tensors
-
-    def __init__(self, cls):
-        super().__init__()
-        self._cls = cls
+    def __init__(self):
         self.needs_input_grad = ()
         self.materialize_grads = True
         self._to_save = ()
         self._for_forward = ()
-        self._saved = None
         self._dirty = ()
         self._non_differentiable = ()
         self._in_jvp = False
-
-    def name(self) -> str:
-        return f"{self._cls.__name__}Backward"
-
-    def _label(self):
-        return self._cls.__name__
-
-    def _saved_label(self, index, is_output):
-        return f"saved tensor {index} (position {index} of save_for_backward)"
+        self._node = None      # a weak reference to the node, once recorded (the node holds this ctx)
 
     # ---- called in forward / setup_context ----
     def save_for_backward(self, *tensors):
@@ -98,52 +86,90 @@ class FunctionCtx(Node):
         unpacked through saved_tensors_hooks on every access, as torch does."""
         if self._in_jvp:
             return tuple(self._for_forward)
-        if self._saved is None:
+        node = self._node() if self._node is not None else None
+        if node is None:
             return tuple(self._to_save)
-        self._check_alive()
-        return tuple(None if s is None else s.unpack(self, i) for i, s in enumerate(self._saved))
+        return node.unpack_saved()
 
-    # ---- the graph ----
-    def _finish(self, args, outs, differentiable):
-        edges, metas = [], []
-        for a in args:
-            if isinstance(a, Tensor) and a._requires_grad:
-                edges.append(gradient_edge(a))
-                metas.append((a.data.shape, a.data.dtype))
+
+class FunctionOp:
+    """A custom Function as an op: dispatch runs its call (forward on Tensors), the graph records it like any op,
+    and backward calls its ``backward`` through :meth:`run_backward`."""
+
+    user_backward = True   # the gradients its backward returns may be the user's own tensors
+    custom = True          # (dispatch: forward runs on Tensors, here)
+    inplace = False
+    arg_names = ()
+
+    def __init__(self, cls):
+        self.cls, self.name = cls, cls.__name__
+
+    def call(self, args, kwargs):
+        """Forward without recording, then the node and the tangents (what Function.apply does, as torch's)."""
+        cls = self.cls
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        with grad_mode.no_grad(), forward_ad._paused():
+            if cls.setup_context is not Function.setup_context:
+                out = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, out)
             else:
-                edges.append(None)
-                metas.append(None)
-        self._next_edges, self._metas = edges, metas
-        self._n_outputs = len(outs)
-        self._out_meta = [(o.shape, o.dtype, o.device) for o in outs]
+                out = cls.forward(ctx, *args, **kwargs)
+        several = isinstance(out, tuple)
+        outs = list(out) if several else [out]
         for i, o in enumerate(outs):
-            if differentiable[i]:
-                o._grad_fn, o._requires_grad, o.output_nr = self, True, i
-        output_ids = {id(o) for o in outs}
-        self._saved = [None if t is None else SavedTensor(t, is_output=id(t) in output_ids) for t in self._to_save]
-        self._to_save = ()
+            if not isinstance(o, Tensor):
+                what = f"output {i} is" if several else "got"
+                raise TypeError(f"{cls.__name__}.forward must return one Tensor or a tuple of Tensors; {what} a "
+                                f"{type(o).__name__}")
+        record = grad_mode.is_grad_enabled() and any(ctx.needs_input_grad)
+        _check_dirty(cls, ctx, args, outs, record)
+        dirty = {id(t) for t in ctx._dirty}
+        non_diff = {id(t) for t in ctx._non_differentiable}
+        for i, o in enumerate(outs):
+            if id(o) not in dirty and (o._grad_fn is not None or any(o is a for a in args)):
+                # an input returned as is: a new tensor for the output
+                outs[i] = Tensor._wrap(o.data, vc=o._version_counter())
+                if id(o) in non_diff:
+                    non_diff.add(id(outs[i]))
+        differentiable = [record and o.is_floating_point() and id(o) not in non_diff for o in outs]
+        for o, d in zip(outs, differentiable):
+            if not d and o._grad_fn is None:
+                graph.make_leaf(o, o._requires_grad and id(o) not in non_diff)
+        ctx._out_meta = [(o.shape, o.dtype, o.device) for o in outs]
+        if record:
+            node = graph.record(self, ctx, args, kwargs, outs, differentiable=differentiable, saves=ctx._to_save)
+            ctx._node, ctx._to_save = weakref.ref(node), ()
+        if modes().dual_level is not None and any(forward_ad.tangent_of(a) is not None
+                                                for a in args if isinstance(a, Tensor)):
+            _attach_tangents(cls, ctx, args, outs, non_diff)
+        return tuple(outs) if several else outs[0]
 
-    def _apply(self, grads):
-        from ..tensor import zeros
-        if self.materialize_grads:
+    def run_backward(self, node, grads):
+        """The Function's backward on the gradients of its outputs (zeros for missing ones, unless
+        set_materialize_grads(False)); one gradient per forward argument."""
+        ctx = node.ctx
+        if ctx.materialize_grads:
             grads = [zeros(*shape, dtype=dtype, device=device) if g is None else g
-                     for g, (shape, dtype, device) in zip(grads, self._out_meta)]
-        result = self._cls.backward(self, *grads)
+                     for g, (shape, dtype, device) in zip(grads, ctx._out_meta)]
+        result = self.cls.backward(ctx, *grads)
         if not isinstance(result, tuple):
             result = (result,)
-        n = len(self._next_edges)
+        n = len(node._next_edges)
         if len(result) < n or any(g is not None for g in result[n:]):
-            raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients (expected {n}, "
+            raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients (expected {n}, "
                                f"got {len(result)})")
         for i, g in enumerate(result[:n]):
             if g is not None and not isinstance(g, Tensor):
-                raise TypeError(f"function {self.name()} returned a {type(g).__name__} as gradient {i}; expected a "
+                raise TypeError(f"function {node.name()} returned a {type(g).__name__} as gradient {i}; expected a "
                                 "Tensor or None")
         return list(result[:n])
 
-    def _release(self):
-        self.freed = True
-        self._saved = None
+    def __repr__(self):
+        return f"<Function {self.name}>"
+
+
+_OPS = weakref.WeakKeyDictionary()  # Function subclass -> its FunctionOp
 
 
 class Function:
@@ -169,44 +195,10 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        ctx = FunctionCtx(cls)
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-        setup_style = cls.setup_context is not Function.setup_context
-        with grad_mode.no_grad(), forward_ad._paused():
-            if setup_style:
-                out = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, out)
-            else:
-                out = cls.forward(ctx, *args, **kwargs)
-        several = isinstance(out, tuple)
-        outs = list(out) if several else [out]
-        for i, o in enumerate(outs):
-            if not isinstance(o, Tensor):
-                what = f"output {i} is" if several else "got"
-                raise TypeError(f"{cls.__name__}.forward must return one Tensor or a tuple of Tensors; {what} a "
-                                f"{type(o).__name__}")
-        record = grad_mode.is_grad_enabled() and any(ctx.needs_input_grad)
-        _check_dirty(cls, ctx, args, outs, record)
-        dirty = {id(t) for t in ctx._dirty}
-        non_diff = {id(t) for t in ctx._non_differentiable}
-        for i, o in enumerate(outs):
-            if id(o) not in dirty and (o._grad_fn is not None or any(o is a for a in args)):
-                # an input returned as is: a new tensor for the output
-                outs[i] = Tensor._wrap(o.data, vc=o._version_counter())
-                if id(o) in non_diff:
-                    non_diff.add(id(outs[i]))
-        differentiable = [record and o.is_floating_point() and id(o) not in non_diff for o in outs]
-        for o, d in zip(outs, differentiable):
-            if not d:
-                o._requires_grad = o._requires_grad and o._grad_fn is None and id(o) not in non_diff
-        if record:
-            ctx._finish(args, outs, differentiable)
-            if grad_mode.is_anomaly_enabled():
-                ctx.trace = "".join(traceback.format_stack()[:-1])
-        if modes().dual_level is not None and any(forward_ad.tangent_of(a) is not None
-                                                for a in args if isinstance(a, Tensor)):
-            _attach_tangents(cls, ctx, args, outs, non_diff)
-        return tuple(outs) if several else outs[0]
+        op = _OPS.get(cls)
+        if op is None:
+            op = _OPS[cls] = FunctionOp(cls)
+        return dispatch(op, args, kwargs)
 
 
 def _check_dirty(cls, ctx, args, outs, record):
@@ -241,7 +233,7 @@ def _attach_tangents(cls, ctx, args, outs, non_diff):
             got = t.shape if isinstance(t, Tensor) else type(t).__name__
             raise RuntimeError(f"{cls.__name__}.jvp returned a tangent for output {i} of shape {got}, but the "
                                f"output has shape {o.shape}")
-        o._fw = (level, t.to(o.dtype) if t.dtype != o.dtype else t)
+        graph.set_tangent(o, level, t.to(o.dtype) if t.dtype != o.dtype else t)
 
 
 def once_differentiable(backward):

@@ -1,4 +1,4 @@
-"""Thread-local switches of autograd: grad mode, inference mode and anomaly mode (kept in _modes.Modes).
+"""Thread-local switches of autograd: grad mode, inference mode and anomaly mode (kept in _state.Modes).
 
 Each switch is a context manager and a decorator (a decorated function runs
 with the switch set and restores it afterwards, also for generators' bodies
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from .._modes import modes  # this thread's switches live there, beside the other modes an op call reads
+from .._state import modes  # this thread's switches live there, beside the other modes an op call reads
 
 
 def is_grad_enabled() -> bool:

@@ -1,36 +1,45 @@
-"""The backward graph (torch.autograd.graph): nodes, the edges between them, saved tensors and their hooks.
+"""The backward graph (torch.autograd.graph): nodes, edges, saved tensors, and every write of a tensor's history.
 
-Every op call that records (grad mode on, an input requires grad) leaves an
-:class:`OpNode` behind as its outputs' ``grad_fn``. A node holds
+**The one front door.** Every differentiable call -- a registered op through
+dispatch, a custom ``Function``, an in-place write, a view -- ends in
+:func:`record`, after its forward ran. ``record`` builds the call's
+:class:`OpNode` once, from
 
-- its **next edges**: for each input slot, the ``(node, output_nr)`` the input's
-  gradient goes to -- the input's own grad_fn, or for a leaf its
-  :class:`AccumulateGrad` node -- or None. They are fixed when the op runs, so a
-  later in-place change of an input (which gives the input a new grad_fn) does
-  not re-route gradients already recorded.
-- its **saved tensors**: only what the op declares its backward reads
-  (``register(..., saves=...)``, see :meth:`mixprec.ops.registry.Op.saved_positions`),
-  each a :class:`SavedTensor` that remembers the tensor's version (an in-place
-  change is caught when backward reads it) and goes through the active
-  :class:`saved_tensors_hooks` (pack on save, unpack when backward runs).
-  Inputs the op does not save are not kept at all.
-- hooks: ``register_prehook`` (on the gradients of its outputs), ``register_hook``
-  (on its result), and the tensor hooks of its outputs.
+- the op (which says how its backward is called and what it saves),
+- the call's **next edges**: for each input slot, the ``(node, output_nr)`` the
+  input's gradient goes to -- the input's own grad_fn, or for a leaf its
+  :class:`AccumulateGrad` node -- or None. They are fixed now, so a later
+  in-place change of an input does not re-route gradients already recorded;
+- what backward **saves**: only the inputs and outputs the op declares, each a
+  :class:`SavedTensor` that remembers the tensor's version (an in-place change
+  is caught when backward reads it) and goes through the active
+  :class:`saved_tensors_hooks`;
+- the ``ctx`` forward wrote its notes on (``ctx.dim = ...``), a plain object.
 
-The node doubles as the ``ctx`` an op's forward, backward and tangent rule
-share (``ctx.dim = ...`` in forward, read in backward).
+and makes it the grad_fn of the call's differentiable outputs. The node never
+changes afterwards, except that backward releases what it saved (and a saved
+output follows its tensor when an in-place write moves the output into it).
+
+**History.** A tensor's autograd identity -- ``_grad_fn``, ``_requires_grad``,
+``output_nr``, its tangent ``_fw`` and its view relation ``_view`` -- is written
+only here: :func:`set_history`, :func:`make_leaf`, :func:`set_tangent`,
+:func:`make_view` and :func:`refresh_view` (the one place a view follows its
+base after an in-place change). Tensors start as leaves (mixprec/tensor.py).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
-import threading
+import traceback
 import weakref
 
 import numpy as np
 
+from .._state import PER_THREAD
 from ..dtypes import COMPLEX, FLOATING
 from ..hooks import RemovableHandle
 from ..tensor import Tensor
+from .grad_mode import enable_grad
 
 _DIFFERENTIABLE = frozenset(FLOATING + COMPLEX)  # outputs that get a grad_fn
 _NUMBERS = (int, float, np.generic)
@@ -55,6 +64,7 @@ class Node:
     _visible = None        # which slots next_functions shows (None: all)
     trace = None           # the forward call's stack, in anomaly mode
     freed = False
+    user_backward = False  # True for custom Functions: their gradients may alias user tensors
 
     def __init__(self):
         self._seq = next(_sequence)
@@ -108,10 +118,6 @@ class Node:
 
     def _label(self):
         return self.name()
-
-    def _saved_label(self, index, is_output):
-        """How errors name saved tensor ``index`` (an argument or output position) of this node."""
-        return f"{'output' if is_output else 'saved tensor'} {index} of {self._label()}"
 
     def _release(self):
         """Drop what backward needed once it ran (retain_graph=False)."""
@@ -176,19 +182,84 @@ def accumulator(t) -> AccumulateGrad:
 def gradient_edge(t) -> tuple:
     """(node, output_nr) that receives the gradient of ``t`` (which requires grad)."""
     if t._view is not None:
-        t._view.refresh(t)
+        refresh_view(t)
     fn = t._grad_fn
     return (fn, t.output_nr) if fn is not None else (accumulator(t), 0)
 
 
+# ---------------------------------------------------------------- a tensor's history: the only writers
+def set_history(t, node, output_nr=0):
+    """``t`` is output ``output_nr`` of ``node`` (its gradient goes there). When ``t`` takes over an output that
+    ``node`` saved (an in-place write moved the value into ``t``), the saved output follows ``t``'s version."""
+    t._grad_fn, t._requires_grad, t.output_nr = node, True, output_nr
+    saved = getattr(node, "_saved_outputs", None)
+    if saved is not None and saved[output_nr] is not None:
+        saved[output_nr].follow(t)
+
+
+def make_leaf(t, requires_grad):
+    """``t`` has no history: a leaf that records (or not) the gradients reaching it."""
+    t._grad_fn, t._requires_grad = None, bool(requires_grad)
+
+
+def set_tangent(t, level, tangent):
+    """``t`` carries ``tangent`` at forward-AD ``level`` (None for both: no tangent)."""
+    t._fw = None if level is None else (level, tangent)
+
+
+def stop_following(t):
+    """``t`` stops following its base's autograd identity (it became a leaf of its own)."""
+    t._view = None
+
+
+class ViewInfo:
+    """How a view tensor relates to its root base: ``replay(base)`` makes the view again (the parent view's
+    replay, for a view of a view, then this view's op with its arguments).
+
+    ``state`` is the base's autograd identity (grad_fn, requires_grad, tangent)
+    when the view's own was last derived from it; when the base has changed
+    since (an in-place op rebased it), :func:`refresh_view` derives the view's again.
+    """
+    __slots__ = ("base", "parent", "op", "rest", "kwargs", "made_without_grad", "state")
+
+    def __init__(self, source, op, rest, kwargs, made_without_grad):
+        parent = source._view
+        self.base = source if parent is None else parent.base
+        self.parent, self.op, self.rest, self.kwargs = parent, op, rest, kwargs
+        self.made_without_grad = made_without_grad or (parent is not None and parent.made_without_grad)
+        base = self.base
+        self.state = (base._grad_fn, base._requires_grad, base._fw)
+
+    def replay(self, x):
+        if self.parent is not None:
+            x = self.parent.replay(x)
+        return self.op(x, *self.rest, **self.kwargs)
+
+
+def make_view(out, source, op, rest, kwargs, made_without_grad):
+    """``out`` views ``source``'s memory, made by ``op(source, *rest, **kwargs)``: it shares the version counter
+    (made by the caller) and follows the base's autograd identity from now on."""
+    out._view = ViewInfo(source, op, rest, kwargs, made_without_grad)
+
+
+def refresh_view(view, force=False):
+    """Re-derive a view's grad_fn and tangent from its base when the base changed in place since (``force``:
+    always). The one place a view follows its base; reads of a view's history call it first."""
+    info = view._view
+    base = info.base
+    grad_fn, requires_grad, fw = info.state
+    if not force and base._grad_fn is grad_fn and base._requires_grad == requires_grad and base._fw is fw:
+        return
+    info.state = (base._grad_fn, base._requires_grad, base._fw)
+    with enable_grad():
+        fresh = info.replay(base)
+    view._grad_fn, view._requires_grad, view.output_nr, view._fw = (
+        fresh._grad_fn, fresh._requires_grad, fresh.output_nr, fresh._fw)
+
+
 # ---------------------------------------------------------------- saved tensors
-class _SavedState(threading.local):
-    hooks = ()             # (pack, unpack) pairs of the saved_tensors_hooks entered, innermost last
-    disabled = None        # disable_saved_tensors_hooks' message, while it is active
-    inplace = None         # [source, clone] while an in-place op computes its new value (ops/inplace.py)
-
-
-_saved = _SavedState()
+def _saving():
+    return PER_THREAD.saving  # this thread's saved_tensors_hooks and in-place bookkeeping (_state.py)
 
 
 class SavedTensor:
@@ -209,7 +280,8 @@ class SavedTensor:
     def __init__(self, t, is_output=False):
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE)
-        state = _saved.inplace
+        saving = _saving()
+        state = saving.inplace
         if state is not None and t is state[0] and not is_output:
             # the op's input is being overwritten by this very in-place op: save its old value
             if state[1] is None:
@@ -217,7 +289,7 @@ class SavedTensor:
             t = state[1]
         self._vc = vc = t._version_counter()
         self._version = vc[0]
-        hooks = _saved.hooks
+        hooks = saving.hooks
         if not hooks:
             if is_output:  # the data, not the tensor: an output owns its node, not the reverse
                 self._data, self._is_output, self._output_nr, self._fw = t.data, True, t.output_nr, t._fw
@@ -231,7 +303,7 @@ class SavedTensor:
         leaf = t if t._accumulate_into is None else t._accumulate_into
         self._leaf = leaf if t._requires_grad and t._grad_fn is None else None
 
-    def retarget(self, t):
+    def follow(self, t):
         """The saved output now lives in ``t`` (an in-place op's target, holding the same values): follow its
         version from here on (no second pack)."""
         self._vc = vc = t._version_counter()
@@ -263,6 +335,18 @@ class SavedTensor:
         t.output_nr = self._output_nr
         t._fw = self._fw
         return t
+
+
+@contextlib.contextmanager
+def overwriting(t):
+    """While an in-place op computes ``t``'s new value: an op inside that saves ``t`` saves a clone of its old
+    value instead (made once, when first needed), since ``t`` is about to be overwritten."""
+    saving = _saving()
+    prev, saving.inplace = saving.inplace, [t, None]
+    try:
+        yield
+    finally:
+        saving.inplace = prev
 
 
 def version_error(node, is_output, what, now, expected):
@@ -335,13 +419,15 @@ class saved_tensors_hooks:
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
 
     def __enter__(self):
-        if _saved.disabled is not None:
-            raise RuntimeError(_saved.disabled)
-        _saved.hooks = _saved.hooks + ((self.pack_hook, self.unpack_hook),)
+        saving = _saving()
+        if saving.disabled is not None:
+            raise RuntimeError(saving.disabled)
+        saving.hooks = saving.hooks + ((self.pack_hook, self.unpack_hook),)
         return self
 
     def __exit__(self, *exc):
-        _saved.hooks = _saved.hooks[:-1]
+        saving = _saving()
+        saving.hooks = saving.hooks[:-1]
         return False
 
 
@@ -383,11 +469,12 @@ class disable_saved_tensors_hooks:
         self.error_message = str(error_message)
 
     def __enter__(self):
-        self._prev, _saved.disabled = _saved.disabled, self.error_message
+        saving = _saving()
+        self._prev, saving.disabled = saving.disabled, self.error_message
         return self
 
     def __exit__(self, *exc):
-        _saved.disabled = self._prev
+        _saving().disabled = self._prev
         return False
 
 
@@ -398,28 +485,119 @@ def increment_version(tensor) -> None:
     tensor._bump_version()
 
 
-# ---------------------------------------------------------------- the node of an op call
-class OpNode(Node):
-    """The node an op call leaves behind; also that call's ``ctx``.
+# ---------------------------------------------------------------- the front door
+class Notes:
+    """The ``ctx`` an op's forward writes notes on (``ctx.dim = ...``), for its backward and tangent rules."""
 
-    During forward (and the tangent rule, which runs right after it) ``ctx.inputs``
-    and ``ctx.output(s)`` are the call's own tensors. ``finish`` then records
-    the edges and saves what the op declares; from then on backward reads
-    ``ctx.inputs``/``ctx.output`` through the saved tensors (version-checked,
-    unpacked once per backward), and anything not saved is a :class:`NotSaved`.
+
+def record(op, ctx, args, kwargs, outs, *, differentiable=None, saves=None, attach_tangents=None):
+    """Build the node of one op call, after its forward, and make it the grad_fn of the call's outputs.
+
+    ``op``'s ``run_backward(node, grads)`` is how backward calls it. ``args``: the
+    call's positional arguments (a registered op's list arguments -- cat's tensors
+    -- get one edge per tensor; a Function's get none, as in torch). Outputs become
+    the node's when ``differentiable`` says so (default: the floating and complex
+    ones). ``saves``: the tensors a Function saved, in order (default: what a
+    registered op declares, ``op.saved_positions`` and ``op.saved_outputs``).
+    ``attach_tangents(rule_ctx)``, when given, runs after the outputs are attached
+    (so a tangent rule's use of them is differentiable) and before outputs are
+    saved (so a saved output keeps its tangent).
+    """
+    node = OpNode(op, ctx, kwargs)
+    if saves is None:
+        _edges_and_saved_inputs(node, op, args)
+    else:
+        node._next_edges = [gradient_edge(a) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
+        node._metas = [(a.data.shape, a.data.dtype) if e is not None else None
+                       for a, e in zip(args, node._next_edges)]
+        node._layout = len(args)
+    node._n_outputs = len(outs)
+    for i, o in enumerate(outs):  # (after the edges: a Function's dirty input is also its output)
+        if (o.data.dtype in _DIFFERENTIABLE) if differentiable is None else differentiable[i]:
+            set_history(o, node, i)
+    if attach_tangents is not None:
+        attach_tangents(RuleCtx(op, ctx, args, outs, kwargs, node))
+    if saves is None:
+        wanted = op.saved_outputs
+        if wanted:
+            node._saved_outputs = [SavedTensor(o, is_output=True) if (wanted is True or i in wanted) else None
+                                   for i, o in enumerate(outs)]
+    else:
+        output_ids = {id(o) for o in outs}
+        node.saved = tuple(None if t is None else SavedTensor(t, is_output=id(t) in output_ids) for t in saves)
+    if PER_THREAD.modes.anomaly:
+        node.trace = _caller_stack()
+    return node
+
+
+def _edges_and_saved_inputs(node, op, args):
+    """A registered op's edges (a list argument's tensors one slot each), what next_functions shows, and its args
+    with the inputs it saves as SavedTensors (the others as _UNSAVED)."""
+    positions, promote = op.saved_positions, op.promote
+    edges, metas, saved = [], [], []
+    lists = hidden = None
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):  # the common case first
+            saved.append(SavedTensor(a) if i in positions else _UNSAVED)
+            if a._requires_grad:
+                edges.append(gradient_edge(a))
+                metas.append((a.data.shape, a.data.dtype))
+            else:
+                edges.append(None)
+                metas.append(None)
+        elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):  # cat, stack, indices
+            lists = lists or {}
+            lists[i] = len(a)
+            saved.append(type(a)((SavedTensor(x) if i in positions else _UNSAVED) if isinstance(x, Tensor)
+                                 else x for x in a))
+            for x in a:
+                grad = isinstance(x, Tensor) and x._requires_grad
+                edges.append(gradient_edge(x) if grad else None)
+                metas.append((x.data.shape, x.data.dtype) if grad else None)
+        else:
+            saved.append(a)
+            if not (i in promote and isinstance(a, _NUMBERS)):
+                hidden = hidden or set()
+                hidden.add(len(edges))
+            edges.append(None)
+            metas.append(None)
+    node._next_edges, node._metas, node.saved = edges, metas, tuple(saved)
+    # how backward's results map to the edges: one per argument, a list's gradients spread over its slots
+    node._layout = len(saved) if lists is None else [lists.get(i) for i in range(len(saved))]
+    if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
+        node._visible = [k not in hidden for k in range(len(edges))]
+
+
+def _caller_stack():
+    """The stack of the code that called into mixprec (anomaly mode keeps it on the node)."""
+    frames = traceback.extract_stack()
+    while frames and frames[-1].filename.startswith(_PACKAGE):
+        frames.pop()
+    return "".join(traceback.format_list(frames))
+
+
+_PACKAGE = __file__.rsplit("autograd", 1)[0]  # mixprec/
+
+
+_UNSAVED = object()  # marks, in a node's saved args, a tensor the op does not save (NotSaved at backward)
+
+
+class OpNode(Node):
+    """The node one op call leaves behind, built once by :func:`record`.
+
+    op, ctx (forward's notes; for a Function its ctx), kwargs (the call's
+    keyword options); ``saved``: a registered op's positional args with the
+    saved ones as SavedTensors, or the tensors a Function saved; the edges.
+    Backward reads the saved tensors through :meth:`rule_ctx` (version-checked,
+    unpacked once per backward).
     """
 
-    user_backward = False   # True for custom Functions: their gradients may alias user tensors
-    _sealed = False
-    _unpacked = None        # (inputs, outputs) while backward runs (the engine opens the node)
-    _outs = None            # the output tensors, during forward only
+    saved = None
     _saved_outputs = None
 
-    def __init__(self, op, args, kwargs=None):
+    def __init__(self, op, ctx, kwargs):
         self._seq = next(_sequence)
-        self.op = op
-        self._args = args
-        self.kwargs = kwargs if kwargs is not None else {}
+        self.op, self.ctx, self.kwargs = op, ctx, kwargs
 
     def name(self) -> str:
         return f"{self.op.name}Backward"
@@ -427,34 +605,28 @@ class OpNode(Node):
     def _label(self):
         return self.op.name
 
-    # ---- what forward, the tangent rule and backward read ----
     @property
-    def inputs(self):
-        """The op's positional args: the call's own during forward; saved (version-checked) in backward."""
-        if self._unpacked is not None:
-            return self._unpacked[0]
-        if not self._sealed:
-            return self._args
-        return self._unpack_inputs()
+    def user_backward(self):
+        return self.op.user_backward
 
-    @property
-    def output(self):
-        """The op's (first) output, attached to this node (safe to differentiate through)."""
-        return self.outputs[0]
+    def __getattr__(self, name):  # a Function's node shows its ctx's attributes, as torch's does
+        ctx = self.__dict__.get("ctx")
+        if ctx is None or not self.op.user_backward:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(ctx, name)
 
-    @property
-    def outputs(self):
-        """Every output (a NotSaved stand-in, at backward time, for one the op does not save)."""
-        if self._unpacked is not None and self._unpacked[1] is not None:
-            return self._unpacked[1]
-        if not self._sealed:
-            return self._outs
-        return self._unpack_outputs()
+    def _apply(self, grads):
+        """One gradient per input slot, from the gradients of the outputs."""
+        return self.op.run_backward(self, grads)
+
+    def rule_ctx(self):
+        """The ctx a registered op's backward gets: its saved inputs and outputs, unpacked for this backward."""
+        return RuleCtx(self.op, self.ctx, self._unpack_inputs(), self._unpack_outputs(), self.kwargs, self)
 
     @property
     def needs_input_grad(self) -> tuple:
         """One bool per positional argument (torch's ctx.needs_input_grad): whether its gradient goes anywhere
-        (for a list argument, whether any of its tensors' does). A backward rule skips what nobody needs."""
+        (for a list argument, whether any of its tensors' does)."""
         edges, layout = self._next_edges, self._layout
         if type(layout) is int:
             return tuple(e is not None for e in edges)
@@ -465,60 +637,9 @@ class OpNode(Node):
             k += width
         return tuple(needs)
 
-    # ---- recording ----
-    def finish(self, outs):
-        """Become the grad_fn of each floating output and record the edges and what to save (the tangent rule
-        may then run, seeing the outputs attached and the call's own args); ``seal`` then keeps only the saved."""
-        for i, o in enumerate(outs):
-            if o.data.dtype in _DIFFERENTIABLE:
-                o._grad_fn, o._requires_grad = self, True
-                if i:
-                    o.output_nr = i
-        op = self.op
-        promote, positions = op.promote, op.saved_positions
-        edges, metas, sealed = [], [], []
-        lists = hidden = None
-        for i, a in enumerate(self._args):
-            if isinstance(a, Tensor):  # the common case first
-                sealed.append(SavedTensor(a) if i in positions else _UNSAVED)
-                if a._requires_grad:
-                    edges.append(gradient_edge(a))
-                    metas.append((a.data.shape, a.data.dtype))
-                else:
-                    edges.append(None)
-                    metas.append(None)
-            elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):  # cat, stack, indices
-                lists = lists or {}
-                lists[i] = len(a)
-                sealed.append(type(a)((SavedTensor(x) if i in positions else _UNSAVED) if isinstance(x, Tensor)
-                                      else x for x in a))
-                for x in a:
-                    grad = isinstance(x, Tensor) and x._requires_grad
-                    edges.append(gradient_edge(x) if grad else None)
-                    metas.append((x.data.shape, x.data.dtype) if grad else None)
-            else:
-                sealed.append(a)
-                if not (i in promote and isinstance(a, _NUMBERS)):
-                    hidden = hidden or set()
-                    hidden.add(len(edges))
-                edges.append(None)
-                metas.append(None)
-        self._next_edges, self._metas, self._sealed_args = edges, metas, tuple(sealed)
-        # how backward's results map to the edges: one per argument, a list's gradients spread over its slots
-        self._layout = len(sealed) if lists is None else [lists.get(i) for i in range(len(sealed))]
-        self._n_outputs = len(outs)
-        if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
-            self._visible = [k not in hidden for k in range(len(edges))]
-
-    def seal(self):
-        """Keep only what the op declares its backward reads (SavedTensors), nothing else."""
-        wanted = self.op.saved_outputs
-        if wanted:
-            self._saved_outputs = [SavedTensor(o, is_output=True) if (wanted is True or i in wanted) else None
-                                   for i, o in enumerate(self._outs)]
-        self._args, self._sealed_args, self._sealed, self._outs = self._sealed_args, None, True, None
-
     def _saved_label(self, index, is_output):
+        if self.op.user_backward:
+            return f"saved tensor {index} (position {index} of save_for_backward)"
         return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
 
     def _not_saved_label(self, index, is_output, undeclared):
@@ -530,17 +651,15 @@ class OpNode(Node):
         names = self.op.arg_names
         return f"input {i} ({names[i]}) of {self.op.name}" if i < len(names) else f"input {i} of {self.op.name}"
 
-    def rebase_output(self, output_nr, tensor):
-        """``tensor`` (an in-place op's target) now holds output ``output_nr``: save it instead."""
-        tensor._grad_fn, tensor._requires_grad, tensor.output_nr = self, True, output_nr
-        if self._saved_outputs is not None and self._saved_outputs[output_nr] is not None:
-            self._saved_outputs[output_nr].retarget(tensor)
+    def unpack_saved(self):
+        """A Function's saved tensors, in the order it saved them (None where it saved None)."""
+        self._check_alive()
+        return tuple(None if s is None else s.unpack(self, i) for i, s in enumerate(self.saved))
 
-    # ---- backward ----
     def _unpack_inputs(self):
         self._check_alive()
         out = []
-        for i, a in enumerate(self._args):
+        for i, a in enumerate(self.saved):
             if isinstance(a, SavedTensor):
                 out.append(a.unpack(self, i))
             elif a is _UNSAVED:
@@ -557,38 +676,42 @@ class OpNode(Node):
         return NotSaved(self, i) if a is _UNSAVED else a
 
     def _unpack_outputs(self):
-        self._check_alive()
         saved = self._saved_outputs
         if saved is None:
             return tuple(NotSaved(self, i, is_output=True, undeclared=True) for i in range(self._n_outputs))
         return tuple(NotSaved(self, i, is_output=True) if s is None else s.unpack(self, i) for i, s in enumerate(saved))
 
-    def _apply(self, grads):
-        """Run the op's backward (saved tensors unpacked once for the whole call)."""
-        # saved tensors are unpacked once for the whole call; outputs it does not save only if it asks
-        self._unpacked = (self._unpack_inputs(), self._unpack_outputs() if self._saved_outputs else None)
-        try:
-            result = self.op.backward(self, *grads)
-        finally:
-            self._unpacked = None
-        if not isinstance(result, (tuple, list)):
-            result = (result,)
-        return flatten_grads(result, self._layout)
-
     def _release(self):
         self.freed = True
-        self._args = self._saved_outputs = None
-        notes = self.__dict__
-        for k in notes:  # what forward noted on ctx (masks, shapes): not needed any more (the keys stay)
-            if k not in _KEEP:
-                notes[k] = None
+        self.saved = self._saved_outputs = None
+        if not self.op.user_backward:
+            self.ctx = None  # forward's notes (masks, shapes) are not needed any more; a Function's ctx stays
 
 
-_UNSAVED = object()  # marks, in a sealed node's args, a tensor the op does not save (NotSaved at backward)
+class RuleCtx:
+    """What a registered op's backward and tangent rules get as ``ctx``: the call's positional ``inputs`` and its
+    ``outputs`` (in backward: the saved ones, version-checked; a NotSaved stand-in for the others), ``kwargs``,
+    ``op``, ``needs_input_grad``, and whatever forward noted (``ctx.dim``)."""
+    __slots__ = ("op", "inputs", "outputs", "kwargs", "_notes", "_node")
 
-_KEEP = {"op", "freed", "trace", "_seq", "_next_edges", "_metas", "_layout", "_visible", "_pre_hooks",
-         "_post_hooks", "_tensor_hooks", "_retained", "_metadata", "_sealed", "_args", "_saved_outputs",
-         "_n_outputs", "_sealed_args"}
+    def __init__(self, op, notes, inputs, outputs, kwargs, node):
+        self.op, self.inputs, self.outputs, self.kwargs, self._notes, self._node = (
+            op, inputs, outputs, kwargs, notes, node)
+
+    @property
+    def output(self):
+        """The (first) output."""
+        return self.outputs[0]
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        return self._node.needs_input_grad
+
+    def __getattr__(self, name):
+        try:
+            return getattr(self._notes, name)
+        except AttributeError:
+            raise AttributeError(f"{self.op.name}: its forward noted no {name!r} on ctx") from None
 
 
 def flatten_grads(grads, layout):

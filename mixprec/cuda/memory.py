@@ -19,21 +19,18 @@ memory hook it sees the allocations of the thread that started it.
 """
 from __future__ import annotations
 
-import threading
 import weakref
 
 from .. import backend as _be
+from .._state import PER_THREAD
 from ._runtime import device_index
 
 _GRAPH_POOLS: "weakref.WeakSet" = weakref.WeakSet()  # GraphPool objects alive (mp.cuda.graphs registers them)
 _peaks: dict[int, list[int]] = {}  # device -> [peak allocated, peak reserved]
 
 
-class _Watching(threading.local):
-    hook = None
-
-
-_watching = _Watching()
+def _watching():
+    return PER_THREAD.memory  # this thread's allocation watcher (_state.py)
 
 
 def _pools(cp):
@@ -57,7 +54,8 @@ def _note(cp, index: int) -> list[int]:
 
 def _watch(cp) -> None:
     """Start the peak-watching memory hook in this thread (once)."""
-    if _watching.hook is not None:
+    watching = _watching()
+    if watching.hook is not None:
         return
 
     class _PeakHook(cp.cuda.MemoryHook):
@@ -66,8 +64,8 @@ def _watch(cp) -> None:
         def malloc_postprocess(self, device_id, *args, **kwargs):
             _note(cp, device_id)
 
-    _watching.hook = _PeakHook()
-    _watching.hook.__enter__()  # registered for the life of the thread, as `with hook:` would inside
+    watching.hook = _PeakHook()
+    watching.hook.__enter__()  # registered for the life of the thread, as `with hook:` would inside
 
 
 def _stats_device(device, what):

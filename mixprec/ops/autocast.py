@@ -18,19 +18,19 @@ forward ran in and each leaf's gradient arrives in the leaf's own dtype.
 
 This module owns all of autocast's state, per thread: the enabled regions, the
 weight-cast cache and the stack of scoped overrides. ``mp.autocast``
-(mixprec/amp/autocast_mode.py) is the switch users flip; it only calls
-:func:`enter_region` and :func:`exit_region`.
+(mixprec/amp/autocast_mode.py) is the switch users flip; it calls
+:func:`enter_region` and :func:`exit_region`, and ``mp.amp.override`` and
+``clear_autocast_cache`` the writers below them.
 """
 from __future__ import annotations
 
 import enum
-import threading
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .._modes import modes
+from .._state import PER_THREAD, modes
 from ..autograd import grad_mode as _gm
 
 DEVICE_TYPES = ("cuda", "cpu")
@@ -62,26 +62,22 @@ def as_policy(p) -> CastPolicy | None:
 
 
 # ---------------------------------------------------------------- state (per thread)
-class _State(threading.local):
-    """This thread's autocast bookkeeping; the class attributes are each new thread's defaults. Which regions are
-    enabled, the state every op call reads, is this thread's ``modes().autocast_regions`` (see active_regions)."""
-    cache_enabled = True
-    enabled_depth = 0      # enabled regions entered and not yet left: the cache is dropped at 0
-    cache = None           # {(id(weight), dtype): (weight, version, cast)}
-    overrides = ()         # {(op, device_type): rule} dicts of scoped overrides, innermost last
-    saved = None           # what each entered region replaced, innermost last (re-entrant, per thread)
-
-
-STATE = _State()
+# This thread's autocast bookkeeping is PER_THREAD.autocast (mixprec/_state.py: the cast cache, the scoped overrides,
+# what each entered region replaced); which regions are enabled, the state every op call reads, is its
+# modes().autocast_regions. This module is the only writer of both.
 REGISTERED: dict = {}      # (op, device_type) -> rule, from mp.amp.register_autocast (shared by all threads)
+
+
+def _state():
+    return PER_THREAD.autocast
 
 
 def enter_region(device_type, dtype, enabled, cache_enabled):
     """Enter a region: ``device_type`` ops run with ``dtype`` as the lower type (or not autocast, enabled=False)."""
-    s, m = STATE, modes()
-    if s.saved is None:
-        s.saved = []
-    s.saved.append((m.autocast_regions, s.cache_enabled, enabled))
+    s, m = _state(), modes()
+    if s.entered is None:
+        s.entered = []
+    s.entered.append((m.autocast_regions, s.cache_enabled, enabled))
     regions = dict(m.autocast_regions or {})
     if enabled:
         regions[device_type] = dtype
@@ -99,12 +95,34 @@ def active_regions():
 
 def exit_region():
     """Leave the innermost region, restoring exactly what it replaced."""
-    s = STATE
-    modes().autocast_regions, s.cache_enabled, enabled = s.saved.pop()
+    s = _state()
+    modes().autocast_regions, s.cache_enabled, enabled = s.entered.pop()
     if enabled:
         s.enabled_depth -= 1
         if s.enabled_depth == 0:
             s.cache = None  # the outermost enabled region is over
+
+
+def cache_enabled() -> bool:
+    """Whether the innermost region (in this thread) caches weight casts."""
+    return _state().cache_enabled
+
+
+def clear_cache():
+    """Drop this thread's cached weight casts."""
+    _state().cache = None
+
+
+def push_overrides(layer):
+    """Make ``layer`` ({(op, device_type): rule}) this thread's innermost scoped override (mp.amp.override)."""
+    s = _state()
+    s.overrides = s.overrides + (layer,)
+
+
+def pop_overrides():
+    """Leave the innermost scoped override."""
+    s = _state()
+    s.overrides = s.overrides[:-1]
 
 
 class suspended:
@@ -128,7 +146,7 @@ def rule_for(op, device_type):
 def rule_and_source(op, device_type):
     """(rule, where it came from): "mp.amp.override", "mp.amp.register_autocast" or "the autocast op table"."""
     key = (op, device_type)
-    for layer in reversed(STATE.overrides):
+    for layer in reversed(_state().overrides):
         if key in layer:
             return layer[key], "mp.amp.override"
     if key in REGISTERED:
@@ -204,7 +222,7 @@ def _cast(t, dtype, lower):
     differentiable, so an in-place update of the weight (an optimizer step) or a
     graph already freed by backward always gets a fresh cast.
     """
-    s = STATE
+    s = _state()
     if not (s.cache_enabled and dtype == lower and t.dtype == _dt.float32 and t.requires_grad
             and t.grad_fn is None and _gm.is_grad_enabled()):
         return t.to(dtype), False

@@ -12,143 +12,30 @@
                    and an input requires grad (reverse mode), and attach the output's tangent
                    when an input carries one (forward mode, autograd/forward_ad.py)
 
-Observers (mp.amp.trace, mp.profiler, the numerics inspector mp.amp.inspect) watch calls
-through :func:`observe`: every op call, and, for observers that ask (sees_backward), every
-backward pass and each graph node's backward in it, from the autograd engine. When none is
-active they cost one attribute read per op call and one check per backward pass and node.
+Observers (mp.amp.trace, mp.profiler, the numerics inspector mp.amp.inspect) watch the calls
+through mixprec/observers.py; when none is active they cost one attribute read per op call.
 """
 from __future__ import annotations
 
-import contextlib
-import traceback
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .._modes import PER_THREAD, modes
+from .._state import PER_THREAD
 from ..backend import CPU, is_array
 from ..backend import on_device as _on
 from ..autograd import forward_ad as _fwad
 from ..autograd.grad_mode import no_grad as _no_grad
-from ..autograd.graph import OpNode
+from ..autograd.graph import Notes, RuleCtx, make_view, refresh_view
+from ..autograd.graph import record as record_call
 from ..tensor import Tensor
 from ..tensor import tensor as _make_tensor
+from ..observers import Call, run_observed
 from . import autocast as _autocast
-from .views import ViewInfo
 
 # Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
 SCALARS = (int, float, complex, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
 _DIFFERENTIABLE = frozenset(_dt.FLOATING + _dt.COMPLEX)  # what gradients and tangents flow through
-
-
-# ---------------------------------------------------------------- observers
-class Call:
-    """One call as observers see it: an op call, one graph node's backward, or a whole backward pass.
-
-    kind: "op" (a dispatched op call), "backward" (the autograd engine running one
-    node's backward: op is the node's op, node the Node, args the gradients of its
-    outputs, out the gradients it returned, one per input edge: node._next_edges) or "backward pass" (a
-    whole backward()/autograd.grad call: op is None, args is (outputs, grad_outputs)).
-    op, args (as the caller passed them, after binding), kwargs, device; parent: the
-    Call running when this one started (a composite, the op autocast was casting for,
-    a node's backward) and depth: how many calls enclose it; casting: True while
-    autocast casts this call's inputs (so the casts' parent tells whom they were for);
-    autocast: the autocast Decision applied, or None; run_args: the args forward ran
-    on (after autocast and promotion); out: the result; error: the exception the call
-    raised, or None. Observers may keep their own notes in the call's __dict__.
-    """
-    __slots__ = ("op", "args", "kwargs", "device", "parent", "depth", "casting", "autocast", "run_args", "out",
-                 "kind", "node", "error", "__dict__")
-
-    def __init__(self, op, args, kwargs, device, parent, depth, kind="op", node=None):
-        self.op, self.args, self.kwargs, self.device = op, args, kwargs, device
-        self.parent, self.depth = parent, depth
-        self.kind, self.node = kind, node
-        self.casting = False
-        self.autocast = self.run_args = self.out = self.error = None
-
-    @property
-    def name(self) -> str:
-        """What tools call it: the op's name, "<op> backward" for a node's backward, or "backward pass"."""
-        if self.kind == "op":
-            return self.op.name
-        return f"{self.op.name} backward" if self.kind == "backward" else "backward pass"
-
-
-@contextlib.contextmanager
-def observe(observer):
-    """Let ``observer`` see every op call this thread makes inside the block: observer.enter(call) before
-    the call runs and observer.exit(call) after it ended (returned, or raised: then call.error is set).
-
-    An observer with ``sees_backward = True`` also sees the autograd engine's calls: each backward
-    pass and each graph node's backward in it (Call.kind "backward pass" / "backward"); the others
-    see only op calls, the ops a backward runs included.
-    """
-    m = modes()  # (m.observers: objects with enter(call) and exit(call); m.calls: the Calls now running)
-    if m.calls is None:
-        m.calls = []
-    m.observers = m.observers + (observer,)
-    try:
-        yield observer
-    finally:
-        m.observers = tuple(o for o in m.observers if o is not observer)
-
-
-@contextlib.contextmanager
-def unobserved():
-    """No observer sees the calls made inside: a tool's own work (the numerics inspector's float32 shadow)."""
-    m = modes()
-    saved, m.observers = m.observers, ()
-    try:
-        yield
-    finally:
-        m.observers = saved
-
-
-def observing() -> bool:
-    """Whether an observer is watching this thread's op calls."""
-    return bool(modes().observers)
-
-
-def current_call():
-    """The innermost op call now running in this thread (None outside ops, or when nobody observes)."""
-    calls = modes().calls
-    return calls[-1] if calls else None
-
-
-def run_observed(call, run, observers):
-    """``run()`` as ``call``: the observers see it begin and end, and calls made inside have it as parent."""
-    calls = modes().calls
-    for o in observers:
-        o.enter(call)
-    calls.append(call)
-    try:
-        call.out = run()
-    except BaseException as exc:
-        call.error = exc
-        raise
-    finally:
-        calls.pop()
-        for o in observers:
-            o.exit(call)
-    return call.out
-
-
-def watching_backward() -> bool:
-    """Whether an observer of this thread asked to see the autograd engine's calls (sees_backward)."""
-    observers = modes().observers
-    return bool(observers) and any(getattr(o, "sees_backward", False) for o in observers)
-
-
-def observed_backward(kind, op, args, device, run, node=None):
-    """The autograd engine's hook (called while watching_backward()): run a backward pass (kind
-    "backward pass") or one node's backward (kind "backward") as a Call its observers see."""
-    m = modes()
-    observers = tuple(o for o in m.observers if getattr(o, "sees_backward", False))
-    if not observers:
-        return run()
-    parent = m.calls[-1] if m.calls else None
-    return run_observed(Call(op, args, {}, device, parent, len(m.calls), kind, node), run, observers)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -156,9 +43,11 @@ def observed_backward(kind, op, args, device, run, node=None):
 # (benchmarks/dispatch.py). So the common case is kept cheap: one pass over the arguments (_find_tensors) finds
 # the tensors, their device, whether one requires grad, whether promotion has anything to do and the arrays forward
 # runs on; autocast, observers, forward AD and anomaly mode cost one check each when they are off (all read from
-# this thread's Modes, fetched once per call: _modes.py says why).
+# this thread's Modes, fetched once per call: _state.py says why).
 def dispatch(op, args, kwargs):
     """Run one call of ``op`` (the steps are listed in the module docstring)."""
+    if op.custom:
+        return _dispatch_custom(op, args, kwargs)
     if kwargs:
         if "out" in kwargs and not op.takes_out:
             return _dispatch_out(op, args, kwargs)
@@ -212,12 +101,25 @@ def _dispatch_observed(op, kwargs, found, m):
     return run_observed(call, lambda: _dispatch(op, kwargs, found, call, m), m.observers)
 
 
+def _dispatch_custom(op, args, kwargs):
+    """A custom autograd.Function: its forward runs on the Tensors as given (no binding, promotion or autocast of
+    its inputs; its inner ops follow the rules), then the graph records it like any op (autograd/function.py)."""
+    m = PER_THREAD.modes
+    if not m.observers:
+        return op.call(args, kwargs)
+    calls = m.calls
+    device = next((t.device for t in tensors_in(args)), None)
+    call = Call(op, args, kwargs, device, calls[-1] if calls else None, len(calls))
+    call.run_args = args
+    return run_observed(call, lambda: op.call(args, kwargs), m.observers)
+
+
 def _run(op, kwargs, found, m):
     """Forward on arrays, then the autograd bookkeeping of both modes."""
     args, arrays, device, requires_grad, _ = found
     record = requires_grad and op.differentiable and m.grad
     tangents = m.dual_level is not None and op.differentiable and _any_tangent(args)
-    ctx = OpNode(op, args, kwargs) if record or tangents else _Scratch()
+    ctx = Notes()
     try:
         if device is CPU:
             data = op.forward(ctx, *arrays, **kwargs) if kwargs else op.forward(ctx, *arrays)
@@ -243,16 +145,13 @@ def _run(op, kwargs, found, m):
         return out
     outs = out if several else (out,)
     floating = any(o.data.dtype in _DIFFERENTIABLE for o in outs) if several else out.data.dtype in _DIFFERENTIABLE
-    if floating:  # (an integer result has no gradient)
-        ctx._outs = outs
-        if record:
-            ctx.finish(outs)  # outputs attached first, so a tangent rule's use of them is differentiable
-        if tangents:
-            _fwad.attach_tangents(ctx, args, out)
-        if record:
-            ctx.seal()
-            if m.anomaly:
-                ctx.trace = "".join(traceback.format_stack()[:-3])
+    if not floating:  # (an integer result has no gradient)
+        return out
+    attach = (lambda rule_ctx: _fwad.attach_tangents(rule_ctx, args, out)) if tangents else None
+    if record:
+        record_call(op, ctx, args, kwargs, outs, attach_tangents=attach)
+    else:
+        attach(RuleCtx(op, ctx, args, outs, kwargs, None))
     return out
 
 
@@ -263,7 +162,7 @@ def _wrap(op, data, args, arrays, kwargs, m):
     if op.view and _is_view_of(data, arrays[0]):
         source = args[0]
         out = Tensor._wrap(data, vc=source._version_counter())
-        out._view = ViewInfo(source, op, args[1:], kwargs, not m.grad)
+        make_view(out, source, op, args[1:], kwargs, not m.grad)
         return out
     return Tensor._wrap(data)
 
@@ -280,10 +179,6 @@ def _is_view_of(out, a):
 
 _NDARRAY = np.ndarray
 _new_tensor = Tensor._wrap  # (read from the module, not the class: every op call makes its result here)
-
-
-class _Scratch:
-    """The ctx forward gets when no graph is recorded: a place for notes nobody reads later."""
 
 
 # ---------------------------------------------------------------- out=
@@ -304,7 +199,7 @@ def _dispatch_out(op, args, kwargs):
     for o in outs:
         if not isinstance(o, Tensor):
             raise TypeError(f"{op.name}(): out= must be a Tensor (or a tuple of them), got {type(o).__name__}")
-    if modes().grad and (any(o._requires_grad for o in outs) or any(t._requires_grad for t in tensors_in(args))
+    if PER_THREAD.modes.grad and (any(o._requires_grad for o in outs) or any(t._requires_grad for t in tensors_in(args))
                             or any(isinstance(v, Tensor) and v._requires_grad for v in kwargs.values())):
         raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support automatic differentiation, "
                            "but one of the arguments requires grad")
@@ -412,7 +307,7 @@ def _find_tensors(op, args):
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             if a._view is not None:
-                a._view.refresh(a)
+                refresh_view(a)
             x = a.data
             arrays.append(x)
             if not isinstance(x, _NDARRAY):
@@ -440,7 +335,7 @@ def _find_tensors(op, args):
             for x in a:
                 if isinstance(x, Tensor):
                     if x._view is not None:
-                        x._view.refresh(x)
+                        refresh_view(x)
                     has_tensors = True
                     off_host = off_host or not isinstance(x.data, np.ndarray)
                     requires_grad = requires_grad or x._requires_grad

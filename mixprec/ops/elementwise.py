@@ -160,7 +160,8 @@ def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, function
     """Register an elementwise one-input op ``name``: ``fn`` on arrays, run in opmath.
 
     Its derivative is given from the input x, ``d_in(x)``, or from the output
-    y = f(x), ``d_out(y)`` (whichever is cheaper; both on Tensors). Integer
+    y = f(x), ``d_out(y)`` (whichever is cheaper; both on Tensors); with neither,
+    the caller registers the op's rules itself (relu: a selection, not a product). Integer
     inputs compute in float32 (``ints="keep"``: in their own type); ``bools=False``
     refuses bool inputs, as torch does for relu and abs. ``float16``, for an op
     that only selects, computes a NumPy float16 input's result on its bit patterns
@@ -179,7 +180,10 @@ def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, function
     methods = (name,) if operator is None else (name, operator)
     op = register(name, methods=methods, functional=functional, saves=saves, **policy)(forward)
     op.__doc__ = f"Elementwise {name}."
-    op.partials((lambda ctx: (d_in(ctx.inputs[0]),)) if d_in is not None else (lambda ctx: (d_out(ctx.output),)))
+    if d_in is not None:
+        op.partials(lambda ctx: (d_in(ctx.inputs[0]),))
+    elif d_out is not None:
+        op.partials(lambda ctx: (d_out(ctx.output),))
     return op
 
 
@@ -224,7 +228,7 @@ cos = unary("cos", ufunc("cos"), d_in=lambda x: -x.sin())
 tanh = unary("tanh", ufunc("tanh"), d_out=lambda y: 1 - y * y, functional=True)
 sigmoid = unary("sigmoid", _sigmoid, d_out=lambda y: y * (1 - y), functional=True)
 silu = unary("silu", lambda a: a * _sigmoid(a), d_in=lambda x: _silu_slope(x.sigmoid(), x), functional=True)
-relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)), d_out=lambda y: y > 0,
+relu = unary("relu", lambda a: array_module(a).maximum(a, a.dtype.type(0)),
              functional=True, ints="keep", bools=False, float16=halfbits.relu)
 
 

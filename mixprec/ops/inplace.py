@@ -17,7 +17,7 @@ result for autograd: its grad_fn becomes the op's node ("rebase"). So
 - outside grad mode (and forward mode) the write is all that happens.
 
 **Views.** An op registered ``view=True`` whose output shares its input's memory
-records how to recompute the view from its root *base* (:class:`ViewInfo`).
+records how to recompute the view from its root *base* (:class:`mixprec.autograd.graph.ViewInfo`).
 Writing into a view in place rebases the base too: the base becomes
 ``_copy_slices(old base, new view value)`` (gradient: the view's region of the
 base's gradient goes to the new value, the rest to the old base), and the view
@@ -35,11 +35,11 @@ import numpy as np
 
 from .. import backend as _be
 from .. import dtypes as _dt
-from .._modes import modes
+from .._state import modes
 from ..backend import array_module
 from ..tensor import Tensor
+from ..autograd import grad_mode, graph
 from .registry import register
-from .views import ViewInfo  # noqa: F401  (the other half of these rules)
 
 
 # ---------------------------------------------------------------- the two ops in-place writes record
@@ -106,8 +106,6 @@ def apply(t, what, compute, direct=None, others=None):
     value is just written: by ``direct(t)`` when given (e.g. ``t[key] = v``
     without building a copy), else from compute.
     """
-    from ..autograd import grad_mode
-    from ..autograd.graph import _saved
     _check_writable(t, what)
     grad_on = grad_mode.is_grad_enabled()
     view = t._view
@@ -120,12 +118,8 @@ def apply(t, what, compute, direct=None, others=None):
         else:
             t._write(what, compute(t))
         return t
-    state = [t, None]
-    prev, _saved.inplace = _saved.inplace, state
-    try:
+    with graph.overwriting(t):
         new = compute(t)
-    finally:
-        _saved.inplace = prev
     new = _fit(t, new, what)
     track = (grad_on and (new._requires_grad or t._requires_grad or (base is not None and base._requires_grad))) \
         or new._fw is not None or t._fw is not None or (base is not None and base._fw is not None)
@@ -138,7 +132,7 @@ def apply(t, what, compute, direct=None, others=None):
     with grad_mode.set_grad_enabled(grad_on):
         base_new = _copy_slices(base, new, view.replay)
     _rebase(base, base_new)
-    view.refresh(t, force=True)
+    graph.refresh_view(t, force=True)
     return t
 
 
@@ -154,20 +148,19 @@ def _rebase(t, new):
     old_node, old_nr = t._grad_fn, t.output_nr
     node = new._grad_fn
     if node is not None:
-        node.rebase_output(new.output_nr, t)
+        graph.set_history(t, node, new.output_nr)
         if t._retains_grad:  # retain_grad follows the tensor to its new value, as in torch
             if old_node is not None and old_node._retained:
                 old_node._retained.pop(old_nr, None)
             node._retain(new.output_nr, t)
     elif not new._requires_grad:
-        t._grad_fn, t._requires_grad = None, t._requires_grad and t._grad_fn is None
-    t._fw = new._fw
+        graph.make_leaf(t, t._requires_grad and t._grad_fn is None)
+    graph.set_tangent(t, *(new._fw or (None, None)))
 
 
 def _check_writable(t, what):
     if t._inference:
-        from ..autograd.grad_mode import is_inference_mode_enabled
-        if not is_inference_mode_enabled():
+        if not grad_mode.is_inference_mode_enabled():
             raise RuntimeError(f"{what}: an in-place update to an inference tensor outside inference mode is not "
                                "allowed (it was made under mp.inference_mode()); clone() it first")
     a = t.data
@@ -188,7 +181,7 @@ def _check_grad_rules(t, view, what):
             raise RuntimeError(f"{what}: a view was made under no_grad and is being modified in place with grad "
                                "mode enabled; this is ambiguous, so it is forbidden: make the view and change it "
                                "both inside the no_grad block, or both outside")
-        view.refresh(t)
+        graph.refresh_view(t)
     if t._requires_grad and t._grad_fn is None:
         raise RuntimeError(f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
                            "wrap it in mp.no_grad() (parameter updates) or use the out-of-place op")

@@ -143,7 +143,6 @@ def bmm(ctx, input, mat2):
 
 bmm.grad(_mm_grad)
 bmm.jvp(_bilinear_tangent)
-mm.jvp(_bilinear_tangent)
 
 
 @register("mv", methods=("mv",), promote=(0, 1), same_dtype=True, cuda=LP)

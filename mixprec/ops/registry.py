@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import sys
 
+from ..autograd.graph import flatten_grads
 from ..tensor import Tensor
 from ..backend import is_array
 from .autocast import CastPolicy, as_policy  # noqa: F401  (re-exported: mp.ops.CastPolicy)
@@ -124,15 +125,32 @@ class Op:
                                  f"its forward ({', '.join(self.arg_names)}) nor 'output'/'output<i>'")
         return _positions(positions, n if rest else None), (outputs if outputs is True else frozenset(outputs))
 
+    user_backward = False  # (a custom Function's op says True, and custom: autograd/function.py)
+    custom = False
+
     def grad(self, fn):
         """Decorator: set this op's backward (its vector-Jacobian product)."""
+        self._check_unset("backward", self.backward)
         self.backward = fn
         return fn
 
     def jvp(self, fn):
         """Decorator: set this op's tangent rule (its Jacobian-vector product, for forward-mode AD)."""
+        self._check_unset("tangent rule", self.tangent)
         self.tangent = fn
         return fn
+
+    def _check_unset(self, what, rule):
+        if rule is not None:
+            raise ValueError(f"op {self.name!r} already has a {what} ({getattr(rule, '__qualname__', rule)}); "
+                             "each rule is registered once")
+
+    def run_backward(self, node, grads):
+        """Call backward on ``node``'s saved tensors; one gradient per input slot (autograd/graph.py)."""
+        result = self.backward(node.rule_ctx(), *grads)
+        if not isinstance(result, (tuple, list)):
+            result = (result,)
+        return flatten_grads(result, node._layout)
 
     def partials(self, fn):
         """Decorator for elementwise ops: both rules from the partial derivatives.
@@ -153,7 +171,8 @@ class Op:
                 if t is not None and p is not None:
                     total = t * p if total is None else total + t * p
             return total
-        self.backward, self.tangent = backward, tangent
+        self.grad(backward)
+        self.jvp(tangent)
         return fn
 
     def __call__(self, *args, **kwargs):

@@ -1,6 +1,6 @@
 """profile(), record_function(), schedule(): torch.profiler's shape over mixprec's dispatch observers.
 
-The profiler is a dispatch observer (mixprec.ops.dispatch.observe): while it
+The profiler is a dispatch observer (mixprec.observers.observe): while it
 records, every op call, every autocast cast, each graph node's backward and each
 backward pass of this thread becomes a ProfilerEvent, timed on the host with
 perf_counter_ns and, for calls on a GPU, also with a pair of CUDA events around
@@ -16,7 +16,9 @@ import time
 import warnings
 
 from .. import backend as _be
+from .._state import PER_THREAD
 from .._text import policy_text
+from .. import observers as _observers
 from ..ops import dispatch as _dispatch
 from .events import EventList, ProfilerEvent
 
@@ -71,11 +73,8 @@ def _always_record(step):
     return ProfilerAction.RECORD
 
 
-class _Active(threading.local):
-    recorders = ()  # the recorders attached in this thread (record_function opens ranges in each)
-
-
-_active = _Active()
+def _active():
+    return PER_THREAD.profiler  # the recorders attached in this thread (record_function opens ranges in each)
 
 
 class _Recorder:
@@ -312,14 +311,16 @@ class profile:
 
     def _attach(self):
         self._recorder = _Recorder(self._origin_ns, ProfilerActivity.CUDA in self.activities, self.record_shapes)
-        self._observing = _dispatch.observe(self._recorder)
+        self._observing = _observers.observe(self._recorder)
         self._observing.__enter__()
-        _active.recorders = _active.recorders + (self._recorder,)
+        active = _active()
+        active.recorders = active.recorders + (self._recorder,)
 
     def _detach(self):
         if self._recorder is not None:
             self._observing.__exit__(None, None, None)
-            _active.recorders = tuple(r for r in _active.recorders if r is not self._recorder)
+            active = _active()
+            active.recorders = tuple(r for r in active.recorders if r is not self._recorder)
             self._recorder = self._observing = self._step_event = None
 
     def _save(self):
@@ -369,7 +370,7 @@ class record_function(contextlib.ContextDecorator):
         self._open = []  # per entry (one object may be entered again: a recursive decorated function)
 
     def __enter__(self):
-        self._open.append(tuple((r, r.open(self.name, "user")) for r in _active.recorders))
+        self._open.append(tuple((r, r.open(self.name, "user")) for r in _active().recorders))
         return self
 
     def __exit__(self, *exc):
