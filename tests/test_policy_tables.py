@@ -1,11 +1,11 @@
 """The cast policy of every op against the reference tables, and the resolver against the rules.
 
-The tables are parsed from the reference itself (../shared/reference/autocast-op-reference.md,
+The tables are parsed from the reference kept in the repository (tests/autocast-op-reference.md,
 torch.amp's autocast op lists; tools/op_coverage.py reads it, $MIXPREC_AUTOCAST_REFERENCE
 overrides where). Every mixprec op that an entry names — by its own name, an alias, or
 tools/op_coverage.NAME_MAP — must carry exactly that policy on that device type, and every
-other op none; the coverage figure recorded in docs/autocast.md may only grow. Without the
-file those tests skip. ``mp.amp.resolve_dtypes`` — the function the dispatch hook itself
+other op none; the coverage figure recorded in docs/autocast.md may only grow.
+``mp.amp.resolve_dtypes`` — the function the dispatch hook itself
 uses — is checked exhaustively against the eligibility and policy rules for every op's
 policy on both device types, so the CUDA table is fully tested without a GPU.
 """
@@ -45,8 +45,8 @@ def _names(op):
 
 def _reference():
     if REFERENCE is None:
-        pytest.skip(f"the autocast reference is not at {op_coverage.reference_path()} (check out shared/ beside "
-                    f"the repository, or set ${op_coverage.REFERENCE_ENV} to the file)")
+        pytest.fail(f"the autocast reference is not at {op_coverage.reference_path()} (it is "
+                    f"tests/autocast-op-reference.md unless ${op_coverage.REFERENCE_ENV} names another file)")
     return REFERENCE
 
 
