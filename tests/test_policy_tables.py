@@ -23,7 +23,7 @@ import pytest
 import mixprec as mp
 from mixprec.__main__ import main as cli_main, policy_table
 from mixprec.amp import CastPolicy
-from mixprec.ops import registry
+from mixprec.ops import policies, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("op_coverage", ROOT / "tools" / "op_coverage.py")
@@ -117,6 +117,32 @@ def test_reference_parser_rules():
         op_coverage.parse_reference(text.replace("`a`, b", "a b"))
     with pytest.raises(ValueError, match="no op lists found for device type 'cpu'"):
         op_coverage.parse_reference(text.split("## CPU")[0])
+
+
+# ----------------------------------------------------------------- the table itself (mixprec/ops/policies.py)
+def test_every_table_entry_is_a_registered_op_name():
+    policies.check(registry._REGISTRY)  # (importing mixprec.ops runs it too)
+    fake = {"cuda": {**policies.CUDA, "fp32": policies.CUDA["fp32"] + ("not_an_op", "__matmul__")},
+            "cpu": policies.CPU}
+    with pytest.raises(ValueError, match=r"(?s)cuda fp32: 'not_an_op' names no registered op\n.*"
+                                         r"cuda fp32: '__matmul__' is an alias of 'matmul'; list the op by its name"):
+        policies.check(registry._REGISTRY, fake)
+
+
+def test_an_op_is_listed_once_per_device_type():
+    twice = {"cuda": {**policies.CUDA, "promote": policies.CUDA["promote"] + ("softmax",)}, "cpu": policies.CPU}
+    with pytest.raises(ValueError, match=r"'softmax' is listed twice on cuda \(fp32 and promote\)"):
+        policies.by_name(twice)
+
+
+def test_builtin_ops_take_their_policy_from_the_table_alone():
+    for op in OPS:
+        assert op.policy == {d: None if p is None else CastPolicy(p)
+                             for d, p in policies.policies_of(op.name).items()}, op.name
+    with pytest.raises(TypeError, match="entry in mixprec/ops/policies.py; give your own op one with "
+                                        "mp.amp.register_autocast"):
+        registry.register("test_policy_keyword", cpu="fp32")
+    assert "test_policy_keyword" not in registry._REGISTRY
 
 
 # ----------------------------------------------------------------- coverage: the figure only grows
