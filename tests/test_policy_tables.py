@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import mixprec as mp
-from mixprec.__main__ import main as cli_main, policy_table
+from mixprec.__main__ import REGENERATE, main as cli_main, policy_table
 from mixprec.amp import CastPolicy
 from mixprec.ops import policies, registry
 
@@ -143,6 +143,14 @@ def test_builtin_ops_take_their_policy_from_the_table_alone():
                                         "mp.amp.register_autocast"):
         registry.register("test_policy_keyword", cpu="fp32")
     assert "test_policy_keyword" not in registry._REGISTRY
+
+
+def test_docs_autocast_table_is_generated_from_the_table(capsys):
+    assert cli_main(["ops", "--markdown"]) == 0  # what REGENERATE runs
+    generated = capsys.readouterr().out
+    assert generated.startswith("# The autocast policy table\n") and "`matmul` (`__matmul__`)" in generated
+    committed = (ROOT / "docs" / "autocast-table.md").read_text()
+    assert committed == generated, f"docs/autocast-table.md is out of date: run {REGENERATE}"
 
 
 # ----------------------------------------------------------------- coverage: the figure only grows

@@ -16,6 +16,7 @@ A comment says where torch lists an op under another name, or where an entry is 
 ``register()`` gives each op the policies of its name here (mixprec/ops/registry.py);
 mixprec/ops/__init__.py runs :func:`check` once every op is registered, so an entry that names no
 op fails at import. Ops you register yourself get a rule from ``mp.amp.register_autocast``.
+docs/autocast-table.md is generated from this table: ``python -m mixprec ops --markdown``.
 """
 from __future__ import annotations
 
