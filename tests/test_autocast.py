@@ -287,14 +287,16 @@ def test_in_place_ops_and_out_calls_are_not_autocast(user_ops):
     def scale_(ctx, input, factor):
         input *= input.dtype.type(factor)
         return input
-    inplace = user_ops("test_scale_", scale_, cpu="fp32", inplace=True, differentiable=False)
+    inplace = user_ops("test_scale_", scale_, inplace=True, differentiable=False)
+    mp.amp.register_autocast("test_scale_", "cpu", "fp32")
 
     def twice(ctx, input, out=None):
         if out is None:
             return input * input.dtype.type(2)
         out[...] = input * input.dtype.type(2)
         return out
-    with_out = user_ops("test_twice", twice, cpu="fp32", differentiable=False)
+    with_out = user_ops("test_twice", twice, differentiable=False)
+    mp.amp.register_autocast("test_twice", "cpu", "fp32")
     x = mp.randn(3, dtype=BF16)
     with mp.autocast("cpu"):
         assert inplace(x, 2.0).dtype == BF16

@@ -1,11 +1,11 @@
 """The cast policy of every op against the reference tables, and the resolver against the rules.
 
-The tables are parsed from the reference itself (../shared/reference/autocast-op-reference.md,
+The tables are parsed from the reference kept in the repository (tests/autocast-op-reference.md,
 torch.amp's autocast op lists; tools/op_coverage.py reads it, $MIXPREC_AUTOCAST_REFERENCE
 overrides where). Every mixprec op that an entry names — by its own name, an alias, or
 tools/op_coverage.NAME_MAP — must carry exactly that policy on that device type, and every
-other op none; the coverage figure recorded in docs/autocast.md may only grow. Without the
-file those tests skip. ``mp.amp.resolve_dtypes`` — the function the dispatch hook itself
+other op none; the coverage figure recorded in docs/autocast.md may only grow.
+``mp.amp.resolve_dtypes`` — the function the dispatch hook itself
 uses — is checked exhaustively against the eligibility and policy rules for every op's
 policy on both device types, so the CUDA table is fully tested without a GPU.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import mixprec as mp
-from mixprec.__main__ import main as cli_main, policy_table
+from mixprec.__main__ import REGENERATE, main as cli_main, policy_table
 from mixprec.amp import CastPolicy
-from mixprec.ops import registry
+from mixprec.ops import policies, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("op_coverage", ROOT / "tools" / "op_coverage.py")
@@ -45,8 +45,8 @@ def _names(op):
 
 def _reference():
     if REFERENCE is None:
-        pytest.skip(f"the autocast reference is not at {op_coverage.reference_path()} (check out shared/ beside "
-                    f"the repository, or set ${op_coverage.REFERENCE_ENV} to the file)")
+        pytest.fail(f"the autocast reference is not at {op_coverage.reference_path()} (it is "
+                    f"tests/autocast-op-reference.md unless ${op_coverage.REFERENCE_ENV} names another file)")
     return REFERENCE
 
 
@@ -117,6 +117,40 @@ def test_reference_parser_rules():
         op_coverage.parse_reference(text.replace("`a`, b", "a b"))
     with pytest.raises(ValueError, match="no op lists found for device type 'cpu'"):
         op_coverage.parse_reference(text.split("## CPU")[0])
+
+
+# ----------------------------------------------------------------- the table itself (mixprec/ops/policies.py)
+def test_every_table_entry_is_a_registered_op_name():
+    policies.check(registry._REGISTRY)  # (importing mixprec.ops runs it too)
+    fake = {"cuda": {**policies.CUDA, "fp32": policies.CUDA["fp32"] + ("not_an_op", "__matmul__")},
+            "cpu": policies.CPU}
+    with pytest.raises(ValueError, match=r"(?s)cuda fp32: 'not_an_op' names no registered op\n.*"
+                                         r"cuda fp32: '__matmul__' is an alias of 'matmul'; list the op by its name"):
+        policies.check(registry._REGISTRY, fake)
+
+
+def test_an_op_is_listed_once_per_device_type():
+    twice = {"cuda": {**policies.CUDA, "promote": policies.CUDA["promote"] + ("softmax",)}, "cpu": policies.CPU}
+    with pytest.raises(ValueError, match=r"'softmax' is listed twice on cuda \(fp32 and promote\)"):
+        policies.by_name(twice)
+
+
+def test_builtin_ops_take_their_policy_from_the_table_alone():
+    for op in OPS:
+        assert op.policy == {d: None if p is None else CastPolicy(p)
+                             for d, p in policies.policies_of(op.name).items()}, op.name
+    with pytest.raises(TypeError, match="entry in mixprec/ops/policies.py; give your own op one with "
+                                        "mp.amp.register_autocast"):
+        registry.register("test_policy_keyword", cpu="fp32")
+    assert "test_policy_keyword" not in registry._REGISTRY
+
+
+def test_docs_autocast_table_is_generated_from_the_table(capsys):
+    assert cli_main(["ops", "--markdown"]) == 0  # what REGENERATE runs
+    generated = capsys.readouterr().out
+    assert generated.startswith("# The autocast policy table\n") and "`matmul` (`__matmul__`)" in generated
+    committed = (ROOT / "docs" / "autocast-table.md").read_text()
+    assert committed == generated, f"docs/autocast-table.md is out of date: run {REGENERATE}"
 
 
 # ----------------------------------------------------------------- coverage: the figure only grows

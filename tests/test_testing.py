@@ -47,7 +47,8 @@ def test_assert_close_passes_within_and_fails_beyond_tolerance():
 def test_checker_passes_a_well_behaved_user_op(user_ops):
     def scaled_add(ctx, a, b, alpha=1.0):
         return a + b * a.dtype.type(alpha)
-    op = user_ops("test_scaled_add", scaled_add, promote=(0, 1), cpu="fp32")
+    op = user_ops("test_scaled_add", scaled_add, promote=(0, 1))
+    mp.amp.register_autocast("test_scaled_add", "cpu", "fp32")
     op.grad(lambda ctx, g: (g, g))
     args = [make_tensor((2, 3), mp.bfloat16), make_tensor((3,), mp.float16)]
     assert check_autocast("test_scaled_add", args, {"alpha": 0.5}, expect_policy="fp32") == (mp.float32,) * 2
@@ -56,7 +57,8 @@ def test_checker_passes_a_well_behaved_user_op(user_ops):
 
 
 def test_checker_catches_a_policy_other_than_intended(user_ops):
-    user_ops("test_plain", lambda ctx, a: a * a.dtype.type(2), cpu="fp32", differentiable=False)
+    user_ops("test_plain", lambda ctx, a: a * a.dtype.type(2), differentiable=False)
+    mp.amp.register_autocast("test_plain", "cpu", "fp32")
     with pytest.raises(AssertionError, match="expected CastPolicy.LOWER_PRECISION_FP"):
         check_autocast("test_plain", [make_tensor((2,), mp.float32)], expect_policy="lower_precision_fp")
 
@@ -64,7 +66,8 @@ def test_checker_catches_a_policy_other_than_intended(user_ops):
 def test_checker_catches_an_op_that_depends_on_the_autocast_state(user_ops):
     def sneaky(ctx, a):
         return a * a.dtype.type(3 if mp.amp.is_autocast_enabled("cpu") else 2)
-    user_ops("test_sneaky", sneaky, cpu="fp32", differentiable=False)
+    user_ops("test_sneaky", sneaky, differentiable=False)
+    mp.amp.register_autocast("test_sneaky", "cpu", "fp32")
     with pytest.raises(AssertionError, match="values under autocast differ"):
         check_autocast("test_sneaky", [make_tensor((4,), mp.float16)])
 
@@ -72,7 +75,8 @@ def test_checker_catches_an_op_that_depends_on_the_autocast_state(user_ops):
 def test_checker_catches_a_result_in_the_wrong_dtype(user_ops):
     def widening_matmul(ctx, a, b):
         return (a @ b).float()  # a lower-precision op that quietly returns float32
-    user_ops("test_widening_matmul", widening_matmul, promote=(0, 1), cpu="lower_precision_fp", composite=True)
+    user_ops("test_widening_matmul", widening_matmul, promote=(0, 1), composite=True)
+    mp.amp.register_autocast("test_widening_matmul", "cpu", "lower_precision_fp")
     args = [make_tensor((2, 3), mp.float32), make_tensor((3, 2), mp.float32)]
     check_autocast("test_widening_matmul", args)  # consistent, so only the output rule can catch it
     with pytest.raises(AssertionError, match="should be bfloat16, got float32"):
@@ -80,7 +84,8 @@ def test_checker_catches_a_result_in_the_wrong_dtype(user_ops):
 
 
 def test_checker_catches_a_banned_op_that_runs(user_ops):
-    user_ops("test_banned", lambda ctx, a: a, cpu="banned", differentiable=False)
+    user_ops("test_banned", lambda ctx, a: a, differentiable=False)
+    mp.amp.register_autocast("test_banned", "cpu", "banned")
     from mixprec.ops import autocast
     original = autocast.target_dtypes
     autocast.target_dtypes = lambda name, dev, rule, lower, dtypes: tuple(dtypes)  # a rule that forgot the ban

@@ -5,10 +5,9 @@
     PYTHONPATH=. python tools/op_coverage.py --missing   # and the entries not implemented yet
     PYTHONPATH=. python tools/op_coverage.py --reference path/to/autocast-op-reference.md
 
-The reference is shared/reference/autocast-op-reference.md in the folder that
-holds this repository (CI checks shared/ out beside it), or the file named by
-$MIXPREC_AUTOCAST_REFERENCE. It lists, per device type, torch's op names under
-each policy. An entry counts as implemented when mixprec has an op of that name
+The reference is tests/autocast-op-reference.md (torch's autocast op lists,
+restated as data), or the file named by $MIXPREC_AUTOCAST_REFERENCE. It lists,
+per device type, torch's op names under each policy. An entry counts as implemented when mixprec has an op of that name
 (aliases included: ``cross_entropy_loss``, ``__rdiv__``) or NAME_MAP names the
 mixprec op that implements it. tests/test_policy_tables.py derives its tables
 from the same parse, and checks that the figure recorded in docs/autocast.md
@@ -24,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_ENV = "MIXPREC_AUTOCAST_REFERENCE"
-DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference" / "autocast-op-reference.md"
+DEFAULT_REFERENCE = ROOT / "tests" / "autocast-op-reference.md"
 DEVICE_SECTIONS = {"CUDA": "cuda", "CPU": "cpu"}  # '## CUDA', '## CPU (bfloat16 by default; ...)'
 POLICY_HEADINGS = {  # how each list starts -> mixprec's policy name
     "lower precision": "lower_precision_fp",

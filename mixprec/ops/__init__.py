@@ -1,9 +1,10 @@
 """Every op mixprec has, registered once.
 
 registry.py says how an op is defined, dispatch.py what happens on every call,
-autocast.py the autocast step of that call. New ops go in a module of this
-package and are imported below; that is all it takes for mp.<name>, Tensor
-methods and the autocast policy tables to see them.
+autocast.py the autocast step of that call, policies.py the autocast policy of
+every op. New ops go in a module of this package and are imported below; that
+is all it takes for mp.<name> and Tensor methods to see them, and an entry in
+policies.py gives one an autocast policy.
 """
 from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
 from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
@@ -17,3 +18,6 @@ from . import matrix  # noqa: F401,E402  (mp.linalg: factorizations, solves, inv
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
 from . import decompositions  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
+
+from . import policies as _policies, registry as _registry  # noqa: E402
+_policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op

@@ -19,7 +19,7 @@ def _prepare(ctx, input, dim, dtype, name):
     return input
 
 
-@register("softmax", methods=("softmax",), functional=True, cuda="fp32", saves=("output",))
+@register("softmax", methods=("softmax",), functional=True, saves=("output",))
 def softmax(ctx, input, dim=None, dtype=None):
     """exp(x) / sum(exp(x)) along dim, computed stably (max subtracted)."""
     input = _prepare(ctx, input, dim, dtype, "softmax")
@@ -46,7 +46,7 @@ def _(ctx, t, *_):
     return y * (t - (t * y).sum(dim=ctx.dim, keepdim=True))
 
 
-@register("log_softmax", methods=("log_softmax",), functional=True, cuda="fp32", saves=("output",))
+@register("log_softmax", methods=("log_softmax",), functional=True, saves=("output",))
 def log_softmax(ctx, input, dim=None, dtype=None):
     """x - logsumexp(x) along dim."""
     input = _prepare(ctx, input, dim, dtype, "log_softmax")

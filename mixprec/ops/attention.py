@@ -39,7 +39,6 @@ from .nn_layers import dropout
 from .opmath import compute_dtype
 from .registry import register
 
-LP = "lower_precision_fp"
 _NEG_INF = float("-inf")
 
 
@@ -154,7 +153,7 @@ def _batch_shape(name, *tensors):
 
 
 # ---------------------------------------------------------------- the ops
-@register("scaled_dot_product_attention", functional=True, promote=(0, 1, 2, 3), cpu=LP, composite=True)
+@register("scaled_dot_product_attention", functional=True, promote=(0, 1, 2, 3), composite=True)
 def scaled_dot_product_attention(ctx, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value, over (..., L, E), (..., S, E), (..., S, Ev) -> (..., L, Ev).
@@ -189,7 +188,7 @@ def scaled_dot_product_attention(ctx, query, key, value, attn_mask=None, dropout
         return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)[0]
 
 
-@register("_native_multi_head_attention", promote=(0, 1, 2, 5, 6, 7, 8, 9), cpu=LP, composite=True)
+@register("_native_multi_head_attention", promote=(0, 1, 2, 5, 6, 7, 8, 9), composite=True)
 def _native_multi_head_attention(ctx, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
                                  proj_bias, mask=None, need_weights=True, average_attn_weights=True,
                                  mask_type=None, dropout_p=0.0):

@@ -101,7 +101,7 @@ def view_as_real(ctx, input):
 view_as_real.grad(lambda ctx, g: (view_as_complex(g),))
 
 
-@register("view_as_complex", cpu="fp32", linear=True)
+@register("view_as_complex", linear=True)
 def view_as_complex(ctx, input):
     """A real (..., 2) tensor as a complex (...) one (float32 -> complex64, float64 -> complex128)."""
     if input.dtype not in (_dt.float32, _dt.float64):
@@ -127,7 +127,7 @@ def complex_(ctx, real, imag):
 complex_.partials(lambda ctx: (1.0, 1j))
 
 
-@register("polar", promote=(0, 1), same_dtype=True, cpu="fp32", broadcast=True, saves=("abs", "angle", "output"))
+@register("polar", promote=(0, 1), same_dtype=True, broadcast=True, saves=("abs", "angle", "output"))
 def polar(ctx, abs, angle):
     """abs * (cos(angle) + i sin(angle)), from two float32 (or two float64) tensors."""
     if abs.dtype not in (_dt.float32, _dt.float64):

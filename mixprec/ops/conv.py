@@ -52,8 +52,6 @@ from .padding import constant_pad_nd
 from .reduce import _add_reduce
 from .registry import in_places, register, wanted_only
 
-LP = "lower_precision_fp"
-
 
 # ---------------------------------------------------------------- geometry
 class Geometry(NamedTuple):
@@ -447,7 +445,7 @@ def _register_conv(nd):
                        f"(O, C/groups, *kernel).\n\npadding: an int, a tuple, 'valid' or 'same' (stride 1). "
                        "Lower precision under autocast; one op (_conv_nd): float16/bfloat16 computed in float32 "
                        "(im2col, GEMM, bias) and rounded once.")
-    return register(name, functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)(forward)
+    return register(name, functional=True, promote=(0, 1, 2), composite=True)(forward)
 
 
 conv1d, conv2d, conv3d = (_register_conv(nd) for nd in (1, 2, 3))
@@ -495,14 +493,14 @@ def _register_conv_transpose(nd):
                        "(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1. "
                        "Lower precision under autocast; one op (_conv_transpose_nd): float16/bfloat16 computed "
                        "in float32 (GEMM, col2im, bias) and rounded once.")
-    return register(name, functional=True, promote=(0, 1, 2), cuda=LP, cpu=LP, composite=True)(forward)
+    return register(name, functional=True, promote=(0, 1, 2), composite=True)(forward)
 
 
 conv_transpose1d, conv_transpose2d, conv_transpose3d = (_register_conv_transpose(nd) for nd in (1, 2, 3))
 
 
 # ---------------------------------------------------------------- aten's internal names
-@register("_convolution", promote=(0, 1, 2), cpu=LP, composite=True)
+@register("_convolution", promote=(0, 1, 2), composite=True)
 def _convolution(ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
                  benchmark=False, deterministic=False, cudnn_enabled=True, allow_tf32=True):
     """aten's convolution entry point: conv{N}d, or conv_transpose{N}d when ``transposed``, N from weight.
@@ -521,7 +519,7 @@ def _convolution(ctx, input, weight, bias, stride, padding, dilation, transposed
     return _conv("_convolution", nd, input, weight, bias, stride, padding, dilation, groups)
 
 
-@register("conv_tbc", promote=(0, 1, 2), cpu=LP, composite=True)
+@register("conv_tbc", promote=(0, 1, 2), composite=True)
 def conv_tbc(ctx, input, weight, bias, pad=0):
     """1-D convolution in (time, batch, channel) layout: input (T, B, C), weight (K, C, O), bias (O,).
 

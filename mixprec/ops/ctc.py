@@ -241,7 +241,7 @@ def _padded_targets(targets, target_lengths, n, device):
     return targets[tensor(index, device=device)]
 
 
-@register("ctc_loss", functional=True, promote=(0,), cpu="fp32", composite=True)
+@register("ctc_loss", functional=True, promote=(0,), composite=True)
 def ctc_loss(ctx, log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
              zero_infinity=False):
     """The CTC loss of log_probs (T, N, C) (or (T, C) unbatched, e.g. from log_softmax) against targets.

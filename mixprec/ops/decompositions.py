@@ -26,7 +26,7 @@ from .shape import dim_index
 
 
 # ---------------------------------------------------------------- QR
-@register("linalg_qr", cpu="fp32", saves=("A", "output"))
+@register("linalg_qr", saves=("A", "output"))
 def linalg_qr(ctx, A, mode="reduced"):
     """(Q, R) with A = Q R, Q with orthonormal columns, R upper triangular. mode: "reduced" (Q is m x k),
     "complete" (Q is m x m) or "r" (R only; Q comes back empty)."""
@@ -98,14 +98,14 @@ def _(ctx, ta, *_):
     return dq, cat([dr1, dr2], -1)
 
 
-@register("qr", methods=("qr",), cpu="fp32", composite=True)
+@register("qr", methods=("qr",), composite=True)
 def qr(ctx, input, some=True):
     """torch.qr: linalg_qr with mode "reduced" (some=True) or "complete"."""
     _matrices("qr", input)
     return linalg_qr(input, "reduced" if some else "complete")
 
 
-@register("geqrf", methods=("geqrf",), cpu="fp32")
+@register("geqrf", methods=("geqrf",))
 def geqrf(ctx, input):
     """(a, tau): LAPACK's compact QR, Householder vectors below the diagonal of a and R on and above it."""
     _matrices("geqrf", input)
@@ -149,7 +149,7 @@ def _householder_q(A, tau, k, cols):
     return q
 
 
-@register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1), cpu="fp32",
+@register("linalg_householder_product", aliases=("orgqr",), methods=("orgqr",), promote=(0, 1),
           composite=True)
 def linalg_householder_product(ctx, A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
@@ -157,7 +157,7 @@ def linalg_householder_product(ctx, A, tau):
     return _householder_q(A, tau, k, A.shape[-1])
 
 
-@register("ormqr", methods=("ormqr",), promote=(0, 1, 2), cpu="fp32", composite=True)
+@register("ormqr", methods=("ormqr",), promote=(0, 1, 2), composite=True)
 def ormqr(ctx, input, tau, other, left=True, transpose=False):
     """other multiplied by Q = H_1 ... H_k of a geqrf result: Q C, Q^T C, C Q or C Q^T."""
     k = _check_householder("ormqr", input, tau, rows_needed=True)
@@ -197,7 +197,7 @@ def _off_diagonal_ratio(num, den, diag):
     return out if diag is None else out + diag_embed(diag)
 
 
-@register("linalg_eigh", cpu="fp32", saves=("A", "output"))
+@register("linalg_eigh", saves=("A", "output"))
 def linalg_eigh(ctx, A, UPLO="L"):
     """(eigenvalues ascending, eigenvectors as columns) of symmetric A; only the UPLO triangle is read."""
     _matrices("linalg_eigh", A, square=True)
@@ -229,7 +229,7 @@ def _(ctx, ta, *_):
     return diagonal(dp, 0, -2, -1), v @ _off_diagonal_ratio(dp, e, None)
 
 
-@register("linalg_eigvalsh", cpu="fp32", composite=True)
+@register("linalg_eigvalsh", composite=True)
 def linalg_eigvalsh(ctx, A, UPLO="L"):
     """The eigenvalues of symmetric A, ascending."""
     _matrices("linalg_eigvalsh", A, square=True)
@@ -243,7 +243,7 @@ def _eig_on_host(a):
     return to_device(w, dev), to_device(v, dev)
 
 
-@register("linalg_eig", cpu="fp32", saves=("A", "output"))
+@register("linalg_eig", saves=("A", "output"))
 def linalg_eig(ctx, A):
     """(eigenvalues, eigenvectors) of a square matrix, always complex; eigenvectors have unit norm."""
     _matrices("linalg_eig", A, square=True)
@@ -278,7 +278,7 @@ def _(ctx, ta, *_):
     return diagonal(dp, 0, -2, -1), dv
 
 
-@register("linalg_eigvals", cpu="fp32", composite=True)
+@register("linalg_eigvals", composite=True)
 def linalg_eigvals(ctx, A):
     """The eigenvalues of a square matrix, complex."""
     _matrices("linalg_eigvals", A, square=True)
@@ -286,7 +286,7 @@ def linalg_eigvals(ctx, A):
 
 
 # ---------------------------------------------------------------- SVD
-@register("linalg_svd", cpu="fp32", saves=("A", "output"))
+@register("linalg_svd", saves=("A", "output"))
 def linalg_svd(ctx, A, full_matrices=True):
     """(U, S, Vh) with A = U diag(S) Vh, S descending. full_matrices=False gives the thin U (m x k) and Vh
     (k x n), k = min(m, n)."""
@@ -362,14 +362,14 @@ def _(ctx, ta, *_):
     return du, diagonal(dp, 0, -2, -1), dv.mT
 
 
-@register("linalg_svdvals", cpu="fp32", composite=True)
+@register("linalg_svdvals", composite=True)
 def linalg_svdvals(ctx, A):
     """The singular values, descending."""
     _matrices("linalg_svdvals", A)
     return linalg_svd(A, False)[1]
 
 
-@register("svd", methods=("svd",), cpu="fp32", composite=True)
+@register("svd", methods=("svd",), composite=True)
 def svd(ctx, input, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not Vh); compute_uv=False gives zero U and V."""
     _matrices("svd", input)
@@ -431,14 +431,14 @@ def _(ctx, ta, *_):
     return dx + (_eye_like(A, n) - x @ A) @ ta.mT @ (x.mT @ x)
 
 
-@register("pinverse", methods=("pinverse",), cpu="fp32", composite=True)
+@register("pinverse", methods=("pinverse",), composite=True)
 def pinverse(ctx, input, rcond=1e-15):
     """torch.pinverse: linalg_pinv with relative tolerance rcond."""
     _matrices("pinverse", input)
     return linalg_pinv(input, rtol=rcond)
 
 
-@register("linalg_matrix_rank", cpu="fp32", differentiable=False)
+@register("linalg_matrix_rank", differentiable=False)
 def linalg_matrix_rank(ctx, A, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values above max(atol, rtol * s_max) (int64)."""
     _matrices("linalg_matrix_rank", A)
@@ -462,7 +462,7 @@ def _nan_where_not_finite(b):
     return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b.data.dtype), b.data.dtype.type(0))[..., None, None])
 
 
-@register("linalg_lstsq", promote=(0, 1), cpu="fp32", composite=True)
+@register("linalg_lstsq", promote=(0, 1), composite=True)
 def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
     """(solution, residuals, rank, singular_values) of min ||A X - B|| (the least-norm X when A is rank-deficient).
 
@@ -522,7 +522,7 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     return out
 
 
-@register("linalg_cond", cpu="fp32", composite=True)
+@register("linalg_cond", composite=True)
 def linalg_cond(ctx, A, p=None):
     """The condition number in norm p (None: the 2-norm, s_max / s_min); inf for a singular matrix."""
     _matrices("linalg_cond", A, square=p not in (None, 2, -2))

@@ -100,7 +100,7 @@ def _true_divide(a, b):
     return opmath(np.true_divide, a, b) if a.dtype.kind in "biu" else a / b
 
 
-@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1), cuda="fp32",
+@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1),
           broadcast=True)
 def rtruediv(ctx, input, other):
     """other / input as the reflected operator (``2 / x``): float32 under CUDA autocast."""
@@ -114,14 +114,14 @@ def _(ctx):
     return _partial(a, 1 / b), _partial(b, -(a / b) / b)
 
 
-@register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), cuda="fp32", broadcast=True,
+@register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), broadcast=True,
           saves=("input", "exponent", "output"))
 def pow(ctx, input, exponent):
     """input ** exponent (float32 under CUDA autocast); integers stay integers."""
     return _power(input, exponent)
 
 
-@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), cuda="fp32", broadcast=True,
+@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), broadcast=True,
           saves=("input", "exponent", "output"))
 def rpow(ctx, input, exponent):
     """``2 ** x``, called as rpow(2, x)."""
@@ -155,8 +155,7 @@ def _nan_where_nan(out, partial):
 
 
 # ---------------------------------------------------------------- the unary math table
-def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, functional=False, float16=None, operator=None,
-          **policy):
+def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, functional=False, float16=None, operator=None):
     """Register an elementwise one-input op ``name``: ``fn`` on arrays, run in opmath.
 
     Its derivative is given from the input x, ``d_in(x)``, or from the output
@@ -178,7 +177,7 @@ def unary(name, fn, *, d_in=None, d_out=None, ints="float", bools=True, function
     forward.__name__ = forward.__qualname__ = name
     saves = ("input",) if d_in is not None else ("output",)
     methods = (name,) if operator is None else (name, operator)
-    op = register(name, methods=methods, functional=functional, saves=saves, **policy)(forward)
+    op = register(name, methods=methods, functional=functional, saves=saves)(forward)
     op.__doc__ = f"Elementwise {name}."
     if d_in is not None:
         op.partials(lambda ctx: (d_in(ctx.inputs[0]),))
@@ -200,13 +199,13 @@ def _rsqrt(a):
     return 1 / array_module(a).sqrt(a)
 
 
-exp = unary("exp", ufunc("exp"), d_out=lambda y: y, cuda="fp32")
-log = unary("log", ufunc("log"), d_in=lambda x: 1 / x, cuda="fp32")
-log1p = unary("log1p", ufunc("log1p"), d_in=lambda x: 1 / (x + 1), cuda="fp32")
-expm1 = unary("expm1", ufunc("expm1"), d_out=lambda y: y + 1, cuda="fp32")
+exp = unary("exp", ufunc("exp"), d_out=lambda y: y)
+log = unary("log", ufunc("log"), d_in=lambda x: 1 / x)
+log1p = unary("log1p", ufunc("log1p"), d_in=lambda x: 1 / (x + 1))
+expm1 = unary("expm1", ufunc("expm1"), d_out=lambda y: y + 1)
 sqrt = unary("sqrt", ufunc("sqrt"), d_out=lambda y: 0.5 / y)
-rsqrt = unary("rsqrt", _rsqrt, d_out=lambda y: -0.5 * y ** 3, cuda="fp32")
-reciprocal = unary("reciprocal", ufunc("reciprocal"), d_out=lambda y: -y * y, cuda="fp32")
+rsqrt = unary("rsqrt", _rsqrt, d_out=lambda y: -0.5 * y ** 3)
+reciprocal = unary("reciprocal", ufunc("reciprocal"), d_out=lambda y: -y * y)
 # (|z| moves by Re(conj(sgn z) dz): a complex input's partial is conj(sgn z); see complex_ops.py)
 def _sign(a):
     """(a > 0) - (a < 0), torch's sign: 0 at nan and at -0.0; a bool is its own sign; complex: torch's sgn,
@@ -292,7 +291,7 @@ def _(ctx):
     return cdf + x * pdf,
 
 
-@register("softplus", methods=("softplus",), functional=True, cuda="fp32")
+@register("softplus", methods=("softplus",), functional=True)
 def softplus(ctx, input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta, linear above threshold as torch does."""
     ctx.beta, ctx.threshold = beta, threshold

@@ -129,7 +129,7 @@ def _primitive(kind, doc):
         return out
     forward.__name__ = forward.__qualname__ = name
     forward.__doc__ = doc
-    return register(name, cpu="fp32", linear=True)(forward)
+    return register(name, linear=True)(forward)
 
 
 fftn = _primitive("fftn", "The n-dimensional discrete Fourier transform over ``dim`` (all dims by default).")
@@ -181,7 +181,7 @@ def _composite(name, doc, forward):
     """Register ``forward`` as the composite op ``name``, float32 under CPU autocast (as every torch.fft name)."""
     forward.__name__ = forward.__qualname__ = name
     forward.__doc__ = doc
-    return register(name, cpu="fp32", composite=True)(forward)
+    return register(name, composite=True)(forward)
 
 
 def _one_dim(name, primitive, doc, hermitian=False):
@@ -237,7 +237,7 @@ def _padded_positions(xp, length, pad, mode):
     return xp.where((i < 0) | (i >= length), -1, i)
 
 
-@register("stft", methods=("stft",), promote=(0, 4), cpu="fp32", composite=True)
+@register("stft", methods=("stft",), promote=(0, 4), composite=True)
 def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None):
     """The short-time Fourier transform: the fft of overlapping windowed frames (torch.stft's semantics).

@@ -28,8 +28,6 @@ from .opmath import opmath
 from .reduce import _add_reduce
 from .registry import in_places, register, wanted_only
 
-LP = "lower_precision_fp"
-
 
 def _mm(a, b):
     """a @ b, with float32 accumulation and one rounding for half inputs."""
@@ -79,7 +77,7 @@ def _check(name, cond, a, b, what):
 
 
 @register("matmul", methods=("matmul", "__matmul__"), aliases=("__matmul__",), promote=(0, 1),
-          same_dtype=True, cuda=LP, cpu=LP)
+          same_dtype=True)
 def matmul(ctx, input, other):
     """Matrix product with NumPy's rules for 1-D operands and batch broadcasting."""
     if input.ndim == 0 or other.ndim == 0:
@@ -120,7 +118,7 @@ def _mm_grad(ctx, g):
     return g @ _H(b), _H(a) @ g
 
 
-@register("mm", methods=("mm",), promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
+@register("mm", methods=("mm",), promote=(0, 1), same_dtype=True)
 def mm(ctx, input, mat2):
     """(n, k) @ (k, m)."""
     _check("mm", input.ndim == 2 and mat2.ndim == 2, input, mat2, "mm needs two 2-D tensors")
@@ -132,7 +130,7 @@ mm.grad(_mm_grad)
 mm.jvp(_bilinear_tangent)
 
 
-@register("bmm", methods=("bmm",), promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
+@register("bmm", methods=("bmm",), promote=(0, 1), same_dtype=True)
 def bmm(ctx, input, mat2):
     """(b, n, k) @ (b, k, m)."""
     _check("bmm", input.ndim == 3 and mat2.ndim == 3 and input.shape[0] == mat2.shape[0], input, mat2,
@@ -145,7 +143,7 @@ bmm.grad(_mm_grad)
 bmm.jvp(_bilinear_tangent)
 
 
-@register("mv", methods=("mv",), promote=(0, 1), same_dtype=True, cuda=LP)
+@register("mv", methods=("mv",), promote=(0, 1), same_dtype=True)
 def mv(ctx, input, vec):
     """(n, k) @ (k)."""
     _check("mv", input.ndim == 2 and vec.ndim == 1 and input.shape[1] == vec.shape[0], input, vec,
@@ -162,7 +160,7 @@ def _(ctx, g):
     return g.unsqueeze(-1) * _c(v), _H(a) @ g
 
 
-@register("dot", methods=("dot",), promote=(0, 1), same_dtype=True, cuda="promote")
+@register("dot", methods=("dot",), promote=(0, 1), same_dtype=True)
 def dot(ctx, input, other):
     """Inner product of two 1-D tensors."""
     _check("dot", input.ndim == 1 and other.ndim == 1 and input.shape == other.shape, input, other,
@@ -191,7 +189,7 @@ vdot.grad(_dot_grad)
 vdot.jvp(_bilinear_tangent)
 
 
-@register("addmm", methods=("addmm",), promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP, saves=("mat1", "mat2"))
+@register("addmm", methods=("addmm",), promote=(0, 1, 2), same_dtype=True, saves=("mat1", "mat2"))
 def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
     _check("addmm", mat1.ndim == 2 and mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0], mat1, mat2,
@@ -231,7 +229,7 @@ def _check_batches(name, batch1, batch2):
            and batch1.shape[2] == batch2.shape[1], batch1, batch2, f"{name} needs matching 3-D batches")
 
 
-@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP,
+@register("baddbmm", methods=("baddbmm",), promote=(0, 1, 2), same_dtype=True,
           saves=("batch1", "batch2"))
 def baddbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batched."""
@@ -244,7 +242,7 @@ baddbmm.grad(_fused_grad(_matmul_adjoints))
 baddbmm.jvp(_fused_tangent(operator.matmul))
 
 
-@register("addbmm", methods=("addbmm",), promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP)
+@register("addbmm", methods=("addbmm",), promote=(0, 1, 2), same_dtype=True)
 def addbmm(ctx, input, batch1, batch2, beta=1, alpha=1):
     """beta * input + alpha * sum_b batch1[b] @ batch2[b], the batch sum inside one GEMM's accumulation."""
     _check_batches("addbmm", batch1, batch2)
@@ -258,7 +256,7 @@ addbmm.grad(_fused_grad(lambda ga, b1, b2: (ga @ _H(b2), _H(b1) @ ga)))
 addbmm.jvp(_fused_tangent(lambda b1, b2: (b1 @ b2).sum(0)))
 
 
-@register("addmv", methods=("addmv",), promote=(0, 1, 2), same_dtype=True, cuda=LP)
+@register("addmv", methods=("addmv",), promote=(0, 1, 2), same_dtype=True)
 def addmv(ctx, input, mat, vec, beta=1, alpha=1):
     """beta * input + alpha * (mat @ vec)."""
     _check("addmv", mat.ndim == 2 and vec.ndim == 1 and mat.shape[1] == vec.shape[0], mat, vec,
@@ -271,7 +269,7 @@ addmv.grad(_fused_grad(lambda ga, m, v: (ga.unsqueeze(-1) * _c(v), _H(m) @ ga)))
 addmv.jvp(_fused_tangent(operator.matmul))
 
 
-@register("addr", methods=("addr",), promote=(0, 1, 2), same_dtype=True, cuda=LP)
+@register("addr", methods=("addr",), promote=(0, 1, 2), same_dtype=True)
 def addr(ctx, input, vec1, vec2, beta=1, alpha=1):
     """beta * input + alpha * outer(vec1, vec2)."""
     for name, v in (("vec1", vec1), ("vec2", vec2)):
@@ -285,7 +283,7 @@ addr.grad(_fused_grad(lambda ga, v1, v2: (ga @ _c(v2), ga.mT @ _c(v1))))
 addr.jvp(_fused_tangent(lambda v1, v2: v1.unsqueeze(-1) * v2))
 
 
-@register("linear", functional=True, promote=(0, 1, 2), same_dtype=True, cuda=LP, cpu=LP,
+@register("linear", functional=True, promote=(0, 1, 2), same_dtype=True,
           saves=("input", "weight"))
 def linear(ctx, input, weight, bias=None):
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
@@ -414,7 +412,7 @@ def _chain_product(mats, split, i, j):
     return mm(_chain_product(mats, split, i, k), _chain_product(mats, split, k + 1, j))
 
 
-@register("multi_dot", promote=(0,), cuda=LP, composite=True)
+@register("multi_dot", promote=(0,), composite=True)
 def multi_dot(ctx, tensors):
     """tensors[0] @ tensors[1] @ ... in the order that needs the fewest multiplications.
 
@@ -446,7 +444,7 @@ def multi_dot(ctx, tensors):
     return out.squeeze(0) if first.ndim == 1 else out
 
 
-@register("chain_matmul", promote=(0,), cuda=LP, composite=True)
+@register("chain_matmul", promote=(0,), composite=True)
 def chain_matmul(ctx, *matrices):
     """matrices[0] @ matrices[1] @ ... (all 2-D) in the cheapest order: torch's older spelling of multi_dot."""
     for i, m in enumerate(matrices):  # (no matrix at all: dispatch finds no tensor and says so)

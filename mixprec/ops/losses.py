@@ -81,7 +81,7 @@ def _weighted(name, loss, weight, input, reduction, mean_by_weight):
 
 
 # ---------------------------------------------------------------- regression losses
-@register("mse_loss", functional=True, promote=(0, 1, 5), cuda="fp32", cpu="fp32", composite=True)
+@register("mse_loss", functional=True, promote=(0, 1, 5), composite=True)
 def mse_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error (input - target)**2; with weight, 'mean' is sum(w * e) / sum(w)."""
     reduction = _reduction("mse_loss", size_average, reduce, reduction)
@@ -90,7 +90,7 @@ def mse_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean
     return _weighted("mse_loss", d * d, weight, input, reduction, mean_by_weight=True)
 
 
-@register("l1_loss", functional=True, promote=(0, 1, 5), cuda="fp32", cpu="fp32", composite=True)
+@register("l1_loss", functional=True, promote=(0, 1, 5), composite=True)
 def l1_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error |input - target|; with weight, 'mean' is sum(w * e) / sum(w)."""
     reduction = _reduction("l1_loss", size_average, reduce, reduction)
@@ -109,7 +109,7 @@ def _huber(d, delta):
     return q * q * 0.5 + (a - q) * delta
 
 
-@register("smooth_l1_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+@register("smooth_l1_loss", functional=True, promote=(0, 1), composite=True)
 def smooth_l1_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Quadratic below beta, linear above: 0.5 d**2 / beta if |d| < beta else |d| - 0.5 beta (beta=0 is L1)."""
     reduction = _reduction("smooth_l1_loss", size_average, reduce, reduction)
@@ -122,7 +122,7 @@ def smooth_l1_loss(ctx, input, target, size_average=None, reduce=None, reduction
     return _reduce(_huber(d, beta) / beta, reduction)
 
 
-@register("huber_loss", functional=True, promote=(0, 1, 4), cpu="fp32", composite=True)
+@register("huber_loss", functional=True, promote=(0, 1, 4), composite=True)
 def huber_loss(ctx, input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d**2 if |d| < delta else delta * (|d| - 0.5 delta); with weight, 'mean' averages w * loss."""
     reduction = _reduction("huber_loss", None, None, reduction)
@@ -314,7 +314,7 @@ def _(ctx, tg, tt, tw, *_):
     return tangent + moved / _total_weight(target, weight, ctx.ignore_index)
 
 
-@register("nll_loss", functional=True, promote=(0, 2), cuda="fp32", cpu="fp32", composite=True)
+@register("nll_loss", functional=True, promote=(0, 2), composite=True)
 def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of class-index targets, given log-probabilities (C,), (N, C) or (N, C, d...).
 
@@ -327,7 +327,7 @@ def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-1
     return _nll_loss_core(input, target, weight, ignore_index, reduction)  # (positional: the cheaper call)
 
 
-@register("cross_entropy", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True,
+@register("cross_entropy", functional=True, promote=(0, 1, 2), composite=True,
           aliases=("cross_entropy_loss",))
 def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
@@ -378,7 +378,7 @@ def _check_probabilities(name, t, what):
     _be.check((t < 0).logical_or(t > 1).data, ValueError, f"{name}: every element of {what} must be between 0 and 1")
 
 
-@register("binary_cross_entropy", functional=True, promote=(0, 1, 2), cuda="banned", cpu="fp32", composite=True)
+@register("binary_cross_entropy", functional=True, promote=(0, 1, 2), composite=True)
 def binary_cross_entropy(ctx, input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-w * (t log x + (1 - t) log(1 - x)) for probabilities x; each log is clamped at -100, as torch.
 
@@ -398,7 +398,7 @@ def binary_cross_entropy(ctx, input, target, weight=None, size_average=None, red
     return _reduce(loss, reduction)
 
 
-@register("binary_cross_entropy_with_logits", functional=True, promote=(0, 1, 2, 6), cuda="fp32", cpu="fp32",
+@register("binary_cross_entropy_with_logits", functional=True, promote=(0, 1, 2, 6),
           composite=True)
 def binary_cross_entropy_with_logits(ctx, input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
@@ -420,7 +420,7 @@ def binary_cross_entropy_with_logits(ctx, input, target, weight=None, size_avera
     return _reduce(loss, reduction)
 
 
-@register("kl_div", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+@register("kl_div", functional=True, promote=(0, 1), composite=True)
 def kl_div(ctx, input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL(target || exp(input)) pointwise: target * (log target - input), 0 where target is 0.
 
@@ -468,7 +468,7 @@ def _class_ids(x):
     return arange(x.shape[-1], device=x.device).unsqueeze(0)
 
 
-@register("cosine_embedding_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+@register("cosine_embedding_loss", functional=True, promote=(0, 1), composite=True)
 def cosine_embedding_loss(ctx, input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):
     """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1 (0 for other targets).
@@ -490,7 +490,7 @@ def cosine_embedding_loss(ctx, input1, input2, target, margin=0.0, size_average=
     return _reduce(loss, reduction)
 
 
-@register("hinge_embedding_loss", functional=True, promote=(0,), cuda="fp32", cpu="fp32", composite=True)
+@register("hinge_embedding_loss", functional=True, promote=(0,), composite=True)
 def hinge_embedding_loss(ctx, input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """input where target is 1, max(0, margin - input) where it is -1 (both terms for other targets)."""
     reduction = _reduction("hinge_embedding_loss", size_average, reduce, reduction)
@@ -499,7 +499,7 @@ def hinge_embedding_loss(ctx, input, target, margin=1.0, size_average=None, redu
     return _reduce(loss, reduction)
 
 
-@register("margin_ranking_loss", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True)
+@register("margin_ranking_loss", functional=True, promote=(0, 1, 2), composite=True)
 def margin_ranking_loss(ctx, input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
     """max(0, -target * (input1 - input2) + margin): target 1 asks for input1 > input2, -1 for the reverse."""
@@ -511,7 +511,7 @@ def margin_ranking_loss(ctx, input1, input2, target, margin=0.0, size_average=No
     return _reduce(clamp(-target * (input1 - input2) + margin, min=0), reduction)
 
 
-@register("triplet_margin_loss", functional=True, promote=(0, 1, 2), cuda="fp32", cpu="fp32", composite=True)
+@register("triplet_margin_loss", functional=True, promote=(0, 1, 2), composite=True)
 def triplet_margin_loss(ctx, anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """max(0, d(a, p) - d(a, n) + margin) with d the p-norm pairwise_distance along the last dim.
@@ -532,7 +532,7 @@ def triplet_margin_loss(ctx, anchor, positive, negative, margin=1.0, p=2, eps=1e
     return _reduce(clamp(margin + d_pos - d_neg, min=0), reduction)
 
 
-@register("soft_margin_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+@register("soft_margin_loss", functional=True, promote=(0, 1), composite=True)
 def soft_margin_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)), the logistic loss for targets of 1 and -1.
 
@@ -544,7 +544,7 @@ def soft_margin_loss(ctx, input, target, size_average=None, reduce=None, reducti
     return _reduce(softplus(-input * target, 1.0, math.inf), reduction)
 
 
-@register("multi_margin_loss", functional=True, promote=(0, 4), cuda="fp32", cpu="fp32", composite=True)
+@register("multi_margin_loss", functional=True, promote=(0, 4), composite=True)
 def multi_margin_loss(ctx, input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Multi-class hinge loss: sum over classes j != y of max(0, margin - x[y] + x[j])**p, divided by C.
@@ -576,7 +576,7 @@ def multi_margin_loss(ctx, input, target, p=1, margin=1.0, weight=None, size_ave
     return _reduce(loss if input.ndim == 2 else loss.squeeze(0), reduction)
 
 
-@register("multilabel_margin_loss", functional=True, promote=(0,), cuda="fp32", cpu="fp32", composite=True)
+@register("multilabel_margin_loss", functional=True, promote=(0,), composite=True)
 def multilabel_margin_loss(ctx, input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: for each target class y and non-target class k, max(0, 1 - (x[y] - x[k])), / C.
 
@@ -619,7 +619,7 @@ def multilabel_soft_margin_loss(ctx, input, target, weight=None, size_average=No
     return _reduce(loss.sum(-1) / input.shape[-1], reduction)
 
 
-@register("poisson_nll_loss", functional=True, promote=(0, 1), cuda="fp32", cpu="fp32", composite=True)
+@register("poisson_nll_loss", functional=True, promote=(0, 1), composite=True)
 def poisson_nll_loss(ctx, input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     """Negative log-likelihood of counts ``target`` under a Poisson of rate exp(input) (or input).

@@ -23,14 +23,14 @@ from .shape import dim_index
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
-log2 = unary("log2", ufunc("log2"), d_in=lambda x: 1 / (x * _LN2), cuda="fp32")
-log10 = unary("log10", ufunc("log10"), d_in=lambda x: 1 / (x * _LN10), cuda="fp32")
+log2 = unary("log2", ufunc("log2"), d_in=lambda x: 1 / (x * _LN2))
+log10 = unary("log10", ufunc("log10"), d_in=lambda x: 1 / (x * _LN10))
 exp2 = unary("exp2", ufunc("exp2"), d_out=lambda y: y * _LN2)
-sinh = unary("sinh", ufunc("sinh"), d_in=lambda x: cosh(x), cuda="fp32")
-cosh = unary("cosh", ufunc("cosh"), d_in=lambda x: sinh(x), cuda="fp32")
-tan = unary("tan", ufunc("tan"), d_out=lambda y: 1 + y * y, cuda="fp32")
-asin = unary("asin", ufunc("arcsin"), d_in=lambda x: (1 - x * x).rsqrt(), cuda="fp32")
-acos = unary("acos", ufunc("arccos"), d_in=lambda x: -(1 - x * x).rsqrt(), cuda="fp32")
+sinh = unary("sinh", ufunc("sinh"), d_in=lambda x: cosh(x))
+cosh = unary("cosh", ufunc("cosh"), d_in=lambda x: sinh(x))
+tan = unary("tan", ufunc("tan"), d_out=lambda y: 1 + y * y)
+asin = unary("asin", ufunc("arcsin"), d_in=lambda x: (1 - x * x).rsqrt())
+acos = unary("acos", ufunc("arccos"), d_in=lambda x: -(1 - x * x).rsqrt())
 
 
 # ---------------------------------------------------------------- erfinv
@@ -72,11 +72,11 @@ def _erfinv(a):
     return _erfinv_array(a.astype(np.float64)).astype(a.dtype)
 
 
-erfinv = unary("erfinv", _erfinv, d_out=lambda y: (y * y).exp() * (math.sqrt(math.pi) / 2), cuda="fp32")
+erfinv = unary("erfinv", _erfinv, d_out=lambda y: (y * y).exp() * (math.sqrt(math.pi) / 2))
 
 
 # ---------------------------------------------------------------- binary / ternary pointwise
-@register("atan2", methods=("atan2", "arctan2"), aliases=("arctan2",), promote=(0, 1), cuda="promote",
+@register("atan2", methods=("atan2", "arctan2"), aliases=("arctan2",), promote=(0, 1),
           broadcast=True)
 def atan2(ctx, input, other):
     """Elementwise angle of the point (other, input): atan(input / other) in the right quadrant."""
@@ -90,7 +90,7 @@ def _(ctx):
     return x / r2, -y / r2
 
 
-@register("addcmul", methods=("addcmul",), promote=(0, 1, 2), cuda="promote", broadcast=True,
+@register("addcmul", methods=("addcmul",), promote=(0, 1, 2), broadcast=True,
           saves=("tensor1", "tensor2"))
 def addcmul(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 * tensor2, in one rounding for half inputs."""
@@ -104,7 +104,7 @@ def _(ctx):
     return 1.0, t2 * ctx.value, t1 * ctx.value
 
 
-@register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), cuda="promote", broadcast=True,
+@register("addcdiv", methods=("addcdiv",), promote=(0, 1, 2), broadcast=True,
           saves=("tensor1", "tensor2"))
 def addcdiv(ctx, input, tensor1, tensor2, value=1):
     """input + value * tensor1 / tensor2, in one rounding for half inputs."""
@@ -131,7 +131,7 @@ def _parse_p(p):
     return float(p)
 
 
-@register("norm", methods=("norm",), cuda="fp32", saves=("input", "output"))
+@register("norm", methods=("norm",), saves=("input", "output"))
 def norm(ctx, input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm over dim (all elements when None): 'fro' and 2 are Euclidean, inf the max |x|.
 
@@ -204,7 +204,7 @@ def _same_dtype(name, a, b):
                         f"{b.dtype.name} (cast one with .to(dtype), or run under mp.autocast)")
 
 
-@register("tensordot", promote=(0, 1), cuda="promote", composite=True)
+@register("tensordot", promote=(0, 1), composite=True)
 def tensordot(ctx, a, b, dims=2):
     """Contract a's last ``dims`` dims with b's first ones, or the dims given as ([a dims], [b dims])."""
     _same_dtype("tensordot", a, b)
@@ -236,7 +236,7 @@ def tensordot(ctx, a, b, dims=2):
     return (lhs @ rhs).reshape(out_shape)
 
 
-@register("cosine_similarity", functional=True, promote=(0, 1), cuda="fp32", composite=True)
+@register("cosine_similarity", functional=True, promote=(0, 1), composite=True)
 def cosine_similarity(ctx, x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between x1 and x2 along dim (broadcasting), each norm clamped to >= eps."""
     n1 = norm(x1, 2, dim, True).maximum(eps)
@@ -244,26 +244,26 @@ def cosine_similarity(ctx, x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim=dim)
 
 
-@register("normalize", functional=True, cuda="fp32", composite=True)
+@register("normalize", functional=True, composite=True)
 def normalize(ctx, input, p=2.0, dim=1, eps=1e-12):
     """input divided by its p-norm along dim, the norm clamped to >= eps."""
     return input / norm(input, p, dim, True).maximum(eps)
 
 
-@register("dist", methods=("dist",), promote=(0, 1), cuda="fp32", composite=True)
+@register("dist", methods=("dist",), promote=(0, 1), composite=True)
 def dist(ctx, input, other, p=2):
     """The p-norm of input - other (broadcast)."""
     return norm(input - other, p)
 
 
-@register("softmin", methods=("softmin",), functional=True, cuda="fp32", composite=True)
+@register("softmin", methods=("softmin",), functional=True, composite=True)
 def softmin(ctx, input, dim=None, dtype=None):
     """softmax(-input) along dim."""
     from .activation import softmax
     return softmax(-input, dim, dtype)
 
 
-@register("renorm", methods=("renorm",), cuda="fp32", composite=True)
+@register("renorm", methods=("renorm",), composite=True)
 def renorm(ctx, input, p, dim, maxnorm):
     """Each slice along dim (input.select(dim, i)) whose p-norm exceeds maxnorm, scaled to norm maxnorm.
 
@@ -294,7 +294,7 @@ def _cross_array(a, b, d):
     return array_module(a).stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=d)
 
 
-@register("cross", methods=("cross",), promote=(0, 1), same_dtype=True, cuda="promote")
+@register("cross", methods=("cross",), promote=(0, 1), same_dtype=True)
 def cross(ctx, input, other, dim=None):
     """Cross product of 3-vectors along dim; the other dims broadcast (same number of dims on both).
 
@@ -363,7 +363,7 @@ def _cdist_array(a, b, p, use_mm):
     return (diff ** p).sum(-1) ** (1 / p)
 
 
-@register("cdist", promote=(0, 1), same_dtype=True, cuda="fp32", cpu="fp32", saves=("x1", "x2", "output"))
+@register("cdist", promote=(0, 1), same_dtype=True, saves=("x1", "x2", "output"))
 def cdist(ctx, x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): shape (..., P, R).
 
@@ -439,7 +439,7 @@ def _(ctx, t1, t2, *_):
     return (_cdist_partial(ctx) * (t1.unsqueeze(-2) - t2.unsqueeze(-3))).sum(-1)
 
 
-@register("pdist", functional=True, cuda="fp32", composite=True)
+@register("pdist", functional=True, composite=True)
 def pdist(ctx, input, p=2.0):
     """p-norm distance between rows i < j of a 2-D input (N, M): N (N - 1) / 2 values, pairs in row-major order."""
     from ..tensor import tensor

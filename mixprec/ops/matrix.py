@@ -315,7 +315,7 @@ def _inv_tangent(ctx, t, *_):
     return out if len(ctx.outputs) == 1 else (out, None)
 
 
-@register("linalg_inv", methods=("inverse",), aliases=("inverse",), cpu="fp32", saves=("A", "output"))
+@register("linalg_inv", methods=("inverse",), aliases=("inverse",), saves=("A", "output"))
 def linalg_inv(ctx, A):
     """The inverse of each square matrix; a singular one raises LinAlgError."""
     _matrices("linalg_inv", A, square=True, complex_ok=True)
@@ -327,7 +327,7 @@ linalg_inv.grad(_inv_grad)
 linalg_inv.jvp(_inv_tangent)
 
 
-@register("linalg_inv_ex", cpu="fp32", saves=("A", "output"))
+@register("linalg_inv_ex", saves=("A", "output"))
 def linalg_inv_ex(ctx, A, *, check_errors=False):
     """(inverse, info): info is 0, or k > 0 when the k-th pivot is zero (that matrix's inverse is NaN here)."""
     _matrices("linalg_inv_ex", A, square=True, complex_ok=True)
@@ -351,7 +351,7 @@ def _is_vector_rhs(A, B):
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
 
 
-@register("linalg_solve", promote=(0, 1), same_dtype=True, cpu="fp32", saves=("A", "B", "output"))
+@register("linalg_solve", promote=(0, 1), same_dtype=True, saves=("A", "B", "output"))
 def linalg_solve(ctx, A, B, *, left=True):
     """X with A X = B (X A = B for left=False); batches broadcast, B may be a vector."""
     _matrices("linalg_solve", A, square=True, complex_ok=True)
@@ -474,7 +474,7 @@ def _(ctx, ta, tb, *_):
     return linalg_solve_triangular(A, tb - (dt @ x if left else x @ dt), **kw)
 
 
-@register("triangular_solve", methods=("triangular_solve",), promote=(0, 1), cpu="fp32", composite=True)
+@register("triangular_solve", methods=("triangular_solve",), promote=(0, 1), composite=True)
 def triangular_solve(ctx, b, A, upper=True, transpose=False, unitriangular=False):
     """(solution, cloned_coefficient): solves op(T) X = b with T a triangle of A, op the transpose if asked."""
     _matrices("triangular_solve", A, square=True)
@@ -552,7 +552,7 @@ def _(ctx, ta, *_):
     return lower @ tril(c, -1) + triu(c) @ upper, None
 
 
-@register("lu_solve", methods=("lu_solve",), promote=(0, 1), cpu="fp32", composite=True)
+@register("lu_solve", methods=("lu_solve",), promote=(0, 1), composite=True)
 def lu_solve(ctx, b, LU_data, LU_pivots):
     """X with A X = b, from A's (LU, pivots) of lu_factor (torch.lu_solve's argument order)."""
     _matrices("lu_solve", LU_data, what="LU_data", square=True)
@@ -673,14 +673,14 @@ def _cholesky_tangent(ctx, ta, *_):
     return dl if len(ctx.outputs) == 1 else (dl, None)
 
 
-@register("linalg_cholesky", methods=("cholesky",), aliases=("cholesky",), cpu="fp32", saves=("A", "output"))
+@register("linalg_cholesky", methods=("cholesky",), aliases=("cholesky",), saves=("A", "output"))
 def linalg_cholesky(ctx, A, upper=False):
     """L (lower) with A = L L^T for symmetric positive-definite A (U = L^T with A = U^T U for upper=True).
     Only the lower triangle of A is read."""
     return _cholesky_forward("linalg_cholesky", A, upper, fail=True)[0]
 
 
-@register("linalg_cholesky_ex", cpu="fp32", saves=("A", "output"))
+@register("linalg_cholesky_ex", saves=("A", "output"))
 def linalg_cholesky_ex(ctx, A, *, upper=False, check_errors=False):
     """(L, info): info is 0, or the order of the first leading minor that is not positive-definite."""
     return _cholesky_forward("linalg_cholesky_ex", A, upper, fail=check_errors)
@@ -691,7 +691,7 @@ for _op in (linalg_cholesky, linalg_cholesky_ex):
     _op.jvp(_cholesky_tangent)
 
 
-@register("cholesky_inverse", methods=("cholesky_inverse",), cpu="fp32", composite=True)
+@register("cholesky_inverse", methods=("cholesky_inverse",), composite=True)
 def cholesky_inverse(ctx, L, upper=False):
     """The inverse of A = L L^T (A = U^T U for upper=True), from its Cholesky factor."""
     _matrices("cholesky_inverse", L, square=True)
@@ -699,7 +699,7 @@ def cholesky_inverse(ctx, L, upper=False):
     return inv.mT @ inv if not upper else inv @ inv.mT
 
 
-@register("cholesky_solve", methods=("cholesky_solve",), promote=(0, 1), cpu="fp32", composite=True)
+@register("cholesky_solve", methods=("cholesky_solve",), promote=(0, 1), composite=True)
 def cholesky_solve(ctx, B, L, upper=False):
     """X with A X = B, for A = L L^T (A = U^T U for upper=True) given by its Cholesky factor."""
     _matrices("cholesky_solve", L, what="L", square=True)
@@ -710,7 +710,7 @@ def cholesky_solve(ctx, B, L, upper=False):
 
 
 # ---------------------------------------------------------------- tensors as matrices
-@register("linalg_tensorinv", cpu="fp32", composite=True)
+@register("linalg_tensorinv", composite=True)
 def linalg_tensorinv(ctx, A, ind=2):
     """The tensor X with tensordot(X, A, ind) the identity: the inverse of A seen as a (prod(shape[:ind]),
     prod(shape[ind:])) matrix."""
@@ -725,7 +725,7 @@ def linalg_tensorinv(ctx, A, ind=2):
     return linalg_inv(A.reshape(rows, cols)).reshape(*tail, *lead)
 
 
-@register("linalg_tensorsolve", promote=(0, 1), cpu="fp32", composite=True)
+@register("linalg_tensorsolve", promote=(0, 1), composite=True)
 def linalg_tensorsolve(ctx, A, B, dims=None):
     """X with tensordot(A, X, X.ndim) = B; ``dims`` first moves those dims of A to the end."""
     _check_dtype("linalg_tensorsolve", A)
@@ -742,7 +742,7 @@ def linalg_tensorsolve(ctx, A, B, dims=None):
 
 
 # ---------------------------------------------------------------- vecdot and trace
-@register("linalg_vecdot", promote=(0, 1), same_dtype=True, cpu="lower_precision_fp", broadcast=True)
+@register("linalg_vecdot", promote=(0, 1), same_dtype=True, broadcast=True)
 def linalg_vecdot(ctx, x, y, *, dim=-1):
     """sum(conj(x) * y) over dim, batches broadcast (half inputs accumulate in float32, rounded once)."""
     from .opmath import opmath
@@ -768,7 +768,7 @@ def _(ctx, tx, ty):
     return linalg_vecdot(tx, y, dim=ctx.dim) + linalg_vecdot(x, ty, dim=ctx.dim)
 
 
-@register("trace", methods=("trace",), cpu="fp32", linear=True)
+@register("trace", methods=("trace",), linear=True)
 def trace(ctx, input):
     """The sum of a matrix's diagonal (integers sum to int64; half precision accumulates in float32)."""
     from .opmath import compute_dtype

@@ -17,8 +17,6 @@ from .elementwise import where
 from .opmath import compute_dtype, opmath
 from .registry import register
 
-LP = "lower_precision_fp"
-
 
 def _wrap(array):
     from ..tensor import Tensor
@@ -155,7 +153,7 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------- prelu
-@register("prelu", functional=True, promote=(0, 1), same_dtype=True, cuda=LP, cpu=LP)
+@register("prelu", functional=True, promote=(0, 1), same_dtype=True)
 def prelu(ctx, input, weight):
     """x where x > 0, else weight * x; weight holds one slope, or one per channel (dim 1). Lower precision under
     autocast."""
@@ -197,7 +195,7 @@ def _(ctx, tx, tw):
 
 
 # ---------------------------------------------------------------- bilinear
-@register("bilinear", functional=True, promote=(0, 1, 2, 3), same_dtype=True, cuda="promote")
+@register("bilinear", functional=True, promote=(0, 1, 2, 3), same_dtype=True)
 def bilinear(ctx, input1, input2, weight, bias=None):
     """y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o].
 

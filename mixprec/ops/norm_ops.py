@@ -71,7 +71,7 @@ def _trailing_axes(name, input, normalized_shape):
     return shape, tuple(range(input.ndim - k, input.ndim))
 
 
-@register("layer_norm", functional=True, promote=(0, 2, 3), cuda="fp32", saves=("input", "weight"))
+@register("layer_norm", functional=True, promote=(0, 2, 3), saves=("input", "weight"))
 def layer_norm(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing dims ``normalized_shape``, then scale by weight and shift by bias."""
     shape, ctx.axes = _trailing_axes("layer_norm", input, normalized_shape)
@@ -106,7 +106,7 @@ def _(ctx, tx, _, tw=None, tb=None):
     return ty if tb is None else ty + tb
 
 
-@register("group_norm", functional=True, promote=(0, 2, 3), cuda="fp32", saves=("input", "weight"))
+@register("group_norm", functional=True, promote=(0, 2, 3), saves=("input", "weight"))
 def group_norm(ctx, input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalise (N, C, *) over each group of C/num_groups channels (and all spatial positions),
     then scale and shift per channel."""

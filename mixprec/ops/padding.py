@@ -29,8 +29,6 @@ from ..tensor import Tensor
 from ..tensor import tensor as _make_tensor
 from .registry import get, register
 
-FP32 = "fp32"
-
 
 def _pad_pairs(name, pad, ndim):
     """pad (last dim first: (left, right, top, bottom, ...)) as [(low, high)] for the trailing dims, first dim
@@ -135,18 +133,18 @@ def _gather_pad(name, nd, input, pad, index_map, limit, any_leading=False):
     return out
 
 
-def _register_gather_pad(name, nd, index_map, limit, cpu=None):
+def _register_gather_pad(name, nd, index_map, limit):
     def forward(ctx, input, padding):
         return _gather_pad(name, nd, input, padding, index_map, limit)
     forward.__doc__ = f"Pad the last {nd} dims of a ({nd + 1}- or {nd + 2}-D) input; what F.pad's mode uses."
-    return register(name, composite=True, cpu=cpu)(forward)
+    return register(name, composite=True)(forward)
 
 
 reflection_pad1d, reflection_pad2d, reflection_pad3d = (
-    _register_gather_pad(f"reflection_pad{nd}d", nd, _reflect, lambda n: n - 1, FP32 if nd < 3 else None)
+    _register_gather_pad(f"reflection_pad{nd}d", nd, _reflect, lambda n: n - 1)
     for nd in (1, 2, 3))
 replication_pad1d, replication_pad2d, replication_pad3d = (
-    _register_gather_pad(f"replication_pad{nd}d", nd, _replicate, lambda n: float("inf"), FP32) for nd in (1, 2, 3))
+    _register_gather_pad(f"replication_pad{nd}d", nd, _replicate, lambda n: float("inf")) for nd in (1, 2, 3))
 
 
 @register("_pad_circular", composite=True)

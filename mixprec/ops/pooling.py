@@ -38,8 +38,6 @@ from .conv import Geometry, _im2col, ntuple
 from .opmath import compute_dtype
 from .registry import register
 
-FP32 = "fp32"
-
 
 def _wrap(array):
     return Tensor._wrap(array)
@@ -228,8 +226,8 @@ def _max_pool_tangent(ctx, t, *_):
     return (t, None) if ctx.return_indices else t
 
 
-def _max_pool_op(name, forward, **policy):
-    op = register(name, functional=True, **policy)(forward)
+def _max_pool_op(name, forward):
+    op = register(name, functional=True)(forward)
     op.grad(_max_pool_grad)
     op.jvp(_max_pool_tangent)
     return op
@@ -278,7 +276,7 @@ def _register_max_pool(nd):
     forward.__doc__ = (f"Maximum over each kernel_size window of (N, C, *{nd} dims) (stride defaults to kernel_size); "
                        "NaN propagates. return_indices=True also returns each maximum's flat index in its input "
                        "plane (for max_unpool).")
-    return _max_pool_op(name, forward, cpu=FP32 if nd == 3 else None)
+    return _max_pool_op(name, forward)
 
 
 max_pool1d, max_pool2d, max_pool3d = (_register_max_pool(nd) for nd in (1, 2, 3))
@@ -316,7 +314,7 @@ def _register_adaptive_max_pool(nd):
         return _max_over_windows(ctx, x, taps, return_indices, unbatched)
     forward.__doc__ = (f"Maximum over {nd}-D windows sized so the output has output_size (an int, or a tuple with "
                        "None to keep a dim); return_indices as max_pool.")
-    return _max_pool_op(name, forward, cpu=FP32 if nd == 3 else None)
+    return _max_pool_op(name, forward)
 
 
 adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (_register_adaptive_max_pool(nd) for nd in (1, 2, 3))
@@ -385,7 +383,7 @@ def _register_fractional_max_pool(nd):
                        "the output has output_size (or input size * output_ratio). The positions come from "
                        "mixprec's generator (mp.manual_seed) unless _random_samples (N, C, "
                        f"{nd}) gives them; return_indices as max_pool.")
-    return _max_pool_op(name, forward, cpu=FP32)
+    return _max_pool_op(name, forward)
 
 
 fractional_max_pool2d, fractional_max_pool3d = (_register_fractional_max_pool(nd) for nd in (2, 3))
@@ -446,7 +444,7 @@ def _register_max_unpool(nd):
         return result[0] if unbatched else result
     forward.__doc__ = (f"The inverse of max_pool{nd}d: each value put back at its index (from return_indices) in "
                        "a zero output of size (in - 1) * stride - 2 * padding + kernel_size, or output_size.")
-    op = register(name, functional=True, linear=True, cpu=FP32, saves=("indices",))(forward)
+    op = register(name, functional=True, linear=True, saves=("indices",))(forward)
 
     @op.grad
     def _(ctx, g):
@@ -522,7 +520,7 @@ def _register_avg_pool(nd):
     forward.__doc__ = (f"Mean over each kernel_size window of (N, C, *{nd} dims) (stride defaults to kernel_size). "
                        "Padding counts as zeros in the mean unless count_include_pad=False"
                        + ("; divisor_override replaces the window size as the divisor." if nd > 1 else "."))
-    return register(name, functional=True, composite=True, cpu=FP32 if nd == 3 else None)(forward)
+    return register(name, functional=True, composite=True)(forward)
 
 
 avg_pool1d, avg_pool2d, avg_pool3d = (_register_avg_pool(nd) for nd in (1, 2, 3))
@@ -550,7 +548,7 @@ def _register_adaptive_avg_pool(nd):
         return y.squeeze(0) if unbatched else y
     forward.__doc__ = (f"Mean over {nd}-D windows sized so the output has output_size (an int, or a tuple with "
                        "None to keep a dim); output_size 1 is global average pooling.")
-    return register(name, functional=True, composite=True, cpu=FP32 if nd == 3 else None)(forward)
+    return register(name, functional=True, composite=True)(forward)
 
 
 adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (_register_adaptive_avg_pool(nd) for nd in (1, 2, 3))

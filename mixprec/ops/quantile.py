@@ -79,14 +79,14 @@ def _quantile(name, input, q, dim, keepdim, interpolation, skip_nan):
     return out[0] if not isinstance(q_in, Tensor) or q_in.ndim == 0 else out
 
 
-@register("quantile", methods=("quantile",), promote=(0, 1), cpu="fp32", composite=True)
+@register("quantile", methods=("quantile",), promote=(0, 1), composite=True)
 def quantile(ctx, input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """The q-th quantiles of input over dim (all of it when None); q a number or a 1-D tensor (first dim of the
     result). A slice holding a NaN gives NaN."""
     return _quantile("quantile", input, q, dim, keepdim, interpolation, skip_nan=False)
 
 
-@register("nanquantile", methods=("nanquantile",), promote=(0, 1), cpu="fp32", composite=True)
+@register("nanquantile", methods=("nanquantile",), promote=(0, 1), composite=True)
 def nanquantile(ctx, input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """quantile ignoring NaNs (NaN only where a slice is all NaN)."""
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, skip_nan=True)

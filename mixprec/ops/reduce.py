@@ -71,7 +71,7 @@ def _out_dtype(x, dtype):
     return x.dtype
 
 
-@register("sum", methods=("sum",), cuda="fp32", linear=True)
+@register("sum", methods=("sum",), linear=True)
 def sum(ctx, input, dim=None, keepdim=False, dtype=None):
     """Sum over dim (all dims when None); float32 under CUDA autocast."""
     axes = _reduction(ctx, input, dim, keepdim, "sum")
@@ -100,7 +100,7 @@ def mean(ctx, input, dim=None, keepdim=False, dtype=None):
 mean.grad(lambda ctx, g: (_expand_back(ctx, g) / ctx.count,))
 
 
-@register("prod", methods=("prod",), cuda="fp32", cpu="fp32", saves=("input", "output"))
+@register("prod", methods=("prod",), saves=("input", "output"))
 def prod(ctx, input, dim=None, keepdim=False, dtype=None):
     """Product over one dim or all; float32 under autocast on both devices."""
     axes = _reduction(ctx, input, dim, keepdim, "prod")
@@ -247,7 +247,7 @@ def _reverse_cumsum(t, d):
     return t.flip(d).cumsum(d).flip(d)
 
 
-@register("cumsum", methods=("cumsum",), cuda="fp32", linear=True)
+@register("cumsum", methods=("cumsum",), linear=True)
 def cumsum(ctx, input, dim, dtype=None):
     """Running sum along dim; float32 under CUDA autocast."""
     return _scan("cumsum", ctx, input, dim, dtype)
@@ -256,7 +256,7 @@ def cumsum(ctx, input, dim, dtype=None):
 cumsum.grad(lambda ctx, g: (_reverse_cumsum(g, ctx.dim) if g.ndim else g,))
 
 
-@register("cumprod", methods=("cumprod",), cuda="fp32", saves=("input", "output"))
+@register("cumprod", methods=("cumprod",), saves=("input", "output"))
 def cumprod(ctx, input, dim, dtype=None):
     """Running product along dim; float32 under CUDA autocast."""
     return _scan("cumprod", ctx, input, dim, dtype)

@@ -1,7 +1,7 @@
 """The op registry: the one place an op is defined.
 
 An op is a forward on raw arrays, a backward (VJP) and a tangent rule (JVP) on
-Tensors, and a cast policy per device type — one definition, side by side::
+Tensors — one definition, side by side::
 
     @register("mul", methods=("mul", "__mul__"), rmethods=("__rmul__",), promote=(0, 1))
     def mul(ctx, input, other):
@@ -17,9 +17,10 @@ Tensors, and a cast policy per device type — one definition, side by side::
         a, b = ctx.inputs
         return ta * b + a * tb
 
-``mp.mul``, ``Tensor.mul``, ``a * b``, ``mp.nn.functional.<name>`` (with
-``functional=True``) and ``mp.ops.policy("mul", "cuda")`` all come from that
-definition. Every call goes through :func:`mixprec.ops.dispatch.dispatch`.
+``mp.mul``, ``Tensor.mul``, ``a * b`` and ``mp.nn.functional.<name>`` (with
+``functional=True``) all come from that definition; its autocast policy per device
+type is its name's entry in the table of mixprec/ops/policies.py (``mp.ops.policy("mm",
+"cuda")``). Every call goes through :func:`mixprec.ops.dispatch.dispatch`.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from ..tensor import Tensor
 from ..backend import is_array
 from .autocast import CastPolicy, as_policy  # noqa: F401  (re-exported: mp.ops.CastPolicy)
 from .dispatch import SCALARS, dispatch, linear_tangent
+from .policies import policies_of
 
 _REGISTRY: dict[str, "Op"] = {}
 
@@ -65,7 +67,7 @@ class Op:
     a ``linear`` op, every tensor argument for the others.
     """
 
-    def __init__(self, name, forward, *, cuda=None, cpu=None, promote=(0,), same_dtype=False,
+    def __init__(self, name, forward, *, promote=(0,), same_dtype=False,
                  differentiable=True, composite=False, linear=False, inplace=False, view=False, broadcast=False,
                  bools=True, saves=None, doc=None):
         if list(promote) != sorted(promote):
@@ -74,7 +76,7 @@ class Op:
         self.forward = forward
         self.backward = None
         self.tangent = linear_tangent if linear else None
-        self.policy = {"cuda": as_policy(cuda), "cpu": as_policy(cpu)}
+        self.policy = {device: as_policy(p) for device, p in policies_of(name).items()}  # policies.py's entry
         self.promote = tuple(promote)
         self.same_dtype = same_dtype
         self.differentiable = differentiable
@@ -228,6 +230,10 @@ def register(name, *, methods=(), rmethods=(), functional=False, aliases=(), **o
     methods: Tensor method names that call op(self, *args); rmethods: reflected
     operators that call op(other, self); functional: also mp.nn.functional.<name>.
     """
+    if "cuda" in options or "cpu" in options:
+        raise TypeError(f"register({name!r}): an op's cast policy is not an argument: a built-in op's is its entry "
+                        "in mixprec/ops/policies.py; give your own op one with mp.amp.register_autocast")
+
     def deco(forward):
         op = Op(name, forward, **options)
         for n in (name, *aliases):

@@ -34,7 +34,6 @@ from .linalg import linear
 from .registry import register
 from .shape import stack
 
-LP = "lower_precision_fp"
 _CELL_DATA = (0, 1, 2, 3, 4, 5)  # input, hx, w_ih, w_hh, b_ih, b_hh
 
 
@@ -94,19 +93,19 @@ def _rnn_cell(name, activation, input, hx, w_ih, w_hh, b_ih, b_hh):
     return activation(linear(input, w_ih, b_ih) + linear(hx, w_hh, b_hh))
 
 
-@register("rnn_tanh_cell", promote=_CELL_DATA, cuda=LP, composite=True)
+@register("rnn_tanh_cell", promote=_CELL_DATA, composite=True)
 def rnn_tanh_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman RNN step: tanh(input @ w_ih.T + b_ih + hx @ w_hh.T + b_hh), shapes (N, I), (N, H) -> (N, H)."""
     return _rnn_cell("rnn_tanh_cell", Tensor.tanh, input, hx, w_ih, w_hh, b_ih, b_hh)
 
 
-@register("rnn_relu_cell", promote=_CELL_DATA, cuda=LP, composite=True)
+@register("rnn_relu_cell", promote=_CELL_DATA, composite=True)
 def rnn_relu_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman RNN step with relu: relu(input @ w_ih.T + b_ih + hx @ w_hh.T + b_hh)."""
     return _rnn_cell("rnn_relu_cell", Tensor.relu, input, hx, w_ih, w_hh, b_ih, b_hh)
 
 
-@register("lstm_cell", promote=_CELL_DATA, cuda=LP, composite=True)
+@register("lstm_cell", promote=_CELL_DATA, composite=True)
 def lstm_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One LSTM step from hx = (h, c) to (h', c'); the 4 * H gate rows of w_ih/w_hh are in torch's order i, f, g, o.
 
@@ -122,7 +121,7 @@ def lstm_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return outgate * cy.tanh(), cy
 
 
-@register("gru_cell", promote=_CELL_DATA, cuda=LP, composite=True)
+@register("gru_cell", promote=_CELL_DATA, composite=True)
 def gru_cell(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One GRU step; the 3 * H gate rows of w_ih/w_hh are in torch's order r (reset), z (update), n (new)."""
     _check_cell("gru_cell", input, [("hx", hx)], w_ih, w_hh, b_ih, b_hh, 3)
@@ -164,7 +163,7 @@ def run_layer(step, input, state, reverse=False, lengths=None):
     return stack(outputs), state
 
 
-@register("lstm_layer", aliases=("mkldnn_rnn_layer",), promote=_CELL_DATA, cpu=LP, composite=True)
+@register("lstm_layer", aliases=("mkldnn_rnn_layer",), promote=_CELL_DATA, composite=True)
 def lstm_layer(ctx, input, hx, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False):
     """One LSTM layer in one direction over a (T, N, I) sequence from hx = (h0, c0): (output (T, N, H), h_n, c_n).
 

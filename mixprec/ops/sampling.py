@@ -116,7 +116,7 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
     return out.reshape(n, c, *out_shape)
 
 
-@register("grid_sampler", aliases=("grid_sampler_2d", "grid_sampler_3d"), promote=(0, 1), cpu="fp32",
+@register("grid_sampler", aliases=("grid_sampler_2d", "grid_sampler_3d"), promote=(0, 1),
           composite=True)
 def grid_sampler(ctx, input, grid, interpolation_mode, padding_mode, align_corners):
     """aten's grid sampler (see the module docstring); mode and padding_mode are torch's integer enums.
@@ -151,7 +151,7 @@ def grid_sampler(ctx, input, grid, interpolation_mode, padding_mode, align_corne
     return out.to(input.dtype)
 
 
-@register("grid_sample", functional=True, promote=(0, 1), cuda="promote", composite=True)
+@register("grid_sample", functional=True, promote=(0, 1), composite=True)
 def grid_sample(ctx, input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample input (N, C, H, W) or (N, C, D, H, W) at grid (N, H_out, W_out, 2) or (N, D_out, H_out, W_out, 3).
 

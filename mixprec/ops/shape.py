@@ -214,7 +214,7 @@ def _check_join(name, arrays, dim, same_shape):
     return dim
 
 
-@register("cat", promote=(0,), cpu="promote", aliases=("concatenate",), linear=True)
+@register("cat", promote=(0,), aliases=("concatenate",), linear=True)
 def cat(ctx, tensors, dim=0):
     """Join tensors along an existing dim (inputs promote to one dtype)."""
     dim = _check_join("cat", tensors, dim, same_shape=False)
@@ -228,7 +228,7 @@ def _(ctx, g):
     return g.split(ctx.sizes, ctx.dim),
 
 
-@register("stack", promote=(0,), cpu="promote", linear=True)
+@register("stack", promote=(0,), linear=True)
 def stack(ctx, tensors, dim=0):
     """Join same-shaped tensors along a new dim."""
     dim = _check_join("stack", tensors, dim, same_shape=True)
@@ -343,7 +343,7 @@ def _zeros_of(like, shape):
     return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
 
 
-@register("index_put", promote=(0, 2), same_dtype=True, cuda="promote", linear=True, saves=("indices",))
+@register("index_put", promote=(0, 2), same_dtype=True, linear=True, saves=("indices",))
 def index_put(ctx, input, indices, values, accumulate=False):
     """A copy of input with input[indices] = values (or += values when accumulate)."""
     if isinstance(indices, list):
@@ -448,7 +448,7 @@ def _(ctx, g):
     return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
 
 
-@register("scatter_add", methods=("scatter_add",), promote=(0, 3), same_dtype=True, cuda="promote", linear=True,
+@register("scatter_add", methods=("scatter_add",), promote=(0, 3), same_dtype=True, linear=True,
           saves=("index",))
 def scatter_add(ctx, input, dim, index, src):
     """A copy of input with src added at index along dim (repeated indices add up)."""
@@ -535,7 +535,7 @@ def _(ctx, g):
     return g, None, None, g_source if ctx.alpha == 1 else g_source * ctx.alpha
 
 
-@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, cpu="promote", linear=True,
+@register("index_copy", methods=("index_copy",), promote=(0, 3), same_dtype=True, linear=True,
           saves=("index",))
 def index_copy(ctx, input, dim, index, source):
     """A copy of input with slice index[k] along dim replaced by source[k] (with repeated indices, one wins)."""
