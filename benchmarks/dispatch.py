@@ -1,23 +1,29 @@
 """Python overhead of mixprec's dispatch and autograd engine on tiny CPU tensors.
 
 On tensors this small the arithmetic is nearly free, so the time per call is the
-framework's own Python (or C++) overhead. Four workloads:
+framework's own Python (or C++) overhead. The workloads:
 
-  op         ``a + b`` on two 4x4 float32 tensors (no graph)
-  op+grad    the same with ``a.requires_grad`` (records a graph node)
-  mlp step   one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
-             (linear, relu, linear, log_softmax, index the targets, mean),
-             backward, SGD with momentum
-  tiny step  one training step of an 8 -> 8 -> 8 MLP on a batch of 4 with
-             cross_entropy (linear, relu, linear, cross_entropy), backward, SGD
-             with momentum: per-op overhead is nearly all of it
+  op            ``a + b`` on two 4x4 float32 tensors (no graph)
+  op+grad       the same with ``a.requires_grad`` (records a graph node)
+  cross_entropy F.cross_entropy on (4, 8) logits that require grad, forward and backward
+  mlp step      one training step of a 64 -> 64 -> 10 MLP on a batch of 32: forward
+                (linear, relu, linear, log_softmax, index the targets, mean),
+                backward, SGD with momentum
+  tiny step     one training step of an 8 -> 8 -> 8 MLP on a batch of 4 with
+                cross_entropy (linear, relu, linear, cross_entropy), backward, SGD
+                with momentum: per-op overhead is nearly all of it
+  generic step  the tiny model as people write it by hand: 4 layers of ``h @ w + b``
+                and relu (none after the last), cross_entropy, backward, SGD (batch 4,
+                width 8)
 
 Each is timed for mixprec and, when PyTorch is importable, for PyTorch eager in
-the same process, and reported as a ratio (mixprec / PyTorch). Raw NumPy is shown
-as the floor for the single op. Timings are the best of ``--repeat`` runs of
-``--number`` calls each, the frameworks taking turns within each round.
+the same process: in each of ``--windows`` windows both run ``--number`` calls back
+to back (in alternating order), and the ratio reported is the median over the
+windows of mixprec's time / PyTorch's, so a slow spell on a shared machine hits
+both members of a pair alike. The time columns are medians too. Raw NumPy is
+shown as the floor for the single op.
 
-    python benchmarks/dispatch.py [--number 2000] [--repeat 7]
+    python benchmarks/dispatch.py [--number 200] [--windows 30]
 
 ``--baseline DIR`` also times the same mixprec workloads with dispatch() and the
 autograd engine's backward() loaded from another checkout (e.g. the commit before
@@ -53,7 +59,8 @@ TINY = (4, 8, 8, 8)
 
 
 def best_times(fns, number, repeat):
-    """Seconds per call of each function: the best of ``repeat`` runs of ``number`` calls.
+    """Seconds per call of each function: the best of ``repeat`` runs of ``number`` calls (the other benchmarks'
+    timing loop).
 
     The functions take turns within each round, so a slow spell on a shared
     machine hits all of them rather than skewing the ratio.
@@ -69,6 +76,23 @@ def best_times(fns, number, repeat):
                 fn()
             best[name] = min(best[name], (time.perf_counter() - t0) / number)
     return best
+
+
+def median_times(fns, number, windows):
+    """Per function, the median seconds per call over ``windows`` windows of ``number`` calls, and, for each
+    function but the first, the median over the windows of (first's time / its time). The functions run back to
+    back in each window, in rotating order."""
+    names = list(fns)
+    for fn in fns.values():  # warm-up
+        for _ in range(min(number, 50)):
+            fn()
+    times = {name: [] for name in names}
+    for w in range(windows):
+        for name in names[w % len(names):] + names[:w % len(names)]:
+            times[name].append(window(fns[name], number))
+    first = times[names[0]]
+    ratios = {name: float(np.median([a / b for a, b in zip(first, times[name])])) for name in names[1:]}
+    return {name: float(np.median(t)) for name, t in times.items()}, ratios
 
 
 def load_baseline(tree):
@@ -153,6 +177,51 @@ def op_workloads(lib=mp):
     return out
 
 
+def cross_entropy_workload(lib):
+    """F.cross_entropy forward and backward on (4, 8) logits."""
+    rng = np.random.default_rng(0)
+    logits_np, target_np = rng.standard_normal((4, 8), dtype=np.float32), rng.integers(0, 8, 4)
+    if lib is torch:
+        logits, target = torch.tensor(logits_np, requires_grad=True), torch.from_numpy(target_np)
+    else:
+        logits, target = lib.tensor(logits_np, requires_grad=True), lib.tensor(target_np)
+    F = lib.nn.functional
+
+    def run():
+        F.cross_entropy(logits, target).backward()
+        logits.grad = None
+    return run
+
+
+def generic_step(lib, batch=4, width=8, layers=4):
+    """One SGD step of an MLP written with ``@``: ``layers`` layers of h @ w + b, relu between them, cross_entropy."""
+    rng = np.random.default_rng(0)
+    init = [((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32), np.zeros(width, np.float32))
+            for _ in range(layers)]
+    x_np, y_np = rng.standard_normal((batch, width), dtype=np.float32), rng.integers(0, width, batch)
+    if lib is torch:
+        params = [torch.tensor(a, requires_grad=True) for pair in init for a in pair]
+        x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    else:
+        params = [lib.tensor(a, requires_grad=True) for pair in init for a in pair]
+        x, y = lib.tensor(x_np), lib.tensor(y_np)
+    opt = lib.optim.SGD(params, lr=0.05)
+    F = lib.nn.functional
+
+    def step():
+        h = x
+        for i in range(layers):
+            h = h @ params[2 * i] + params[2 * i + 1]
+            if i < layers - 1:
+                h = h.relu()
+        loss = F.cross_entropy(h, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def mlp_data(sizes):
     batch, n_in, hidden, n_out = sizes
     rng = np.random.default_rng(0)
@@ -221,10 +290,29 @@ def check_same_training():
     return max(diffs)
 
 
+GOALS = {"op": 1.6, "cross_entropy": 3.0, "tiny step": 2.0, "generic step": 2.0}
+
+
+def workloads():
+    """{name: (label, {framework: fn})} of every workload (torch's only when it is importable)."""
+    ops = op_workloads()
+    found = {}
+    for name in ("op", "op+grad"):
+        found[name] = (f"{name}: add 4x4 float32", {lib: ops[lib][name] for lib in ("mixprec", "torch", "numpy")
+                                                    if lib in ops and name in ops[lib]})
+    libs = {"mixprec": mp} | ({"torch": torch} if torch is not None else {})
+    found["cross_entropy"] = ("cross_entropy (4, 8): fwd+bwd", {k: cross_entropy_workload(v) for k, v in libs.items()})
+    for name, (label, sizes, loss) in STEPS.items():
+        found[name] = (label.format(*sizes), {k: training_step(v, sizes, loss) for k, v in libs.items()})
+    found["generic step"] = ("generic step: 4x(@, +b, relu), 4x8, CE, SGD", {k: generic_step(v) for k, v in libs.items()})
+    return found
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--number", type=int, default=2000, help="calls per timing run (op); mlp uses number/10")
-    ap.add_argument("--repeat", type=int, default=7, help="timing runs; the best is reported")
+    ap.add_argument("--number", type=int, default=200, help="calls per window (op); the steps use number/10")
+    ap.add_argument("--windows", type=int, default=30, help="paired windows; medians are reported")
+    ap.add_argument("--repeat", type=int, default=7, help="(--baseline/--against: windows = 10 x repeat)")
     ap.add_argument("--baseline", metavar="DIR", help="a checkout whose dispatch and engine to time against")
     ap.add_argument("--against", metavar="DIR", help="a checkout whose whole mixprec package to time against")
     args = ap.parse_args(argv)
@@ -236,30 +324,21 @@ def main(argv=None):
     if diff is not None:
         print(f"same models, same data: |loss_mixprec - loss_torch| after 20 steps <= {diff:.2e}")
 
-    ops = op_workloads()
-    rows = []
-    for name in ("op", "op+grad"):
-        fns = {lib: ops[lib][name] for lib in ("mixprec", "torch", "numpy") if lib in ops and name in ops[lib]}
-        t = best_times(fns, args.number, args.repeat)
-        rows.append((f"{name}: add 4x4 float32", t["mixprec"], t.get("torch"), t.get("numpy")))
-    for label, sizes, loss in STEPS.values():
-        fns = {"mixprec": mixprec_step(sizes, loss)}
-        if torch is not None:
-            fns["torch"] = torch_step(sizes, loss)
-        t = best_times(fns, max(args.number // 10, 20), args.repeat)
-        rows.append((label.format(*sizes), t["mixprec"], t.get("torch"), None))
-
     print()
-    head = f"{'workload':44} {'mixprec us':>11} {'torch us':>9} {'ratio':>6} {'numpy us':>9}"
+    head = f"{'workload':44} {'mixprec us':>11} {'torch us':>9} {'ratio':>6} {'goal':>5} {'numpy us':>9}"
     print(head)
     print("-" * len(head))
-    for label, t_mp, t_t, t_np in rows:
-        cells = [f"{label:44}", f"{t_mp * 1e6:11.2f}",
-                 f"{t_t * 1e6:9.2f}" if t_t else f"{'-':>9}",
-                 f"{t_mp / t_t:6.2f}" if t_t else f"{'-':>6}",
-                 f"{t_np * 1e6:9.2f}" if t_np else f"{'-':>9}"]
-        print(" ".join(cells))
-    print("\nratio = mixprec time / PyTorch eager time in this process (goals: tiny step <= 2, op <= 1.8)")
+    for name, (label, fns) in workloads().items():
+        number = args.number if name.startswith("op") else max(args.number // 10, 5)
+        t, ratios = median_times(fns, number, args.windows)
+        cells = [f"{label:44}", f"{t['mixprec'] * 1e6:11.2f}",
+                 f"{t['torch'] * 1e6:9.2f}" if "torch" in t else f"{'-':>9}",
+                 f"{ratios['torch']:6.2f}" if "torch" in ratios else f"{'-':>6}",
+                 f"{GOALS[name]:5.1f}" if name in GOALS else f"{'':5}",
+                 f"{t['numpy'] * 1e6:9.2f}" if "numpy" in t else f"{'-':>9}"]
+        print(" ".join(cells), flush=True)
+    print("\nratio = median over paired windows of mixprec time / PyTorch eager time, in this process; times are "
+          "medians too")
     if args.baseline:
         baseline = load_baseline(args.baseline)
         ops = op_workloads()["mixprec"]

@@ -312,9 +312,10 @@ def sum_to(grad, shape):
     extra = grad.ndim - len(shape)
     if extra < 0 or any(n != 1 and grad.shape[i + extra] != n for i, n in enumerate(shape)):
         return None if grad.numel() != _numel(shape) else grad.reshape(shape)
-    axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
-    if axes:
-        grad = grad.sum(dim=axes, keepdim=True, dtype=grad.dtype)
+    kept = tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
+    if not kept:  # only leading dims to drop (a bias's gradient): the sum has the shape already
+        return grad.sum(dim=tuple(range(extra)), dtype=grad.dtype) if extra else grad
+    grad = grad.sum(dim=tuple(range(extra)) + kept, keepdim=True, dtype=grad.dtype)
     return grad.reshape(shape) if grad.shape != tuple(shape) else grad
 
 

@@ -620,8 +620,9 @@ class OpNode(Node):
         return self.op.run_backward(self, grads)
 
     def rule_ctx(self):
-        """The ctx a registered op's backward gets: its saved inputs and outputs, unpacked for this backward."""
-        return RuleCtx(self.op, self.ctx, self._unpack_inputs(), self._unpack_outputs(), self.kwargs, self)
+        """The ctx a registered op's backward gets: its saved inputs (and outputs, when it reads them), unpacked
+        for this backward."""
+        return RuleCtx(self.op, self.ctx, self._unpack_inputs(), None, self.kwargs, self)
 
     @property
     def needs_input_grad(self) -> tuple:
@@ -692,11 +693,19 @@ class RuleCtx:
     """What a registered op's backward and tangent rules get as ``ctx``: the call's positional ``inputs`` and its
     ``outputs`` (in backward: the saved ones, version-checked; a NotSaved stand-in for the others), ``kwargs``,
     ``op``, ``needs_input_grad``, and whatever forward noted (``ctx.dim``)."""
-    __slots__ = ("op", "inputs", "outputs", "kwargs", "_notes", "_node")
+    __slots__ = ("op", "inputs", "_outputs", "kwargs", "_notes", "_node")
 
     def __init__(self, op, notes, inputs, outputs, kwargs, node):
-        self.op, self.inputs, self.outputs, self.kwargs, self._notes, self._node = (
+        # (outputs None: the node's saved ones, unpacked when the rule first reads them)
+        self.op, self.inputs, self._outputs, self.kwargs, self._notes, self._node = (
             op, inputs, outputs, kwargs, notes, node)
+
+    @property
+    def outputs(self):
+        outputs = self._outputs
+        if outputs is None:
+            outputs = self._outputs = self._node._unpack_outputs()
+        return outputs
 
     @property
     def output(self):

@@ -110,12 +110,54 @@ def _(ctx, g):
         return (g.unsqueeze(-2) @ _H(b)).squeeze(-2), _c(a).unsqueeze(-1) * g.unsqueeze(-2)
     if b.ndim == 1:   # (..., m, k) @ (k) -> (..., m)
         return g.unsqueeze(-1) * _c(b), (_H(a) @ g.unsqueeze(-1)).squeeze(-1)
+    if a.ndim == 2 and b.ndim == 2:
+        return _mm_grad(ctx, g)
     return g @ _H(b), _H(a) @ g   # batch dims broadcast: the engine sums them back
 
 
 def _mm_grad(ctx, g):
-    a, b = ctx.inputs
-    return g @ _H(b), _H(a) @ g
+    a, b = ctx.inputs[:2]
+    if a.ndim != 2 or b.ndim != 2:  # (batches of matrices: bmm)
+        return g @ _H(b), _H(a) @ g
+    wanted = ctx.needs_input_grad[:2]
+    return in_places(wanted, mm_backward(g, a, b, wanted) if any(wanted) else ())
+
+
+@register("_mm_backward", promote=(0, 1, 2), same_dtype=True, saves=("grad", "input", "mat2"))
+def mm_backward(ctx, grad, input, mat2, wanted):
+    """The gradients of ``input @ mat2`` (two matrices) that ``wanted`` (two bools) asks for, as one op:
+    grad @ mat2^H and input^H @ grad. Four dispatches (two transposes, two products) become one; each
+    product is the one ``_mm`` makes, so the gradients are bit for bit those of the two products."""
+    if not (grad.ndim == input.ndim == mat2.ndim == 2 and grad.shape == (input.shape[0], mat2.shape[1])
+            and input.shape[1] == mat2.shape[0]):
+        raise RuntimeError(f"_mm_backward: grad {tuple(grad.shape)}, input {tuple(input.shape)} and mat2 "
+                           f"{tuple(mat2.shape)} do not fit (expected grad (n, m), input (n, k), mat2 (k, m))")
+    if len(wanted) != 2:
+        raise ValueError(f"_mm_backward: wanted must hold two bools (input, mat2), got {wanted!r}")
+
+    def h(a):
+        return (a.conj() if a.dtype.kind == "c" else a).T
+    return wanted_only(wanted, (lambda: _mm(grad, h(mat2)), lambda: _mm(h(input), grad)))
+
+
+@mm_backward.grad
+def _(ctx, *cotangents):
+    # gi = g @ H(b) and gb = H(a) @ g are products: their cotangents ci, cb go back through each factor
+    g, a, b, wanted = ctx.inputs
+    ci, cb = in_places(wanted, cotangents)
+    needs = ctx.needs_input_grad
+    terms = [ci @ b if needs[0] and ci is not None else None, a @ cb if needs[0] and cb is not None else None]
+    terms = [t for t in terms if t is not None]
+    gg = terms[0] + terms[1] if len(terms) == 2 else terms[0] if terms else None
+    ga = g @ _H(cb) if needs[1] and cb is not None else None
+    gb = _H(ci) @ g if needs[2] and ci is not None else None
+    return gg, ga, gb, None
+
+
+@mm_backward.jvp
+def _(ctx, tg, ta, tb, *_):
+    g, a, b, wanted = ctx.inputs
+    return wanted_only(wanted, (lambda: tg @ _H(b) + g @ _H(tb), lambda: _H(ta) @ g + _H(a) @ tg))
 
 
 @register("mm", methods=("mm",), promote=(0, 1), same_dtype=True)

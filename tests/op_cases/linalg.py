@@ -57,6 +57,12 @@ CASES = [
     Case("linear-bias-grad", "_linear_backward", [rnd(2), rnd(3, 2), rnd(3, 4), rnd(2, 4)],
          grad_wrt_first(lambda b, x, w: F.linear(x, w, b)), lambda b, g, x, w: g.sum(0), lowp_ulps=2,
          lowp_spread=2),
+    # a product of two matrices sends its gradients through one op, _mm_backward: g @ b^T and a^T @ g
+    Case("_mm_backward-both", "_mm_backward", [rnd(3, 2), rnd(3, 4), rnd(4, 2)],
+         lambda g, a, b: mp.ops.get("_mm_backward")(g, a, b, (True, True)), lambda g, a, b: (g @ b.T, a.T @ g),
+         second_order=True),
+    Case("_mm_backward-mat2", "_mm_backward", [rnd(2, 5), rnd(2, 3), rnd(3, 5)],
+         lambda g, a, b: mp.ops.get("_mm_backward")(g, a, b, (False, True)), lambda g, a, b: a.T @ g),
     Case("_linear_backward-all", "_linear_backward", [rnd(2, 3, 2), rnd(2, 3, 4), rnd(2, 4)],
          lambda g, x, w: mp.ops.get("_linear_backward")(g, x, w, (True, True, True)),
          lambda g, x, w: (g @ w, g.reshape(-1, 2).T @ x.reshape(-1, 4), g.reshape(-1, 2).sum(0)),
