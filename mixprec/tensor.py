@@ -91,18 +91,6 @@ class Tensor:
     def is_complex(self) -> bool:
         return _dt.is_complex(self.dtype)
 
-    @property
-    def real(self):
-        """The real part: the tensor itself when it is real (as torch's), else a differentiable op."""
-        from .ops.complex_ops import real
-        return self if not _dt.is_complex(self.dtype) else real(self)
-
-    @property
-    def imag(self):
-        """The imaginary part of a complex tensor (a differentiable op)."""
-        from .ops.complex_ops import imag
-        return imag(self)
-
     def is_inference(self) -> bool:
         """Whether this tensor was made under mp.inference_mode() (it can never enter autograd)."""
         return self._inference
@@ -173,8 +161,7 @@ class Tensor:
             raise RuntimeError(f"only floating-point and complex tensors can require gradients, this one is "
                                f"{self.dtype.name}")
         if mode and self._inference:
-            from .autograd.grad_mode import is_inference_mode_enabled
-            if not is_inference_mode_enabled():
+            if not _state.modes().inference:
                 raise RuntimeError("setting requires_grad=True on an inference tensor outside inference mode is not "
                                    "allowed (it was made under mp.inference_mode()); clone() it first")
         if self._grad_fn is not None and not mode:

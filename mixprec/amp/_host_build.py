@@ -22,6 +22,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+_PKG = Path(__file__).resolve().parent.parent
+# The kernels' CUDA sources: a source checkout keeps them in the top-level kernels/, an install in mixprec/kernels/.
+SOURCE_DIR = next((d for d in (_PKG / "kernels", _PKG.parent / "kernels") if (d / "amp_common.cuh").exists()),
+                  _PKG.parent / "kernels")
+
 # IEEE arithmetic as the device does it: no contraction into fused multiply-adds, no fast-math (which would
 # also flush subnormals), no aliasing assumptions about the kernels' reinterpret_casts.
 FLAGS = ("-std=c++14", "-O2", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
@@ -52,8 +57,7 @@ def translation_unit(code: str, name_expressions) -> str:
 
 
 def _emulation_header() -> Path:
-    from . import _kernels
-    return _kernels.SOURCE_DIR / "host_emulation.cuh"
+    return SOURCE_DIR / "host_emulation.cuh"
 
 
 def build(units: dict, out_dir) -> Path:

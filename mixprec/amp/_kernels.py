@@ -22,17 +22,13 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 
 from ..backend import cupy_module
 from . import _layout
+from ._host_build import SOURCE_DIR
 
-_PKG = Path(__file__).resolve().parent.parent
-# A source checkout keeps them in the top-level kernels/; an install puts them in mixprec/kernels/.
-SOURCE_DIR = next((d for d in (_PKG / "kernels", _PKG.parent / "kernels") if (d / "amp_common.cuh").exists()),
-                  _PKG.parent / "kernels")
 
 # IEEE arithmetic without shortcuts: no fused multiply-add, correctly rounded division.
 # The NumPy reference relies on them.

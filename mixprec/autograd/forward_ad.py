@@ -28,8 +28,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import dtypes as _dt
+from ..backend import array_module
 from .._state import modes  # the active dual level is this thread's modes().dual_level (an object), or None
 from ..tensor import Tensor
+from ..ops import autocast
 from .graph import set_tangent
 
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level", "exit_dual_level"]
@@ -150,7 +152,6 @@ def _tangent_arg(a):
 
 
 def _zeros_like(array):
-    from ..backend import array_module
     return array_module(array).zeros_like(array)
 
 
@@ -160,14 +161,13 @@ def attach_tangents(ctx, args, out):
     The rule runs with forward mode paused (no tangents of tangents) and autocast
     off (it computes in the dtypes the op ran in, as backward does).
     """
-    from ..ops.autocast import suspended
     rule = ctx.op.tangent
     if rule is None:
         raise NotImplementedError(f"{ctx.op.name} has no forward-mode rule (tangent); forward-mode AD through it "
                                   "is not supported")
     level = modes().dual_level
     tangents = [_tangent_arg(a) for a in args]
-    with _paused(), suspended():
+    with _paused(), autocast.suspended():
         result = rule(ctx, *tangents)
         several = isinstance(out, tuple)
         for o, t in zip(out if several else (out,), result if several else (result,)):

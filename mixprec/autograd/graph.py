@@ -35,6 +35,7 @@ import weakref
 
 import numpy as np
 
+from .. import backend as _be
 from .._state import PER_THREAD
 from ..dtypes import COMPLEX, FLOATING
 from ..hooks import RemovableHandle
@@ -447,14 +448,12 @@ class save_on_cpu(saved_tensors_hooks):
         super().__init__(self._pack, self._unpack)
 
     def _pack(self, t):
-        from .. import backend as _be
         if t.device.type == "cpu":
             return (None, t)
         host = _be.to_host(t.data, pinned=self.pin_memory)
         return (t.device, Tensor._wrap(host))
 
     def _unpack(self, packed):
-        from .. import backend as _be
         device, t = packed
         if device is None:
             return t

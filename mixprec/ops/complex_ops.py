@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, where
-from ..tensor import zeros_like
+from ..tensor import Tensor, zeros_like
 from .registry import register
 
 
@@ -57,6 +57,9 @@ def imag(ctx, input):
 
 
 imag.grad(lambda ctx, g: (g * 1j,))  # dL/dy lands on the imaginary part
+Tensor.real = property(lambda self: self if not _dt.is_complex(self.dtype) else real(self),
+                       doc="The real part: the tensor itself when it is real (as torch's), else a differentiable op.")
+Tensor.imag = property(lambda self: imag(self), doc="The imaginary part of a complex tensor (a differentiable op).")
 
 
 @register("conj", methods=("conj",), view=True, linear=True)

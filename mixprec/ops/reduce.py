@@ -13,9 +13,13 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
-from ..tensor import ones_like
+from ..autograd import grad_mode
+from ..tensor import Tensor, ones_like, tensor
+from . import elementwise
+from .elementwise import where
 from .opmath import compute_dtype, opmath
 from .registry import register
+from .shape import _zeros_of, cat
 
 
 def _axes(dim, ndim, name):
@@ -112,7 +116,6 @@ def prod(ctx, input, dim=None, keepdim=False, dtype=None):
 def _prod_partial(ctx):
     """d prod / d x_i is the product of the other elements: out / x_i in a group without zeros (as torch),
     else multiplied out (no division by a zero, and a nan or inf among the others still reaches x_i)."""
-    from .elementwise import where
     x = ctx.inputs[0]
     if not ctx.axes:
         return ones_like(x)
@@ -124,7 +127,6 @@ def _prod_partial(ctx):
 def _product_of_the_others(x, axes):
     """For each element, the product of the others of its group along ``axes``: the running product of
     those before it times that of those after it (Tensor ops: it differentiates again)."""
-    from .shape import cat
     kept = [d for d in range(x.ndim) if d not in axes]
     moved = x.permute(*kept, *axes)
     lead = moved.shape[:len(kept)]
@@ -171,7 +173,6 @@ def _extreme_partial(ctx):
 def _evenly_partial(ctx):
     """max()/min() of all elements, torch's evenly_distribute_backward: 1/k at each of the k elements that equal
     the extreme, or, when the extreme is a nan, at each nan (the nan that made it gets the gradient)."""
-    from .elementwise import where
     x, out = ctx.inputs[0], ctx.output
     mask = where(out.isnan(), x.isnan(), x == out).to(out.dtype)
     return mask / mask.sum()
@@ -270,7 +271,6 @@ def _cumprod_parts(ctx):
     product with x_z replaced by 1; after z it is 0. Returns (before, first, y'):
     masks of the positions before / at the first zero, and y'.
     """
-    from .elementwise import where
     x, d = ctx.inputs[0], ctx.dim
     zeros_so_far = (x == 0).cumsum(d)
     before = zeros_so_far == 0
@@ -284,8 +284,6 @@ def _cumprod_jacobian_grad(ctx, g):
     n x n per slice, but free of divisions and of masks that depend on x, so its
     own derivatives are right at zeros too: the backward create_graph records.
     """
-    from ..tensor import tensor
-    from .elementwise import where
     d = ctx.dim
     x = ctx.inputs[0].transpose(d, -1)  # the scanned dim last: (..., n)
     n = x.shape[-1]
@@ -296,8 +294,6 @@ def _cumprod_jacobian_grad(ctx, g):
 
 @cumprod.grad
 def _(ctx, g):
-    from ..autograd import grad_mode
-    from .elementwise import where
     if g.ndim == 0:
         return g,
     if grad_mode.is_grad_enabled():  # create_graph=True: a gradient that differentiates again, zeros included
@@ -310,7 +306,6 @@ def _(ctx, g):
 
 @cumprod.jvp
 def _(ctx, t, *_):
-    from .elementwise import where
     if t.ndim == 0:
         return t
     x, y, d = ctx.inputs[0], ctx.output, ctx.dim
@@ -380,7 +375,6 @@ def _selection_along(name, pick):
 
     @op.grad
     def _(ctx, g, _):
-        from .shape import _zeros_of
         indices = ctx.outputs[1]
         shape = (1,) if ctx.scalar else ctx.in_shape
         gx = _zeros_of(g, shape).scatter_add(ctx.dim, kept(ctx, indices), kept(ctx, g))
@@ -401,7 +395,6 @@ min_dim = _selection_along("min.dim", lambda xp, a, d: xp.argmin(a, axis=d, keep
 
 def _max_or_min(name, along, whole, elementwise, result):
     def forward(ctx, input, dim=None, keepdim=False):
-        from ..tensor import Tensor
         if isinstance(dim, Tensor):  # max(input, other): the elementwise maximum
             return elementwise(input, dim)
         if dim is None:
@@ -417,7 +410,6 @@ def _max_or_min(name, along, whole, elementwise, result):
 
 def _elementwise(name):
     def call(a, b):
-        from . import elementwise
         return getattr(elementwise, name)(a, b)
     return call
 
