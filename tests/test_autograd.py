@@ -524,3 +524,65 @@ def test_graph_of_ops_without_saved_tensors_is_still_used_once():
     y.backward()
     with pytest.raises(RuntimeError, match="through sum.*retain_graph=True"):
         y.backward()
+
+
+# ------------------------------------------------------------------ the one front door
+def test_a_node_is_built_once_and_only_releases_what_it_saved():
+    x = f64([1.0, 2.0])
+    y = x.exp()  # saves its output
+    node = y.grad_fn
+    assert isinstance(node.ctx, mp.autograd.graph.Notes) and node.ctx is not node  # forward's notes, apart
+    before = {k: v for k, v in vars(node).items() if k not in ("saved", "_saved_outputs", "ctx", "freed")}
+    assert node._saved_outputs is not None
+    y.sum().backward()
+    after = {k: v for k, v in vars(node).items() if k not in ("saved", "_saved_outputs", "ctx", "freed")}
+    assert after == before and node.freed and node.saved is None and node._saved_outputs is None
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
+
+
+def test_a_rule_cannot_be_registered_twice(user_ops):
+    op = user_ops("twice_ruled", lambda ctx, input: input * 2)
+    op.grad(lambda ctx, g: (g * 2,))
+    with pytest.raises(ValueError, match="already has a backward"):
+        op.grad(lambda ctx, g: (g * 3,))
+    with pytest.raises(ValueError, match="already has a backward"):
+        op.partials(lambda ctx: (2.0,))
+    op.jvp(lambda ctx, t: t * 2)
+    with pytest.raises(ValueError, match="already has a tangent rule"):
+        op.jvp(lambda ctx, t: t * 3)
+
+
+def test_every_built_in_op_keeps_the_rules_it_registered():
+    """No built-in rule was registered twice (it would raise at import), and a differentiable op has a backward."""
+    missing = [op.name for op in mp.ops.ops() if op.differentiable and not op.composite and op.backward is None]
+    assert not missing
+
+
+def test_a_custom_function_goes_through_dispatch_where_observers_see_it():
+    class Double(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class Seen:
+        def __init__(self):
+            self.names = []
+
+        def enter(self, call):
+            self.names.append((call.name, call.depth))
+
+        def exit(self, call):
+            pass
+    seen = Seen()
+    x = f64([1.0])
+    with mp.observers.observe(seen):
+        y = Double.apply(x)
+    assert seen.names == [("Double", 0), ("mul", 1)]  # its forward's ops are its children
+    assert y.grad_fn.name() == "DoubleBackward" and y.grad_fn.op.cls is Double
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0]
