@@ -12,15 +12,10 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module
-from ..tensor import zeros_like
+from ..tensor import Tensor, zeros_like
 from .elementwise import where
 from .opmath import compute_dtype, opmath
 from .registry import register
-
-
-def _wrap(array):
-    from ..tensor import Tensor
-    return Tensor._wrap(array)
 
 
 # ---------------------------------------------------------------- dropout
@@ -49,7 +44,7 @@ def dropout(ctx, input, p=0.5, training=True, inplace=False):
     keep = uniform >= np.float32(p)
     work = compute_dtype(input.dtype)  # float32 for halves (scaled in float32, rounded once), float64 stays
     mask = keep.astype(work) * work.type(1.0 / (1.0 - p) if p < 1 else 0.0)
-    mask = _wrap(_be.to_device(mask, input.device))
+    mask = Tensor._wrap(_be.to_device(mask, input.device))
     out = input * mask  # float32 mask: half inputs are scaled in float32 and rounded once
     if out.dtype != input.dtype:
         out = out.to(input.dtype)
@@ -145,7 +140,7 @@ def _(ctx, g):
     idx = ctx.inputs[0].data.reshape(-1)
     dim = g.shape[-1]
     xp = array_module(g.data)
-    gw = index_put(_wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(idx.size, dim),
+    gw = index_put(Tensor._wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(idx.size, dim),
                    accumulate=True)
     if ctx.padding_idx is not None:
         gw = index_put(gw, (ctx.padding_idx,), 0.0)
