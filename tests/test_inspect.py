@@ -288,3 +288,23 @@ def test_inspector_on_the_gpu_finds_the_overflowing_layer():
         F.cross_entropy(model(x), y).backward()
     report = insp.report()
     assert report.ops[0].name == "linear" and "makes inf/NaN" in report.ops[0].flags
+
+
+def test_a_custom_function_is_one_record_with_its_float32_shadow():
+    class Square(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * g * x
+    x = mp.tensor([0.1, 3.0], dtype=mp.bfloat16, requires_grad=True)
+    with mp.amp.inspect() as insp:
+        Square.apply(x).sum().backward()
+    ops = insp.report().ops
+    square = [r for r in ops if r.name == "Square"]
+    assert len(square) == 1 and "shadow failed" not in (square[0].note or "")
+    assert not any(r.name == "mul" for r in ops)  # its forward's ops are inside its record
