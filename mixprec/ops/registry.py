@@ -67,6 +67,9 @@ class Op:
     a ``linear`` op, every tensor argument for the others.
     """
 
+    custom = False          # a custom autograd.Function's op (autograd/function.py) says True: forward on Tensors
+    user_backward = False   # ... and its gradients may be the user's own tensors
+
     def __init__(self, name, forward, *, promote=(0,), same_dtype=False,
                  differentiable=True, composite=False, linear=False, inplace=False, view=False, broadcast=False,
                  bools=True, saves=None, doc=None):
@@ -126,9 +129,6 @@ class Op:
                 raise ValueError(f"op {self.name!r}: saves={saves!r} names {s!r}, which is neither an argument of "
                                  f"its forward ({', '.join(self.arg_names)}) nor 'output'/'output<i>'")
         return _positions(positions, n if rest else None), (outputs if outputs is True else frozenset(outputs))
-
-    user_backward = False  # (a custom Function's op says True, and custom: autograd/function.py)
-    custom = False
 
     def grad(self, fn):
         """Decorator: set this op's backward (its vector-Jacobian product)."""
