@@ -1,5 +1,5 @@
-"""``mp.linalg``: torch.linalg's functions. The ops (and their derivatives) are in mixprec/ops/matrix.py and
-mixprec/ops/decompositions.py.
+"""``mp.linalg``: torch.linalg's functions. The ops (and their derivatives) are in mixprec/ops/linalg_lu_cholesky.py
+and mixprec/ops/linalg_qr_eig_svd.py.
 
     import mixprec as mp
     L = mp.linalg.cholesky(A)                  # A = L L^T
@@ -9,7 +9,7 @@ mixprec/ops/decompositions.py.
 Torch's top-level names for the same ops (mp.inverse, mp.cholesky, mp.qr, mp.svd,
 mp.det, mp.pinverse, mp.triangular_solve, mp.lu_solve, ...) are plain mp.<name>.
 """
-from .ops.matrix import LinAlgError  # noqa: F401
+from .ops.linalg_lu_cholesky import LinAlgError  # noqa: F401
 from .ops.registry import get as _get
 from .ops.registry import public as _public
 

@@ -126,7 +126,7 @@ DEVIATIONS = {
     ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
     ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
     **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
-    # linear algebra (matrix.py, decompositions.py)
+    # linear algebra (linalg_lu_cholesky.py, linalg_qr_eig_svd.py)
     ("ormqr", "nan-in-input1"): "the result is linear in each tau_i, so a non-finite tau_i keeps its own exact, "
                                 "finite gradient (every other tau's is nan, as in torch, whose backward formula "
                                 "makes that one nan too)",

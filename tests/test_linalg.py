@@ -1,6 +1,6 @@
 """mp.linalg against torch.linalg (CPU, float64): values and gradients, errors, empty inputs, autocast.
 
-The op-case table (tests/op_cases/matrix.py) checks every rule against finite
+The op-case table (tests/op_cases/linalg_lu_cholesky.py) checks every rule against finite
 differences; here the same ops are compared with torch, whose derivative
 formulas mixprec follows. Eigen- and singular vectors are compared through
 sign-invariant functions, as torch's docs advise.
@@ -79,7 +79,7 @@ CASES = [
        [LU.numpy(), B if left else B.transpose(0, 2, 1)], True) for left in (True, False) for adj in (True, False)],
     ("det", mp.linalg.det, torch.linalg.det, [A], True),
     # (at an exactly singular matrix torch's gradient is 0; the derivative is the cofactor matrix, which mixprec
-    # gives: op_cases/matrix.py's det-singular checks it against finite differences)
+    # gives: op_cases/linalg_lu_cholesky.py's det-singular checks it against finite differences)
     ("det-rank-deficient", mp.det, torch.det, [np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, -1.0, 2.0]])], False),
     ("slogdet", mp.linalg.slogdet, torch.linalg.slogdet, [A], True),
     *[(f"qr-{mode}-{x.shape}", (lambda mode: lambda a: mp.linalg.qr(a, mode))(mode),

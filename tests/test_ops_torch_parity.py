@@ -230,7 +230,7 @@ def test_margin_losses_of_an_empty_batch_are_nan_for_mean_and_zero_for_sum():
 
 def test_chain_matmul_picks_the_cheapest_order():
     """(10x1000) (1000x5) (5x800): left first costs 10*1000*5 + 10*5*800 multiplications, right first 100x more."""
-    from mixprec.ops.linalg import _cheapest_splits
+    from mixprec.ops.matmul import _cheapest_splits
     assert _cheapest_splits([10, 1000, 5, 800])[0][2] == 1  # split after the second matrix: (A B) C
     assert _cheapest_splits([800, 5, 1000, 10])[0][2] == 0  # A (B C)
 

@@ -20,7 +20,7 @@ import math
 import warnings
 
 from ..amp.autocast_mode import is_autocast_enabled
-from ..ops.linalg import linear
+from ..ops.matmul import linear
 from ..ops.rnn import gru_cell, lstm_cell, lstm_layer, rnn_relu_cell, rnn_tanh_cell, run_layer
 from ..ops.shape import cat, stack
 from ..tensor import Tensor, empty, tensor, zeros

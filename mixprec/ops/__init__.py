@@ -7,16 +7,16 @@ is all it takes for mp.<name> and Tensor methods to see them, and an entry in
 policies.py gives one an autocast policy.
 """
 from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
-from . import elementwise, reduce, shape, linalg, activation  # noqa: F401,E402  (registration)
+from . import elementwise, reduce, shape, matmul, activation  # noqa: F401,E402  (registration)
 from . import nn_layers, pooling, padding, sampling  # noqa: F401,E402  (layers; pools; pad; grid_sample)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
 from . import attention, einsum  # noqa: F401,E402  (issue 12: transformer ops)
 from . import rnn, ctc  # noqa: F401,E402  (issue 12: recurrent cells, lstm_layer, ctc_loss)
 from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/angle/polar/views)
 from . import fft  # noqa: F401,E402  (mp.fft and stft)
-from . import matrix  # noqa: F401,E402  (mp.linalg: factorizations, solves, inverses)
+from . import linalg_lu_cholesky  # noqa: F401,E402  (mp.linalg, part 1: LU, Cholesky, solves, inverses)
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
-from . import decompositions  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
+from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 
 from . import policies as _policies, registry as _registry  # noqa: E402

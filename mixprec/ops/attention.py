@@ -34,7 +34,7 @@ from ..tensor import Tensor, arange
 from .activation import softmax
 from .autocast import suspended
 from .elementwise import where
-from .linalg import linear, matmul
+from .matmul import linear, matmul
 from .nn_layers import dropout
 from .opmath import compute_dtype
 from .registry import register

@@ -6,7 +6,7 @@
     Cholesky               cholesky, cholesky_ex, and on top cholesky_inverse, cholesky_solve
     products               vecdot, trace
 
-Part 2, ops/decompositions.py, has QR, eigenvalues and the SVD. Primitives call
+Part 2, ops/linalg_qr_eig_svd.py, has QR, eigenvalues and the SVD. Primitives call
 NumPy's (LAPACK) or CuPy's (cuSOLVER) routine and give its derivative by the
 standard matrix-calculus formulas, the ones torch uses, so gradients agree with
 torch's; the other ops are composed of them, so both modes of autograd come
@@ -582,7 +582,7 @@ def linalg_lu_solve(ctx, LU, pivots, B, *, left=True, adjoint=False):
 
 def _cofactor(A):
     """det(A) A^-T, the derivative of det, also where A is singular (from the SVD: prod of the other s_i)."""
-    from .decompositions import linalg_svd
+    from .linalg_qr_eig_svd import linalg_svd
     d = linalg_det(A)
     if not bool((d == 0).any()):
         return linalg_inv(A).mT * d.unsqueeze(-1).unsqueeze(-1)

@@ -4,7 +4,7 @@
     eigen    eigh, eig (complex results), and on top eigvalsh, eigvals
     SVD      svd, pinv, matrix_rank, and on top svdvals, torch.svd, pinverse, lstsq, matrix_norm, cond
 
-Part 1 (ops/matrix.py) has the shared checks, LU and Cholesky; the same rules
+Part 1 (ops/linalg_lu_cholesky.py) has the shared checks, LU and Cholesky; the same rules
 hold here (see its docstring). Gauge: eigenvectors and singular vectors are
 only defined up to sign (a phase, for complex ones). Their derivatives are
 correct for losses that do not depend on that choice (torch's docs make the
@@ -18,9 +18,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import CPU, array_module, device_of_array, to_device
 from .elementwise import where
-from .matrix import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run, _same_dtype,
-                     _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve, linalg_solve_triangular,
-                     tril, triu)
+from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run,
+                                 _same_dtype, _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve,
+                                 linalg_solve_triangular, tril, triu)
 from .registry import register
 from .shape import dim_index
 

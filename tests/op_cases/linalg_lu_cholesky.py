@@ -1,4 +1,4 @@
-"""Cases for the ops of mixprec/ops/matrix.py (mp.linalg, part 1; part 2 is decompositions.py).
+"""Cases for the ops of mixprec/ops/linalg_lu_cholesky.py (mp.linalg, part 1; part 2 is linalg_qr_eig_svd.py).
 
 References are NumPy/SciPy float64 (LAPACK), so the forward checks are loose
 by design; what these cases buy is the derivative checks: every rule against

@@ -1,6 +1,6 @@
-"""Cases for the ops of mixprec/ops/decompositions.py (mp.linalg, part 2: QR, eigenvalues, SVD).
+"""Cases for the ops of mixprec/ops/linalg_qr_eig_svd.py (mp.linalg, part 2: QR, eigenvalues, SVD).
 
-As in matrix.py, the references are NumPy/SciPy float64 and the value of these
+As in linalg_lu_cholesky.py, the references are NumPy/SciPy float64 and the value of these
 cases is the derivative checks. Eigen- and singular vectors enter only through
 functions free of their sign (v * v, |u|, U Vh): their gauge.
 """
@@ -11,7 +11,7 @@ import numpy as np
 import mixprec as mp
 
 from .case import Case, const, rnd
-from .matrix import sym, wellcond
+from .linalg_lu_cholesky import sym, wellcond
 
 
 def householder_ref(a, tau, full=False):

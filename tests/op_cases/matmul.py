@@ -1,4 +1,4 @@
-"""Cases for the ops of mixprec/ops/linalg.py."""
+"""Cases for the ops of mixprec/ops/matmul.py."""
 from __future__ import annotations
 
 import numpy as np
