@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import mixprec as mp  # noqa: E402
 from benchmarks.unscale import load_torch  # noqa: E402
 from mixprec import backend  # noqa: E402
+from mixprec.backend import availability  # noqa: E402
 
 
 def mixprec_step(args, amp: bool):
@@ -90,7 +91,7 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--no-torch", action="store_true", help="skip the torch comparison")
     args = ap.parse_args(argv)
-    reason = backend.cuda_unavailable_reason()
+    reason = availability.cuda_unavailable_reason()
     if reason is not None:
         sys.exit(f"benchmarks/amp_step.py needs a CUDA GPU and CuPy: {reason}")
     torch, why_not = load_torch(not args.no_torch)

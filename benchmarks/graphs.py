@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import mixprec as mp  # noqa: E402
 from benchmarks.amp_step import timed_ms  # noqa: E402
 from mixprec import backend  # noqa: E402
+from mixprec.backend import availability  # noqa: E402
 
 
 def setup(args):
@@ -58,7 +59,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args(argv)
-    reason = backend.cuda_unavailable_reason()
+    reason = availability.cuda_unavailable_reason()
     if reason is not None:
         sys.exit(f"benchmarks/graphs.py needs a CUDA GPU and CuPy: {reason}")
     print(f"device: {mp.cuda.get_device_name()}, CuPy {backend.cupy_module().__version__}")

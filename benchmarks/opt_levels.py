@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import mixprec as mp  # noqa: E402
 from mixprec import backend, nn  # noqa: E402
+from mixprec.backend import availability  # noqa: E402
 from mixprec.nn import functional as F  # noqa: E402
 
 LEVELS = ("O0", "O1", "O2", "O3")
@@ -161,7 +162,7 @@ def main(argv=None):
     device = args.device
     on_gpu = device.startswith("cuda")
     if on_gpu:
-        reason = backend.cuda_unavailable_reason()
+        reason = availability.cuda_unavailable_reason()
         if reason is not None:
             sys.exit(f"benchmarks/opt_levels.py --device cuda needs a CUDA GPU and CuPy: {reason}")
     args.width = args.width or (2048 if on_gpu else 256)

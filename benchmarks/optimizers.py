@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mixprec as mp  # noqa: E402
 from mixprec import backend  # noqa: E402
+from mixprec.backend import availability  # noqa: E402
 from mixprec.amp import _kernels  # noqa: E402
 
 try:
@@ -81,8 +82,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds (the best is kept)")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args(argv)
-    if args.device == "cuda" and backend.cuda_unavailable_reason() is not None:
-        print(f"benchmarks/optimizers.py --device cuda: {backend.cuda_unavailable_reason()}", file=sys.stderr)
+    if args.device == "cuda" and availability.cuda_unavailable_reason() is not None:
+        print(f"benchmarks/optimizers.py --device cuda: {availability.cuda_unavailable_reason()}", file=sys.stderr)
         return 2
     with_torch = torch is not None and not args.no_torch and (args.device == "cpu" or torch.cuda.is_available())
     if torch is not None and args.device == "cpu":

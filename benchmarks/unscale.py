@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 
 import mixprec as mp  # noqa: E402
 from mixprec import backend  # noqa: E402
+from mixprec.backend import availability  # noqa: E402
 from mixprec.amp import _kernels  # noqa: E402
 from mixprec.amp import functional as F  # noqa: E402
 from mixprec.amp._layout import chunk_table  # noqa: E402
@@ -131,7 +132,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--no-torch", action="store_true", help="skip the torch comparison")
     args = ap.parse_args(argv)
-    reason = backend.cuda_unavailable_reason()
+    reason = availability.cuda_unavailable_reason()
     if reason is not None:
         sys.exit(f"benchmarks/unscale.py needs a CUDA GPU and CuPy: {reason}")
     cp = backend.cupy_module()

@@ -13,8 +13,8 @@ import warnings as _warnings
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"mixprec(\.|$)")
 
 from . import ops  # noqa: E402,F401  (registers every op before anything binds to them)
-from .backend import (Device, DeviceUnavailableError, device, device_count, get_default_device,  # noqa: F401
-                      is_cuda_available, set_default_device)
+from .backend.availability import DeviceUnavailableError, device_count, is_cuda_available  # noqa: F401
+from .backend.devices import Device, device, get_default_device, set_default_device  # noqa: F401
 from .dtypes import (bfloat16, bool_, cdouble, cfloat, complex64, complex128, double, float, float16,  # noqa: F401
                      float32, float64, half, int32, int64, long, result_type)
 from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401

@@ -70,6 +70,7 @@ import ml_dtypes
 import numpy as np
 
 from . import backend as _be
+from .backend import availability, devices
 from . import dtypes as _dt
 
 __all__ = ["save", "load", "CheckpointError", "MAX_DEPTH", "MAX_NDIM"]
@@ -239,12 +240,12 @@ def _encode(obj, buffers, memo, where, enclosing):
             return memo[id(obj)][0]
         node = {"t": "tensor", **_array_fields(obj.data, where), "device": str(obj.device),
                 "requires_grad": bool(obj.requires_grad), "parameter": isinstance(obj, Parameter),
-                "buffer": _add_buffer(_be.to_device(obj.data, _be.CPU), buffers)}
+                "buffer": _add_buffer(devices.to_device(obj.data, devices.CPU), buffers)}
         memo[id(obj)] = (node, obj)  # keep obj alive so its id stays unique while saving
         return node
     if _be.is_array(obj):
         return {"t": "ndarray", **_array_fields(obj, where),
-                "buffer": _add_buffer(_be.to_device(obj, _be.CPU), buffers)}
+                "buffer": _add_buffer(devices.to_device(obj, devices.CPU), buffers)}
     if isinstance(obj, (list, tuple, dict)):
         if id(obj) in enclosing:
             raise ValueError(f"mp.save: {where} contains itself (a reference cycle); a checkpoint holds a tree of "
@@ -406,12 +407,12 @@ def _check_buffer_table(manifest, entries, name):
 
 def _device_mapper(map_location):
     if map_location is None:
-        return lambda dev: _be.as_device(dev)
+        return lambda dev: devices.as_device(dev)
     if isinstance(map_location, dict):
         table = {str(k): v for k, v in map_location.items()}
-        return lambda dev: _be.as_device(table.get(dev, dev))
-    if isinstance(map_location, (str, _be.Device)):
-        target = _be.as_device(map_location)
+        return lambda dev: devices.as_device(table.get(dev, dev))
+    if isinstance(map_location, (str, devices.Device)):
+        target = devices.as_device(map_location)
         return lambda dev: target
     raise TypeError(f"map_location must be None, a device, or a dict of devices, got {type(map_location).__name__}")
 
@@ -578,7 +579,7 @@ class _Reader:
         requires_grad = self.field(node, "requires_grad", (bool,), where, default=False)
         parameter = self.field(node, "parameter", (bool,), where, default=False)
         try:
-            _be._parse(device)
+            devices.parse(device)
         except ValueError:
             raise self.fail(where, f"unknown device {_show(device)}; expected 'cpu' or 'cuda:N'") from None
         if requires_grad and not _dt.is_differentiable(array.dtype):
@@ -586,10 +587,10 @@ class _Reader:
                                    "ones can)")
         try:
             target = self.device_of(device)
-        except _be.DeviceUnavailableError as exc:
-            raise _be.DeviceUnavailableError(f"{self.name}: a tensor was saved on {device}, which is not "
+        except availability.DeviceUnavailableError as exc:
+            raise availability.DeviceUnavailableError(f"{self.name}: a tensor was saved on {device}, which is not "
                                              f"available here ({exc}); pass map_location='cpu'") from None
-        array = _be.to_device(array, target)
+        array = devices.to_device(array, target)
         if parameter:
             out = Parameter(array, requires_grad=requires_grad)
         else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend as _be
+from .backend import curand, devices, dlpack
+from .backend.bfloat16 import require_dtype_support
 from . import _state
 from . import dtypes as _dt
 
@@ -78,8 +80,8 @@ class Tensor:
         return self.data.dtype
 
     @property
-    def device(self) -> _be.Device:
-        return _be.CPU if isinstance(self.data, np.ndarray) else _be.device_of_array(self.data)
+    def device(self) -> devices.Device:
+        return devices.CPU if isinstance(self.data, np.ndarray) else devices.device_of_array(self.data)
 
     @property
     def is_cuda(self) -> bool:
@@ -227,7 +229,7 @@ class Tensor:
     # ---- conversions ----
     def numpy(self) -> np.ndarray:
         """The data as a NumPy array: shared memory on the CPU, a copy from the GPU."""
-        return _be.to_device(self.data, _be.CPU)
+        return devices.to_device(self.data, devices.CPU)
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()
@@ -236,7 +238,7 @@ class Tensor:
     def item(self):
         if self.data.size != 1:
             raise RuntimeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
-        value = self.numpy().reshape(())  # (a copy from the GPU also reports the checks it made: backend.check)
+        value = self.numpy().reshape(())  # (a copy from the GPU also reports the checks it made: device_checks)
         return float(value) if self.dtype in _dt.LOW_PRECISION else value.item()
 
     def tolist(self):
@@ -264,7 +266,7 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
-            elif isinstance(a, _be.Device):
+            elif isinstance(a, devices.Device):
                 device = a
             elif isinstance(a, str) and a not in _dt._BY_NAME:
                 if a.partition(":")[0] not in ("cpu", "cuda"):
@@ -274,7 +276,7 @@ class Tensor:
             else:
                 dtype = a
         dtype = _dt.as_dtype(dtype) if dtype is not None else None
-        device = _be.as_device(device) if device is not None else None
+        device = devices.as_device(device) if device is not None else None
         if (dtype is None or dtype == self.dtype) and (device is None or device == self.device) and not copy:
             return self
         return self._to_copy(dtype=dtype, device=device)  # the registry's differentiable copy op
@@ -304,7 +306,7 @@ class Tensor:
         return self.dtype.name if dtype is None else self.to(dtype)
 
     def cpu(self):
-        return self.to(device=_be.CPU)
+        return self.to(device=devices.CPU)
 
     def cuda(self, index=None):
         return self.to(device="cuda" if index is None else f"cuda:{index}")
@@ -313,7 +315,7 @@ class Tensor:
     def __dlpack__(self, *args, **kwargs):
         if self.requires_grad:
             raise RuntimeError("cannot export a tensor that requires grad via DLPack; call .detach() first")
-        return _be.to_dlpack(self.data, *args, **kwargs)
+        return dlpack.to_dlpack(self.data, *args, **kwargs)
 
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
@@ -327,8 +329,8 @@ class Tensor:
         op refuses a floating result for an integer tensor; copies (any_cast) cast anything."""
         if isinstance(value, Tensor):
             value = value.data
-        if _be.is_array(value) and _be.device_of_array(value) != self.device:
-            value = _be.to_device(value, self.device)
+        if _be.is_array(value) and devices.device_of_array(value) != self.device:
+            value = devices.to_device(value, self.device)
         value = _be.xp_of(self.device).asarray(value)
         if not any_cast and _dt.is_floating(value.dtype) and not _dt.is_floating(self.dtype):
             raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
@@ -374,7 +376,7 @@ class Tensor:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
         extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64, _dt.complex64) else []
-        if self.device != _be.CPU:
+        if self.device != devices.CPU:
             extra.append(f"device='{self.device}'")
         if self.grad_fn is not None:
             extra.append(f"grad_fn=<{self.grad_fn.name()}>")
@@ -402,13 +404,13 @@ _rng_state = {"np": np.random.default_rng()}
 def manual_seed(seed: int):
     """Seed every generator mixprec draws from (NumPy's and, with a GPU, CuPy's)."""
     _rng_state["np"] = np.random.default_rng(seed)
-    _be.manual_seed(seed)
+    curand.manual_seed(seed)
 
 
 def _resolve(dtype, device, default_dtype=_dt.float32):
     dtype = _dt.as_dtype(dtype) if dtype is not None else default_dtype
-    device = _be.as_device(device) if device is not None else _be.get_default_device()
-    _be.require_dtype_support(dtype, device)
+    device = devices.as_device(device) if device is not None else devices.get_default_device()
+    require_dtype_support(dtype, device)
     return dtype, device
 
 
@@ -432,7 +434,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         src_dtype, arr = data.dtype, data.data
         src_device = data.device
     elif _be.is_array(data):
-        arr, src_dtype, src_device = data, _dt.as_dtype(data.dtype), _be.device_of_array(data)
+        arr, src_dtype, src_device = data, _dt.as_dtype(data.dtype), devices.device_of_array(data)
     else:
         try:
             arr = np.asarray(data.numpy() if hasattr(data, "numpy") and not isinstance(data, (list, tuple)) else data)
@@ -448,12 +450,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             src_dtype = _dt.int64
         else:
             src_dtype = _dt.as_dtype(arr.dtype)
-        src_device = _be.CPU
+        src_device = devices.CPU
     dtype = _dt.as_dtype(dtype) if dtype is not None else src_dtype
-    device = _be.as_device(device) if device is not None else (
-        src_device if isinstance(data, Tensor) or _be.is_array(data) else _be.get_default_device())
-    with _be.on_device(device):
-        out = _be.to_device(arr, device)
+    device = devices.as_device(device) if device is not None else (
+        src_device if isinstance(data, Tensor) or _be.is_array(data) else devices.get_default_device())
+    with devices.on_device(device):
+        out = devices.to_device(arr, device)
         out = out.astype(dtype, copy=out is arr)
     return _finish(out, device, requires_grad)
 
@@ -461,10 +463,10 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like tensor() but shares memory when data already is a Tensor/array of the right kind."""
     if isinstance(data, Tensor) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
-            and (device is None or _be.as_device(device) == data.device):
+            and (device is None or devices.as_device(device) == data.device):
         return data
     if _be.is_array(data) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
-            and (device is None or _be.as_device(device) == _be.device_of_array(data)):
+            and (device is None or devices.as_device(device) == devices.device_of_array(data)):
         _dt.as_dtype(data.dtype)
         return Tensor._wrap(data)
     return tensor(data, dtype=dtype, device=device)
@@ -482,7 +484,7 @@ def from_dlpack(obj) -> Tensor:
     """Zero-copy import of anything with __dlpack__ (NumPy, CuPy, PyTorch, JAX, ...)."""
     if isinstance(obj, Tensor):
         return obj.detach()
-    arr = _be.from_dlpack(obj)
+    arr = dlpack.from_dlpack(obj)
     _dt.as_dtype(arr.dtype)
     return Tensor._wrap(arr)
 
@@ -500,7 +502,7 @@ def _filled(value, size, dtype, device, requires_grad):
     if dtype is None and not isinstance(value, float):
         dtype = _dt.scalar_dtype(value)
     dtype, device = _resolve(dtype, device)
-    with _be.on_device(device):
+    with devices.on_device(device):
         arr = _be.xp_of(device).full(_shape(size), value, dtype=dtype)
     return _finish(arr, device, requires_grad)
 
@@ -515,7 +517,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     dtype, device = _resolve(dtype, device)
-    with _be.on_device(device):
+    with devices.on_device(device):
         arr = _be.xp_of(device).empty(_shape(size), dtype=dtype)
     return _finish(arr, device, requires_grad)
 
@@ -533,21 +535,21 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     dtype, device = _resolve(dtype, device)
     if dtype == _dt.bool_:
         raise TypeError("arange: dtype bool is not supported; use an integer or floating dtype")
-    with _be.on_device(device):
+    with devices.on_device(device):
         arr = _be.xp_of(device).arange(start, end, step, dtype=np.float64 if _dt.is_floating(dtype) else dtype)
     return _finish(arr.astype(dtype, copy=False), device, requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
     dtype, device = _resolve(dtype, device)
-    with _be.on_device(device):
+    with devices.on_device(device):
         arr = _be.xp_of(device).linspace(start, end, steps).astype(dtype)
     return _finish(arr, device, requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     dtype, device = _resolve(dtype, device)
-    with _be.on_device(device):
+    with devices.on_device(device):
         arr = _be.xp_of(device).eye(n, m, dtype=dtype)
     return _finish(arr, device, requires_grad)
 
@@ -562,8 +564,8 @@ def _random(kind, size, dtype, device, requires_grad):
     gen = _rng_state["np"]
     draw_dtype = np.float64 if dtype == _dt.float64 else np.float32
     arr = gen.random(size, dtype=draw_dtype) if kind == "rand" else gen.standard_normal(size, dtype=draw_dtype)
-    with _be.on_device(device):
-        arr = _be.to_device(arr, device).astype(dtype, copy=False)
+    with devices.on_device(device):
+        arr = devices.to_device(arr, device).astype(dtype, copy=False)
     return _finish(arr, device, requires_grad)
 
 
@@ -585,12 +587,12 @@ def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
         low, high = 0, low
     dtype, device = _resolve(dtype, device, _dt.int64)
     arr = _rng_state["np"].integers(low, high, size=size, dtype=np.int64)
-    return _finish(_be.to_device(arr, device).astype(dtype, copy=False), device, False)
+    return _finish(devices.to_device(arr, device).astype(dtype, copy=False), device, False)
 
 
 def randperm(n, device=None) -> Tensor:
     _, device = _resolve(None, device)
-    return _finish(_be.to_device(_rng_state["np"].permutation(n), device), device, False)
+    return _finish(devices.to_device(_rng_state["np"].permutation(n), device), device, False)
 
 
 def _like(fn):

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import backend as _be
+from .backend import devices
 from . import dtypes as _dt
 from .amp import autocast_mode as _am
 from .ops import autocast as _ac
@@ -50,7 +51,7 @@ def _to_numpy64(x):
     from .tensor import Tensor
     if isinstance(x, Tensor):
         x = x.numpy()
-    a = _be.to_device(x, _be.CPU) if _be.is_array(x) else np.asarray(x)  # (a CuPy array comes to the host)
+    a = devices.to_device(x, devices.CPU) if _be.is_array(x) else np.asarray(x)  # (a CuPy array comes to the host)
     return a.astype(np.float64) if a.dtype.kind in "fV" or a.dtype in _dt.LOW_PRECISION else a
 
 
@@ -294,7 +295,7 @@ def autocast_dtypes():
 
 def device_types(cuda=None):
     """"cpu", plus "cuda" when a GPU is usable (or when cuda=True)."""
-    from .backend import is_cuda_available
+    from .backend.availability import is_cuda_available
     with_cuda = is_cuda_available() if cuda is None else cuda
     return _st().sampled_from(("cpu", "cuda") if with_cuda else ("cpu",))
 

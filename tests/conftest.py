@@ -38,7 +38,7 @@ def _clean_device_checks():
     """A test that fails before the host waits leaves its GPU check flags set: drop them, not to fail the next."""
     yield
     if CUDA_OK:
-        mp.backend.discard_device_errors()
+        mp.backend.device_checks.discard_device_errors()
 
 
 @pytest.fixture

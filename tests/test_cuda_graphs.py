@@ -64,7 +64,7 @@ def test_capture_refuses_the_default_stream_and_unsupported_work():
     with pytest.raises(Exception):
         with cuda.graph(g):
             float((x * 2).sum())  # a host read inside a capture
-    assert not mp.backend.is_capturing()
+    assert not mp.backend.capture.is_capturing()
     with pytest.raises(RuntimeError, match="random draw"):
         with cuda.graph(cuda.CUDAGraph()):
             F.dropout(x, 0.5)
@@ -189,4 +189,4 @@ def test_a_step_that_must_read_found_inf_on_the_host_refuses_capture():
     with pytest.raises(RuntimeError, match="must read found_inf on the host.*fused=True"):
         with cuda.graph(cuda.CUDAGraph()):
             _amp_step(model, opt, scaler, x, y)
-    assert not mp.backend.is_capturing()
+    assert not mp.backend.capture.is_capturing()

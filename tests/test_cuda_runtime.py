@@ -13,6 +13,8 @@ import pytest
 
 import mixprec as mp
 from mixprec import backend
+from mixprec.backend import availability
+from mixprec.backend.bfloat16 import cuda_bfloat16_unsupported_reason
 from mixprec.cuda import memory as cuda_memory
 
 from conftest import CUDA_OK
@@ -72,7 +74,7 @@ def test_without_a_gpu_every_function_says_why(name):
     with pytest.raises(mp.DeviceUnavailableError) as info:
         CALLS[name]()
     message = str(info.value)
-    assert backend.cuda_unavailable_reason() in message  # no CuPy / no driver / no device, as the case is
+    assert availability.cuda_unavailable_reason() in message  # no CuPy / no driver / no device, as the case is
     assert f"mp.cuda.{name} needs a CUDA GPU" in message  # names the function called
 
 
@@ -81,7 +83,7 @@ def test_without_a_gpu_every_function_says_why(name):
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_cupy_present_but_no_driver_or_no_device(monkeypatch, name, driver, devices, why):
     monkeypatch.setattr(backend, "_cupy", _fake_cupy(driver, devices))
-    monkeypatch.setattr(backend, "_cuda_devices", {})
+    monkeypatch.setattr(backend.devices, "_cuda_devices", {})
     with pytest.raises(mp.DeviceUnavailableError, match=why):
         CALLS[name]()
     assert not cuda.is_available() and cuda.device_count() == 0
@@ -96,7 +98,7 @@ def test_no_op_contexts_need_no_gpu():
 def test_device_arguments_are_checked(monkeypatch):
     from mixprec.cuda._runtime import device_index
     monkeypatch.setattr(backend, "_cupy", _fake_cupy(devices=2))
-    monkeypatch.setattr(backend, "_cuda_devices", {})
+    monkeypatch.setattr(backend.devices, "_cuda_devices", {})
     assert [device_index(d, "f") for d in (None, 0, 1, "cuda", "cuda:1", mp.Device("cuda", 1))] == [0, 0, 1, 0, 1, 1]
     with pytest.raises(ValueError, match="mp.cuda.f: expected a CUDA device, got 'cpu'"):
         device_index("cpu", "f")
@@ -115,7 +117,7 @@ def test_one_generator_for_every_device(monkeypatch):
     fake = _fake_cupy()
     fake.random = types.SimpleNamespace(seed=seeded.append)
     monkeypatch.setattr(backend, "_cupy", fake)
-    monkeypatch.setattr(backend, "_cuda_devices", {})
+    monkeypatch.setattr(backend.devices, "_cuda_devices", {})
     cuda.manual_seed(123)
     a = mp.randn(5).numpy()
     mp.manual_seed(123)
@@ -138,7 +140,7 @@ def test_nvtx_ranges_nest_and_close_on_errors(monkeypatch):
                                            RangePop=lambda: log.append(("pop",)),
                                            Mark=lambda m: log.append(("mark", m)))
     monkeypatch.setattr(backend, "_cupy", fake)
-    monkeypatch.setattr(backend, "_cuda_devices", {})
+    monkeypatch.setattr(backend.devices, "_cuda_devices", {})
     with pytest.raises(KeyError):
         with cuda.nvtx.range("step {}", 3):
             cuda.nvtx.mark("inside")
@@ -191,7 +193,7 @@ def test_memory_peaks_follow_the_pool(monkeypatch):
     fake.cuda.MemoryHook, fake.cuda.Device = MemoryHook, Device
     fake.cuda.runtime.memGetInfo = lambda: (1000, 4000)
     monkeypatch.setattr(backend, "_cupy", fake)
-    monkeypatch.setattr(backend, "_cuda_devices", {})
+    monkeypatch.setattr(backend.devices, "_cuda_devices", {})
     monkeypatch.setattr(cuda_memory._watching(), "hook", None)
     monkeypatch.setattr(cuda_memory, "_peaks", {})
 
@@ -234,7 +236,7 @@ def test_devices_and_properties():
     cuda.set_device(0)
     assert cuda.current_device() == 0
     assert isinstance(cuda.is_bf16_supported(), bool)
-    assert cuda.is_bf16_supported() == (backend.cuda_bfloat16_unsupported_reason() is None)
+    assert cuda.is_bf16_supported() == (cuda_bfloat16_unsupported_reason() is None)
 
 
 @gpu

@@ -17,6 +17,8 @@ import pytest
 import mixprec as mp
 import mixprec.nn.functional as F
 from mixprec import backend
+from mixprec.backend import device_checks
+from mixprec.backend.bfloat16 import cuda_bfloat16_unsupported_reason, require_dtype_support
 from mixprec.distributed import _nccl
 from mixprec.ops import elementwise, shape
 
@@ -103,9 +105,9 @@ def _no_read(a):
 
 
 def test_loss_and_embedding_validation_reads_nothing_on_the_host(monkeypatch):
-    # on a GPU, backend.check hands the test to the device; stand in for it with a recorder
+    # on a GPU, device_checks.check hands the test to the device; stand in for it with a recorder
     checked = []
-    monkeypatch.setattr(backend, "check", lambda bad, error, message, culprit=None: checked.append(message))
+    monkeypatch.setattr(device_checks, "check", lambda bad, error, message, culprit=None: checked.append(message))
     logits = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
     x = _no_read(logits).requires_grad_()
     F.cross_entropy(x, _no_read([0, 1, 4, 2])).backward()
@@ -127,10 +129,10 @@ def test_cpu_checks_still_raise_at_once_naming_the_culprit():
 
 
 def test_check_on_the_cpu_is_immediate_and_empty_arrays_pass():
-    backend.check(np.zeros(0, bool), ValueError, "never")
-    backend.check(np.array([False, False]), ValueError, "never")
+    device_checks.check(np.zeros(0, bool), ValueError, "never")
+    device_checks.check(np.array([False, False]), ValueError, "never")
     with pytest.raises(KeyError, match="boom"):
-        backend.check(np.array([False, True]), KeyError, "boom")
+        device_checks.check(np.array([False, True]), KeyError, "boom")
 
 
 # ---------------------------------------------------------------- NCCL unique id: tuple in CuPy 13, bytes in 14
@@ -150,7 +152,7 @@ def test_nccl_unique_id_takes_the_form_of_the_installed_cupy():
     ("13.6.0", "2.4.6", False), ("14.0.0", "2.1.1", False), ("14.0.0", "2.1.2", True),
     ("14.2.0", "1.26.4", False), ("14.0.0rc1", "2.3.0", True), ("15.0.0", "2.2.0", True)])
 def test_bfloat16_on_cuda_needs_cupy_14_and_numpy_2_1_2(cupy_version, numpy_version, ok):
-    reason = backend.cuda_bfloat16_unsupported_reason(cupy_version, numpy_version)
+    reason = cuda_bfloat16_unsupported_reason(cupy_version, numpy_version)
     if ok:
         assert reason is None
     else:
@@ -160,9 +162,9 @@ def test_bfloat16_on_cuda_needs_cupy_14_and_numpy_2_1_2(cupy_version, numpy_vers
 def test_bfloat16_to_an_old_cupy_is_a_clear_type_error(monkeypatch):
     monkeypatch.setattr(backend, "_cupy", types.SimpleNamespace(__version__="13.6.0"))
     with pytest.raises(TypeError, match=r"bfloat16 on CUDA needs CuPy >= 14.0.*CuPy 13.6.0"):
-        backend.require_dtype_support(mp.bfloat16, mp.Device("cuda", 0))
-    backend.require_dtype_support(mp.float16, mp.Device("cuda", 0))  # float16 is fine on CuPy 13
-    backend.require_dtype_support(mp.bfloat16, mp.Device("cpu"))
+        require_dtype_support(mp.bfloat16, mp.Device("cuda", 0))
+    require_dtype_support(mp.float16, mp.Device("cuda", 0))  # float16 is fine on CuPy 13
+    require_dtype_support(mp.bfloat16, mp.Device("cpu"))
 
 
 def test_cuda_extras_pin_the_versions_that_hold_bfloat16_and_bring_the_cuda_libraries():

@@ -498,12 +498,12 @@ def test_a_captured_fused_amp_step_replays_the_eager_trajectory_bit_for_bit(libr
         amp_backward(model, opt, scaler, xs[2], ys[2])
         monkeypatch.setattr(mp.amp.GradScaler, "_read_found_inf", lambda *a: pytest.fail("a host read"))
         start, runner.capturing_now = len(runner.launches), True
-        mp.backend.set_capturing(True)
+        mp.backend.capture.set_capturing(True)
         try:
             scaler.step(opt)
             scaler.update()
         finally:
-            mp.backend.set_capturing(False)
+            mp.backend.capture.set_capturing(False)
             runner.capturing_now = False
         captured = runner.launches[start:]
         assert [r[0].split("<")[0] for r in captured][-1] == "update_scale" and len(runner.tables.pinned) >= 3

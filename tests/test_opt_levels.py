@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mixprec as mp
-from mixprec import backend, nn
+from mixprec import nn
+from mixprec.backend import devices
 from mixprec.amp import functional as AF
 from mixprec.amp import StaticGradScaler, master_params
 from mixprec.nn import functional as F
@@ -14,7 +15,7 @@ LEVELS = ["O0", "O1", "O2", "O3"]
 
 def host(array):
     """A NumPy copy of a NumPy or CuPy array."""
-    return backend.to_device(array, backend.CPU).copy()
+    return devices.to_device(array, devices.CPU).copy()
 
 
 @pytest.fixture(autouse=True)

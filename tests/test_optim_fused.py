@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mixprec as mp
-from mixprec import backend as _be
+from mixprec.backend import capture
 
 SHAPES = [(3, 4), (5,), (7, 2), (1,)]
 W0 = [np.random.default_rng(1).standard_normal(s).astype(np.float32) for s in SHAPES]
@@ -283,11 +283,11 @@ def test_checkpoints_keep_counts_as_ints_and_move_between_fused_and_per_tensor()
 @pytest.fixture
 def capturing():
     """What mp.cuda.graph sets while a stream captures (the CPU has no graphs; the checks are the same)."""
-    _be.set_capturing(True)
+    capture.set_capturing(True)
     try:
         yield
     finally:
-        _be.set_capturing(False)
+        capture.set_capturing(False)
 
 
 def test_a_per_tensor_adam_and_a_scaler_deciding_on_the_host_refuse_capture_and_say_why(capturing):
@@ -298,9 +298,9 @@ def test_a_per_tensor_adam_and_a_scaler_deciding_on_the_host_refuse_capture_and_
     mp.optim.SGD([p], lr=0.1).step()  # no host state: capturable as it is (torch's SGD too)
     mp.optim.Adam([p], fused=True).step()
     scaler = mp.amp.GradScaler("cpu")
-    _be.set_capturing(False)
+    capture.set_capturing(False)
     scaler.scale(p.sum())
-    _be.set_capturing(True)
+    capture.set_capturing(True)
     with pytest.raises(RuntimeError, match="must read found_inf on the host.*fused=True"):
         scaler.step(mp.optim.SGD([p], lr=0.1))
     assert p.tolist() == [np.float32(np.float32(0.9) - np.float32(0.001))] and p.grad.tolist() == [1.0]

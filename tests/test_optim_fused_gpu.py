@@ -9,6 +9,7 @@ import pytest
 
 import mixprec as mp
 from mixprec import backend
+from mixprec.backend import devices
 from mixprec.amp import _kernels, _reference
 from mixprec.amp._layout import AdamRule, SGDRule
 
@@ -24,7 +25,7 @@ SIZES = (1, 0, 7, 65536 + 3, 300_001)
 
 
 def bits(a):
-    a = np.ascontiguousarray(backend.to_device(a, backend.CPU))
+    a = np.ascontiguousarray(devices.to_device(a, devices.CPU))
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 

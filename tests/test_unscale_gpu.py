@@ -10,6 +10,7 @@ import pytest
 
 import mixprec as mp
 from mixprec import backend
+from mixprec.backend import devices
 from mixprec.amp import _kernels
 from mixprec.amp import functional as F
 
@@ -26,7 +27,7 @@ def cp():
 
 
 def bits(a):
-    a = backend.to_device(a, backend.CPU)
+    a = devices.to_device(a, devices.CPU)
     return np.ascontiguousarray(a).view(UINT[a.dtype.itemsize])
 
 
@@ -40,9 +41,9 @@ def random_array(dtype, n, rng, poison=0.0):
 
 def both(arrays, inv_value, cp, out_dtypes=None):
     """Run kernels and reference on copies of `arrays`; return (gpu results, cpu results, flags)."""
-    dev = backend.as_device("cuda")
+    dev = devices.as_device("cuda")
     host = [a.copy() for a in arrays]
-    device = [backend.to_device(a, dev) for a in arrays]
+    device = [devices.to_device(a, dev) for a in arrays]
     inv_h = np.array([np.float32(1.0 / np.float64(np.float32(inv_value)))], np.float32)
     f_h, f_d = np.zeros(1, np.float32), cp.zeros(1, np.float32)
     if out_dtypes is None:
@@ -86,7 +87,7 @@ def test_empty_list_launches_nothing_and_zero_size_arrays_are_skipped(cp):
 def test_misaligned_views_take_the_scalar_path_and_match(cp, dtype, offset):
     rng = np.random.default_rng(offset)
     base_h = random_array(dtype, 1000, rng, 0.005)
-    base_d = backend.to_device(base_h, backend.as_device("cuda"))
+    base_d = devices.to_device(base_h, devices.as_device("cuda"))
     inv = np.array([np.float32(1 / 6.0)], np.float32)
     f_h, f_d = np.zeros(1, np.float32), cp.zeros(1, np.float32)
     F.non_finite_check_and_unscale_([base_d[offset:]], f_d, cp.asarray(inv))

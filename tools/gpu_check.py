@@ -175,19 +175,21 @@ def environment() -> dict:
     if _git("status", "--porcelain", "--untracked-files=no"):
         env["commit"] += " (with uncommitted changes)"
     from mixprec import backend
-    env["gpu_reason"] = backend.cuda_unavailable_reason()
+    from mixprec.backend import availability
+    from mixprec.backend.bfloat16 import cuda_bfloat16_unsupported_reason
+    env["gpu_reason"] = availability.cuda_unavailable_reason()
     cp = backend.cupy_module()
     env["cupy"] = cp.__version__ if cp is not None else "not installed"
     if env["gpu_reason"] is None:
         import mixprec as mp
         rt = cp.cuda.runtime
-        env["cuda_runtime"] = backend.cuda_version_text(rt.runtimeGetVersion())
-        env["driver"] = backend.cuda_version_text(rt.driverGetVersion())
+        env["cuda_runtime"] = availability.cuda_version_text(rt.runtimeGetVersion())
+        env["driver"] = availability.cuda_version_text(rt.driverGetVersion())
         env["devices"] = [f"cuda:{i}: {mp.cuda.get_device_name(i)} (compute capability "
                           f"{'.'.join(map(str, mp.cuda.get_device_capability(i)))}, "
                           f"{mp.cuda.get_device_properties(i).total_memory / 2 ** 30:.1f} GiB)"
                           for i in range(mp.cuda.device_count())]
-        env["bf16"] = backend.cuda_bfloat16_unsupported_reason() or "supported"
+        env["bf16"] = cuda_bfloat16_unsupported_reason() or "supported"
     try:
         import torch
         env["torch"] = torch.__version__ + (" with CUDA " + str(torch.version.cuda) if torch.cuda.is_available()

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 import mixprec as mp  # noqa: E402
 from mixprec import backend  # noqa: E402
+from mixprec.backend import availability  # noqa: E402
 
 
 def check_matmul():
@@ -104,7 +105,7 @@ CHECKS = [("one matmul", check_matmul), ("an AMP training step", check_amp_step)
 
 
 def main() -> int:
-    reason = backend.cuda_unavailable_reason()
+    reason = availability.cuda_unavailable_reason()
     if reason is not None:
         print(f"no usable GPU: {reason}")
         return 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _be
+from ..backend import devices
 from .. import dtypes as _dt
 from . import _kernels, _reference
 from ._layout import ScaleRule, Stat, UpdateScaleArgs
@@ -60,17 +61,17 @@ def non_finite_check_and_unscale_(arrays, found_inf, inv_scale, out=None):
         if src.size:  # group key: None for NumPy, the GPU's index for CuPy (cheap for 10,000 arrays)
             key = (None if isinstance(src, np.ndarray) else src.device.id, src.dtype, dst.dtype)
             groups.setdefault(key, []).append((src, dst))
-    flag_device = _be.device_of_array(found_inf)
+    flag_device = devices.device_of_array(found_inf)
     for (index, _, _), pairs in groups.items():
-        device = _be.CPU if index is None else _be.as_device(f"cuda:{index}")
-        inv = _be.to_device(inv_scale, device)
+        device = devices.CPU if index is None else devices.as_device(f"cuda:{index}")
+        inv = devices.to_device(inv_scale, device)
         if device == flag_device:
             _unscale_on(device, pairs, found_inf, inv)
         else:  # check on the arrays' device, then fold that flag into found_inf (a copy between devices)
-            with _be.on_device(device):
+            with devices.on_device(device):
                 flag = _be.xp_of(device).zeros((1,), dtype=np.float32)
             _unscale_on(device, pairs, flag, inv)
-            _be.array_module(found_inf).maximum(found_inf, _be.to_device(flag, flag_device), out=found_inf)
+            _be.array_module(found_inf).maximum(found_inf, devices.to_device(flag, flag_device), out=found_inf)
 
 
 def _unscale_on(device, pairs, found_inf, inv_scale):
@@ -81,7 +82,7 @@ def _unscale_on(device, pairs, found_inf, inv_scale):
         else:
             _kernels.unscale(pairs, found_inf, inv_scale, runner)
         return
-    with _be.on_device(device):  # the contiguous copies of strided arrays are made on their device
+    with devices.on_device(device):  # the contiguous copies of strided arrays are made on their device
         _kernels.unscale(pairs, found_inf, inv_scale)
 
 
@@ -110,7 +111,7 @@ def update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_facto
     """
     rule = ScaleRule(growth_factor, backoff_factor, growth_interval, hysteresis, min_scale, max_scale)
     _check_array(scale, "scale", _dt.float32, size=1)
-    device = _be.device_of_array(scale)
+    device = devices.device_of_array(scale)
     _check_array(growth_tracker, "growth_tracker", _dt.int32, size=1, device=device)
     _check_array(found_inf, "found_inf", _dt.float32, device=device)
     if found_inf.ndim != 1 or found_inf.size == 0:
@@ -167,8 +168,8 @@ def _check_array(a, name, dtype, shape=None, size=None, device=None):
         raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
     if size is not None and a.size != size:
         raise ValueError(f"{name} must have exactly {size} element, got shape {a.shape}")
-    if device is not None and _be.device_of_array(a) != device:
-        raise ValueError(f"{name} is on {_be.device_of_array(a)} but scale is on {device}; keep the scaler's "
+    if device is not None and devices.device_of_array(a) != device:
+        raise ValueError(f"{name} is on {devices.device_of_array(a)} but scale is on {device}; keep the scaler's "
                          "arrays on one device")
 
 
@@ -179,9 +180,9 @@ def _check_destination(i, src, dst):
     if dst.dtype not in allowed:
         raise TypeError(f"out[{i}] has dtype {dst.dtype.name}; for a {src.dtype.name} source it must be "
                         + " or ".join(d.name for d in allowed))
-    if _be.device_of_array(dst) != _be.device_of_array(src):
-        raise ValueError(f"out[{i}] is on {_be.device_of_array(dst)} but arrays[{i}] is on "
-                         f"{_be.device_of_array(src)}")
+    if devices.device_of_array(dst) != devices.device_of_array(src):
+        raise ValueError(f"out[{i}] is on {devices.device_of_array(dst)} but arrays[{i}] is on "
+                         f"{devices.device_of_array(src)}")
     if _be.array_module(src).may_share_memory(src, dst):
         raise ValueError(f"out[{i}] overlaps arrays[{i}]; pass the array itself (or out=None) to unscale in place")
 

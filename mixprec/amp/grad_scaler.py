@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import backend as _be
+from ..backend import availability, capture, devices
 from .. import dtypes as _dt
 from . import functional as _F
 from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, history_of
@@ -39,7 +40,7 @@ class _DeviceState:
     def __init__(self, device, scale, growth_tracker, overflow_tracker, history, slots=4):
         xp = _be.xp_of(device)
         self.device = device
-        with _be.on_device(device):
+        with devices.on_device(device):
             self.scale = xp.full((1,), scale, dtype=np.float32)
             self.inv_scale = xp.full((1,), _inverse(scale), dtype=np.float32)
             self.one = xp.ones((1,), dtype=np.float32)  # the inv_scale of a check that only looks for inf/NaN
@@ -59,7 +60,7 @@ class _DeviceState:
         self.inv_scale[...] = (1.0 / self.scale.astype(np.float64)).astype(np.float32)
 
     def grow_flags(self):
-        with _be.on_device(self.device):
+        with devices.on_device(self.device):
             flags = _be.xp_of(self.device).zeros((2 * self.flags.size,), dtype=np.float32)
         flags[:self.flags.size] = self.flags
         self.flags = flags
@@ -127,9 +128,9 @@ class GradScaler:
                  growth_interval=2000, enabled=True, min_scale=None, max_scale=None, hysteresis=1):
         self._device = _device_type(device)
         self._enabled = bool(enabled)
-        if self._enabled and self._device == "cuda" and not _be.is_cuda_available():
+        if self._enabled and self._device == "cuda" and not availability.is_cuda_available():
             warnings.warn(f"GradScaler is enabled for 'cuda', but CUDA is not available "
-                          f"({_be.cuda_unavailable_reason()}); disabling it. Use GradScaler('cpu') to scale "
+                          f"({availability.cuda_unavailable_reason()}); disabling it. Use GradScaler('cpu') to scale "
                           "losses on the CPU.", UserWarning, stacklevel=2)
             self._enabled = False
         self._rule = self._checked(ScaleRule(growth_factor, backoff_factor, growth_interval, hysteresis, min_scale,
@@ -242,7 +243,7 @@ class GradScaler:
         on_device = optimizer.supports_amp_scaling
         undone_there = (not on_device and optimizer.state_on_device and not optimizer.step_decided_on_host
                         and self._device == "cuda")
-        if not (on_device or undone_there) and _be.is_capturing():
+        if not (on_device or undone_there) and capture.is_capturing():
             raise RuntimeError(f"GradScaler.step({type(optimizer).__name__}) cannot be captured in a CUDA graph: it "
                                "must read found_inf on the host to decide whether to call optimizer.step(). Build "
                                "the optimizer with fused=True, or use one whose per-tensor state lives on the device "
@@ -302,7 +303,7 @@ class GradScaler:
             return 1.0
         if self._state is None:
             return self._init_scale
-        return float(_be.to_device(self._state.scale, _be.CPU)[0])
+        return float(devices.to_device(self._state.scale, devices.CPU)[0])
 
     def get_growth_factor(self):
         return self._rule.growth_factor
@@ -330,12 +331,12 @@ class GradScaler:
             return 0
         if self._state is None:
             return self._init_growth_tracker
-        return int(_be.to_device(self._state.growth_tracker, _be.CPU)[0])
+        return int(devices.to_device(self._state.growth_tracker, devices.CPU)[0])
 
     def _get_overflow_tracker(self) -> int:
         if self._state is None:
             return self._init_overflow_tracker
-        return int(_be.to_device(self._state.overflow_tracker, _be.CPU)[0])
+        return int(devices.to_device(self._state.overflow_tracker, devices.CPU)[0])
 
     def statistics(self) -> dict:
         """Overflow statistics, kept on the device and read in one copy.
@@ -348,7 +349,7 @@ class GradScaler:
         if self._state is None:
             return {"steps": 0, "skipped_steps": 0, "last_overflow_step": None, "floor_hits": 0,
                     "scale_history": []}
-        s = _be.to_device(self._state.stats, _be.CPU)
+        s = devices.to_device(self._state.stats, devices.CPU)
         changes, ring = int(s[Stat.SCALE_CHANGES]), history_of(s)
         slots = [Stat.RING + 2 * (i % ring) for i in range(max(0, changes - ring), changes)]
         last = int(s[Stat.LAST_OVERFLOW_PLUS_ONE])
@@ -425,7 +426,7 @@ class GradScaler:
         from ..tensor import Tensor
         if device == self._state.device:
             return Tensor._wrap(self._state.scale.reshape(()), vc=self._scale_version)
-        return Tensor._wrap(_be.to_device(self._state.scale, device).reshape(()))
+        return Tensor._wrap(devices.to_device(self._state.scale, device).reshape(()))
 
     def _optimizer_state(self, optimizer):
         from ..optim import Optimizer
@@ -447,7 +448,7 @@ class GradScaler:
         return None if slot is None else self._read_found_inf(slot)
 
     def _read_found_inf(self, slot) -> bool:
-        host = _be.to_device(self._state.flags[:2 + slot], _be.CPU)  # the one device-to-host read
+        host = devices.to_device(self._state.flags[:2 + slot], devices.CPU)  # the one device-to-host read
         if host[_DeviceState.FLOOR] and not self._floor_warned:
             self._floor_warned = True
             warnings.warn(f"GradScaler: THE LOSS SCALE HIT ITS FLOOR (min_scale={self._rule.min_scale}). Gradients "
@@ -470,7 +471,7 @@ class GradScaler:
                              f"device {new_scale.device}")
         if not _dt.is_floating(new_scale.dtype):
             raise TypeError(f"{reason}; got dtype {new_scale.dtype.name}")
-        return _be.to_device(new_scale.data, self._state.device).reshape(1).astype(np.float32)
+        return devices.to_device(new_scale.data, self._state.device).reshape(1).astype(np.float32)
 
 
 class StaticGradScaler(GradScaler):
@@ -513,7 +514,7 @@ def _scale_within(x, name, rule: ScaleRule) -> float:
 
 
 def _device_type(device) -> str:
-    if isinstance(device, _be.Device):
+    if isinstance(device, devices.Device):
         return device.type
     if isinstance(device, str):
         name, _, index = device.partition(":")

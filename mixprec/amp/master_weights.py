@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _be
+from ..backend import devices
 from ..autograd.grad_mode import no_grad
 from ..optim.optimizer import writable_grad
 from ..tensor import Tensor, zero_grads
@@ -154,7 +155,7 @@ class MasterWeights:
     def _master_grad(self, master):
         buf = self._grad_buffers.get(id(master))
         if buf is None:
-            with _be.on_device(master.device):
+            with devices.on_device(master.device):
                 buf = self._grad_buffers[id(master)] = _be.xp_of(master.device).empty(master.shape, np.float32)
         return master.grad if master.grad is not None and master.grad.data is buf else Tensor._wrap(buf)
 
@@ -162,9 +163,9 @@ class MasterWeights:
         """Copy (widen) the model's gradients into the masters unchanged: optimizer.step() without a scaler."""
         pairs = [(s.data, d.data) for s, d in self.unscale_pairs() if s is not d]
         if pairs:
-            device = _be.device_of_array(pairs[0][0])
+            device = devices.device_of_array(pairs[0][0])
             xp = _be.xp_of(device)
-            with _be.on_device(device):
+            with devices.on_device(device):
                 flag, one = xp.zeros((1,), np.float32), xp.ones((1,), np.float32)
             _F.non_finite_check_and_unscale_([s for s, _ in pairs], flag, one, out=[d for _, d in pairs])
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import backend as _be
+from ..backend import devices
 from .. import dtypes as _dt
 from ..tensor import Tensor
 from ._layout import check_scale
@@ -245,24 +245,24 @@ def _check_loss_scale(x):
 def _check_float32(models, optimizers):
     """initialize casts the models itself: they must come in float32, on one device. Returns that device."""
     named = {id(p): name for model in models for name, p in model.named_parameters()}
-    devices = set()
+    found = set()
     for model in models:
         for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-            devices.add(t.device)
+            found.add(t.device)
             if _dt.is_floating(t.dtype) and t.dtype != _dt.float32:
                 raise ValueError(f"initialize expects a float32 model (it casts the model itself), but {name!r} is "
                                  f"{t.dtype.name}; build the model in float32 and do not call .half() on it")
     for group in (group for optimizer in optimizers for group in optimizer.param_groups):
         for p in group["params"]:
-            devices.add(p.device)
+            found.add(p.device)
             if p.dtype != _dt.float32:
                 where = repr(named[id(p)]) if id(p) in named else "a tensor that is not the model's"
                 raise ValueError(f"initialize expects the optimizer's parameters in float32, but {where} is "
                                  f"{p.dtype.name}")
-    if len(devices) > 1:
+    if len(found) > 1:
         raise ValueError(f"initialize: the model and optimizer tensors are on several devices "
-                         f"({', '.join(sorted(map(str, devices)))}); move the model to one device first")
-    return devices.pop() if devices else _be.CPU
+                         f"({', '.join(sorted(map(str, found)))}); move the model to one device first")
+    return found.pop() if found else devices.CPU
 
 
 def _make_scaler(props, device_type):
@@ -296,7 +296,7 @@ def _cast_models(models, optimizers, props):
             if p is None or id(p) in seen:
                 continue
             seen.add(id(p))
-            with _be.on_device(p.device):
+            with devices.on_device(p.device):
                 if props.master_weights and id(p) in stepped_by:
                     pairs[stepped_by[id(p)]].append((p, Parameter(p.data.copy(), requires_grad=p.requires_grad)))
                 p.data = p.data.astype(props.dtype)
@@ -305,7 +305,7 @@ def _cast_models(models, optimizers, props):
             p._bump_version()
         for name, b in module._buffers.items():
             if b is not None and _dt.is_floating(b.dtype):
-                with _be.on_device(b.device):
+                with devices.on_device(b.device):
                     module._buffers[name] = Tensor._wrap(b.data.astype(props.dtype))
     return pairs
 
@@ -346,7 +346,7 @@ def scale_loss(loss, optimizers, loss_id=0):
     for optimizer in optimizer_list:
         for p in master_params(optimizer):
             if p.grad is not None:  # copied: an O2 master's gradient buffer is reused by unscale_
-                with _be.on_device(p.device):
+                with devices.on_device(p.device):
                     set_aside.append((p, Tensor._wrap(p.grad.data.copy())))
         optimizer.zero_grad(set_to_none=True)
     try:

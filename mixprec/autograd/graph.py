@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 
-from .. import backend as _be
+from ..backend import devices
 from .._state import PER_THREAD
 from ..dtypes import COMPLEX, FLOATING
 from ..hooks import RemovableHandle
@@ -450,15 +450,15 @@ class save_on_cpu(saved_tensors_hooks):
     def _pack(self, t):
         if t.device.type == "cpu":
             return (None, t)
-        host = _be.to_host(t.data, pinned=self.pin_memory)
+        host = devices.to_host(t.data, pinned=self.pin_memory)
         return (t.device, Tensor._wrap(host))
 
     def _unpack(self, packed):
         device, t = packed
         if device is None:
             return t
-        with _be.on_device(device):
-            return Tensor._wrap(_be.to_device(t.data, device))
+        with devices.on_device(device):
+            return Tensor._wrap(devices.to_device(t.data, device))
 
 
 class disable_saved_tensors_hooks:

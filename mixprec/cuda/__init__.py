@@ -12,7 +12,7 @@
 Without a usable GPU, is_available() is False, device_count() is 0 and every
 other function raises mp.DeviceUnavailableError saying why. See docs/cuda.md.
 """
-from ..backend import device_count, is_cuda_available as is_available  # noqa: F401
+from ..backend.availability import device_count, is_cuda_available as is_available  # noqa: F401
 from ._runtime import (DeviceProperties, Event, Stream, current_device, current_stream, default_stream,  # noqa: F401
                        device, get_device_capability, get_device_name, get_device_properties, is_bf16_supported,
                        set_device, stream, synchronize)

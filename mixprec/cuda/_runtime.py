@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import backend as _be
+from ..backend import availability, device_checks, devices
+from ..backend.bfloat16 import cuda_bfloat16_unsupported_reason
 
 
 def _cupy(what: str):
-    return _be.require_cuda(f"mp.cuda.{what}")
+    return availability.require_cuda(f"mp.cuda.{what}")
 
 
 def device_index(device, what: str) -> int:
@@ -22,14 +24,14 @@ def device_index(device, what: str) -> int:
     cp = _cupy(what)
     if device is None:
         return cp.cuda.runtime.getDevice()
-    if isinstance(device, bool) or not isinstance(device, (int, str, _be.Device)):
+    if isinstance(device, bool) or not isinstance(device, (int, str, devices.Device)):
         raise TypeError(f"mp.cuda.{what}: device must be None, an int, 'cuda', 'cuda:N' or a Device, "
                         f"got {device!r}")
     if isinstance(device, int):
         if device < 0:
             raise ValueError(f"mp.cuda.{what}: device index must be >= 0, got {device}")
         device = f"cuda:{device}"
-    dev = _be.as_device(device)
+    dev = devices.as_device(device)
     if dev.type != "cuda":
         raise ValueError(f"mp.cuda.{what}: expected a CUDA device, got {str(dev)!r}")
     return dev.index
@@ -100,19 +102,19 @@ def synchronize(device=None) -> None:
     """Wait until the device has finished all its work; then report what the GPU's own checks found."""
     index = device_index(device, "synchronize")
     _be.cupy_module().cuda.Device(index).synchronize()
-    _be.raise_device_errors(index)
+    device_checks.raise_device_errors(index)
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Whether bfloat16 tensors can live on the current GPU.
 
-    Needs CuPy >= 14 and NumPy >= 2.1.2 (mp.backend.cuda_bfloat16_unsupported_reason
+    Needs CuPy >= 14 and NumPy >= 2.1.2 (mixprec.backend.bfloat16.cuda_bfloat16_unsupported_reason
     says what is missing). Native bfloat16 arithmetic needs compute
     capability 8.0 (Ampere); with including_emulation=True older GPUs count,
     since CUDA's bfloat16 header emulates it there.
     """
     _cupy("is_bf16_supported")
-    if _be.cuda_bfloat16_unsupported_reason() is not None:
+    if cuda_bfloat16_unsupported_reason() is not None:
         return False
     return including_emulation or get_device_capability()[0] >= 8
 
@@ -146,8 +148,8 @@ class Stream:
         return s
 
     @property
-    def device(self) -> _be.Device:
-        return _be.as_device(f"cuda:{self.device_index}")
+    def device(self) -> devices.Device:
+        return devices.as_device(f"cuda:{self.device_index}")
 
     @property
     def cuda_stream(self) -> int:
@@ -160,7 +162,7 @@ class Stream:
 
     def synchronize(self) -> None:
         self.cupy_stream.synchronize()
-        _be.raise_device_errors(self.device_index)
+        device_checks.raise_device_errors(self.device_index)
 
     def wait_event(self, event: "Event") -> None:
         """Work queued on this stream from now on starts after ``event`` has happened (the host does not wait)."""
@@ -263,7 +265,7 @@ class Event:
     def synchronize(self) -> None:
         """Wait on the host until the event has happened."""
         self.cupy_event.synchronize()
-        _be.raise_device_errors(self.device_index)
+        device_checks.raise_device_errors(self.device_index)
 
     def elapsed_time(self, end_event: "Event") -> float:
         """Milliseconds between this event and ``end_event`` (both recorded, both with enable_timing=True)."""

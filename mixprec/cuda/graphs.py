@@ -19,7 +19,7 @@ Replaying runs the same kernels on the same addresses, so:
 """
 from __future__ import annotations
 
-from .. import backend as _be
+from ..backend import availability, capture, device_checks
 from . import memory as _memory
 from ._runtime import Stream, current_stream, device_index, stream as _stream_context
 
@@ -30,7 +30,7 @@ class GraphPool:
     """A private CuPy memory pool for CUDA graphs (torch's opaque pool handle); share it via ``pool=``."""
 
     def __init__(self):
-        cp = _be.require_cuda("mp.cuda.graph_pool_handle")
+        cp = availability.require_cuda("mp.cuda.graph_pool_handle")
         self.cupy_pool = cp.cuda.MemoryPool()
         _memory._GRAPH_POOLS.add(self)
 
@@ -52,7 +52,7 @@ class CUDAGraph:
     """
 
     def __init__(self):
-        self._cp = _be.require_cuda("mp.cuda.CUDAGraph")
+        self._cp = availability.require_cuda("mp.cuda.CUDAGraph")
         self._graph = None
         self._pool = None
         self._capturing = None  # (cupy stream, allocator context) during capture
@@ -70,7 +70,7 @@ class CUDAGraph:
         if pool is not None and not isinstance(pool, GraphPool):
             raise TypeError(f"capture_begin: pool must come from graph_pool_handle() or CUDAGraph.pool(), "
                             f"got {type(pool).__name__}")
-        if self._capturing is not None or _be.is_capturing():
+        if self._capturing is not None or capture.is_capturing():
             raise RuntimeError("capture_begin: a capture is already under way in this thread; end it first")
         if self._graph is not None:
             raise RuntimeError("capture_begin: this graph already holds a capture; call reset() first")
@@ -81,7 +81,7 @@ class CUDAGraph:
                                "capture; use `with mp.cuda.graph(g):` (it captures on a side stream) or "
                                "`with mp.cuda.stream(mp.cuda.Stream()):`")
         index = cp.cuda.runtime.getDevice()
-        _be.device_check_flags(index)  # made now: made inside, its zeroing would be replayed
+        device_checks.flags(index)  # made now: made inside, its zeroing would be replayed
         self._pool = pool if pool is not None else GraphPool()
         allocator = cp.cuda.using_allocator(self._pool.cupy_pool.malloc)
         allocator.__enter__()
@@ -94,7 +94,7 @@ class CUDAGraph:
             allocator.__exit__(None, None, None)
             raise
         self._capturing = (cupy_stream, allocator)
-        _be.set_capturing(True)
+        capture.set_capturing(True)
 
     def capture_end(self) -> None:
         """Stop recording and instantiate the graph (ready to replay)."""
@@ -105,7 +105,7 @@ class CUDAGraph:
         try:
             self._graph = cupy_stream.end_capture()
         finally:
-            _be.set_capturing(False)
+            capture.set_capturing(False)
             allocator.__exit__(None, None, None)
 
     def _abort(self) -> None:
@@ -209,7 +209,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
     from ..nn import Module
     from ..tensor import Tensor, empty_like, ones_like
 
-    _be.require_cuda("mp.cuda.make_graphed_callables")
+    availability.require_cuda("mp.cuda.make_graphed_callables")
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables, sample_args = (callables,), (sample_args,)

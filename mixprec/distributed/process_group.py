@@ -8,7 +8,7 @@ Tensor-level API, which follows torch.distributed.
 """
 from __future__ import annotations
 
-from .. import backend as _be
+from ..backend import availability, devices
 from .. import dtypes as _dt
 from .env import launch_info
 
@@ -43,7 +43,7 @@ def init_process_group(backend: str | None = None, *, rank: int | None = None, w
         raise RuntimeError(f"init_process_group was already called (backend {_group.name!r}, rank "
                            f"{_group.rank} of {_group.world_size}); call destroy_process_group() first")
     if backend is None:
-        backend = "nccl" if _be.is_cuda_available() else "mpi"
+        backend = "nccl" if availability.is_cuda_available() else "mpi"
     if backend not in BACKENDS:
         hint = " (mixprec's CPU backend is 'mpi')" if backend == "gloo" else ""
         raise ValueError(f"unknown backend {backend!r}{hint}; expected one of {', '.join(map(repr, BACKENDS))}")
@@ -94,7 +94,7 @@ def get_backend() -> str:
     return _require().name
 
 
-def get_device() -> _be.Device:
+def get_device() -> devices.Device:
     """Where this rank's tensors belong: its own GPU for nccl, the CPU for mpi."""
     return _require().device
 
@@ -146,12 +146,12 @@ def broadcast(tensor, src: int = 0) -> None:
 def all_reduce_array(a, op: str = ReduceOp.SUM) -> None:
     """all_reduce on a raw NumPy/CuPy array, in place (what DDP and the loss scaler use)."""
     group = _require()
-    with _be.on_device(group.device):
+    with devices.on_device(group.device):
         group.all_reduce(a, op)
 
 
 def broadcast_array(a, src: int = 0) -> None:
     """broadcast on a raw NumPy/CuPy array, in place."""
     group = _require()
-    with _be.on_device(group.device):
+    with devices.on_device(group.device):
         group.broadcast(a, src)

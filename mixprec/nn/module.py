@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import backend as _be
+from ..backend import devices
 from .. import dtypes as _dt
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
@@ -345,7 +346,7 @@ class Module:
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
-            elif isinstance(a, _be.Device) or (isinstance(a, str) and a.partition(":")[0] in ("cpu", "cuda")):
+            elif isinstance(a, devices.Device) or (isinstance(a, str) and a.partition(":")[0] in ("cpu", "cuda")):
                 device = a
             else:
                 dtype = a
@@ -353,13 +354,13 @@ class Module:
             dtype = _dt.as_dtype(dtype)
             if not _dt.is_floating(dtype):
                 raise TypeError(f"Module.to only casts to floating-point dtypes, got {dtype.name}")
-        device = _be.as_device(device) if device is not None else None
+        device = devices.as_device(device) if device is not None else None
 
         def convert(array):
             if device is not None:
-                array = _be.to_device(array, device)
+                array = devices.to_device(array, device)
             if dtype is not None and _dt.is_floating(array.dtype) and array.dtype != dtype:
-                with _be.on_device(_be.device_of_array(array)):
+                with devices.on_device(devices.device_of_array(array)):
                     array = array.astype(dtype)
             return array
         return self._apply(convert)
@@ -481,7 +482,7 @@ class Module:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         with no_grad():
             for target, value in ready:
-                target._assign("load_state_dict", _be.to_device(value, target.device))
+                target._assign("load_state_dict", devices.to_device(value, target.device))
         result = IncompatibleKeys(missing, unexpected)
         for event, module, _ in self._walk():
             if event == "leave":

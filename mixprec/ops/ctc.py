@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _be
+from ..backend import device_checks
 from .. import dtypes as _dt
 from ..tensor import Tensor, arange, tensor
 from .elementwise import where
@@ -208,7 +209,7 @@ def _lengths(what, value, n, device, unbatched):
     if t.shape[0] != n:
         expected = "a single length (the input is unbatched)" if unbatched else f"{n} lengths, one per sample"
         raise RuntimeError(f"ctc_loss: expected {what} to hold {expected}, got {t.shape[0]}")
-    _be.check((t < 0).data, ValueError, f"ctc_loss: {what} must be non-negative")
+    device_checks.check((t < 0).data, ValueError, f"ctc_loss: {what} must be non-negative")
     return t
 
 
@@ -223,7 +224,7 @@ def _padded_targets(targets, target_lengths, n, device):
         if targets.shape[0] != n:
             raise RuntimeError(f"ctc_loss: padded targets must have shape (N={n}, S), got {tuple(targets.shape)}")
         longest = targets.shape[1]
-        _be.check((target_lengths > longest).data, RuntimeError,
+        device_checks.check((target_lengths > longest).data, RuntimeError,
                   f"ctc_loss: a target length is larger than the padded targets' size S={longest}")
         return targets
     if targets.ndim != 1:
@@ -271,14 +272,15 @@ def ctc_loss(ctx, log_probs, targets, input_lengths, target_lengths, blank=0, re
     device = log_probs.device
     il = _lengths("input_lengths", input_lengths, n, device, unbatched)
     tl = _lengths("target_lengths", target_lengths, n, device, unbatched)
-    _be.check((il > steps).data, RuntimeError, f"ctc_loss: expected input_lengths to be at most T={steps}",
+    device_checks.check((il > steps).data, RuntimeError, f"ctc_loss: expected input_lengths to be at most T={steps}",
               culprit=lambda: f"{int(il.amax())}")
     padded = _padded_targets(targets, tl, n, device)
     used = arange(padded.shape[1], device=device).unsqueeze(0) < tl.unsqueeze(1)  # (N, S): within the length
     bad = ((padded < 0).logical_or(padded >= classes)).logical_and(used)
-    _be.check(bad.data, IndexError, f"ctc_loss: a target is out of range for {classes} classes [0, {classes})",
-              culprit=lambda: f"target {int(padded[bad][0])}")
-    _be.check((padded == blank).logical_and(used).data, ValueError,
+    device_checks.check(bad.data, IndexError,
+                        f"ctc_loss: a target is out of range for {classes} classes [0, {classes})",
+                        culprit=lambda: f"target {int(padded[bad][0])}")
+    device_checks.check((padded == blank).logical_and(used).data, ValueError,
               f"ctc_loss: a target equals the blank index {blank}; targets must not contain blank")
     padded = where(used, padded, blank)  # padding past a target's length may hold anything
     nll = _ctc_loss(log_probs, padded, il, tl, int(blank), bool(zero_infinity))

@@ -22,8 +22,9 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .._state import PER_THREAD
-from ..backend import CPU, is_array
-from ..backend import on_device as _on
+from ..backend import is_array
+from ..backend.devices import CPU
+from ..backend.devices import on_device as _on
 from ..autograd import forward_ad as _fwad
 from ..autograd.grad_mode import no_grad as _no_grad
 from ..autograd.graph import Notes, RuleCtx, make_view, refresh_view

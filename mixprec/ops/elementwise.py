@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import backend as _be
-from ..backend import array_module, erf
+from ..backend import array_module, device_checks, erf
 from ..tensor import Tensor, zeros_like
 from . import halfbits
 from .opmath import opmath
@@ -132,7 +132,7 @@ def _power(base, exponent):
     """base ** exponent in opmath; integers stay integers, so a negative integer exponent is refused (as torch)."""
     if base.dtype.kind in "biu" and exponent.dtype.kind in "biu":
         negative = exponent < 0
-        _be.check(negative if _be.is_array(negative) else np.asarray(negative), RuntimeError,
+        device_checks.check(negative if _be.is_array(negative) else np.asarray(negative), RuntimeError,
                   "pow: integers to negative integer powers are not allowed (cast to a floating dtype first)")
     return opmath(np.power, base, exponent, ints="keep")
 

@@ -31,7 +31,8 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import array_module, cuda_library, cupy_module
+from ..backend import array_module, cupy_module
+from ..backend.cuda_libraries import cuda_library
 
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
 _CUBLAS = {  # the cuBLAS functions called here, with their C argument types (cublas_api.h)

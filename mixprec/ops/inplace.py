@@ -34,9 +34,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _be
+from ..backend import array_module, devices
 from .. import dtypes as _dt
 from .._state import modes
-from ..backend import array_module
 from ..tensor import Tensor
 from ..autograd import grad_mode, graph
 from .registry import register
@@ -274,7 +274,7 @@ def _setitem(self, key, value):
     def direct(t):
         v = value
         if isinstance(v, Tensor):
-            v = _be.to_device(v.data, t.device)
+            v = devices.to_device(v.data, t.device)
         if isinstance(v, (int, float, np.generic)):
             v = t.dtype.type(v)
         else:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import CPU, array_module, linalg_errors, to_device
+from ..backend import array_module, linalg_errors
+from ..backend.devices import CPU, to_device
 from .elementwise import where
 from .registry import get, register
 from .shape import dim_index

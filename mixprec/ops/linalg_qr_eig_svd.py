@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import CPU, array_module, device_of_array, to_device
+from ..backend import array_module
+from ..backend.devices import CPU, device_of_array, to_device
 from .elementwise import where
 from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run,
                                  _same_dtype, _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve,

@@ -14,8 +14,8 @@ import warnings
 import numpy as np
 
 from .. import backend as _be
+from ..backend import array_module, device_checks
 from .. import dtypes as _dt
-from ..backend import array_module
 from .activation import log_softmax
 from .elementwise import clamp, softplus, where
 from .math_ops import pairwise_distance
@@ -190,7 +190,7 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     n_classes = input.shape[cdim]
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
     bad = xp.asarray(((target < 0) | (target >= n_classes)) & (target != ignore_index))  # (0-d: a NumPy bool)
-    _be.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is not "
+    device_checks.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is not "
               f"ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
     counted, safe, w = _sample_weights(xp, target, weight, ignore_index, n_classes, input.dtype)
     if n_classes == 0:
@@ -375,7 +375,8 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
 
 
 def _check_probabilities(name, t, what):
-    _be.check((t < 0).logical_or(t > 1).data, ValueError, f"{name}: every element of {what} must be between 0 and 1")
+    device_checks.check((t < 0).logical_or(t > 1).data, ValueError,
+                        f"{name}: every element of {what} must be between 0 and 1")
 
 
 @register("binary_cross_entropy", functional=True, promote=(0, 1, 2), composite=True)
@@ -458,7 +459,7 @@ def _class_range(name, target, n_classes, lowest=0):
     if target.dtype.kind not in "iu":
         raise TypeError(f"{name}: class-index targets must be an integer tensor, got {target.dtype.name}")
     bad = (target < lowest).logical_or(target >= n_classes)
-    _be.check(bad.data, IndexError, f"{name}: a target is out of range for {n_classes} classes (expected "
+    device_checks.check(bad.data, IndexError, f"{name}: a target is out of range for {n_classes} classes (expected "
               f"{lowest} <= target < {n_classes})", culprit=lambda: f"target {int(target[bad][0])}")
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import backend as _be
+from ..backend import array_module, curand, device_checks, devices
 from .. import dtypes as _dt
-from ..backend import array_module
 from ..tensor import Tensor, zeros_like
 from .elementwise import where
 from .opmath import compute_dtype, opmath
@@ -38,13 +37,13 @@ def dropout(ctx, input, p=0.5, training=True, inplace=False):
     from ..tensor import _rng_state
     gen = _rng_state["np"]
     if input.device.type == "cuda":
-        uniform = _be.uniform_on_device(input.shape, input.device, int(gen.integers(2 ** 63)))
+        uniform = curand.uniform_on_device(input.shape, input.device, int(gen.integers(2 ** 63)))
     else:
         uniform = gen.random(input.shape, dtype=np.float32)
     keep = uniform >= np.float32(p)
     work = compute_dtype(input.dtype)  # float32 for halves (scaled in float32, rounded once), float64 stays
     mask = keep.astype(work) * work.type(1.0 / (1.0 - p) if p < 1 else 0.0)
-    mask = Tensor._wrap(_be.to_device(mask, input.device))
+    mask = Tensor._wrap(devices.to_device(mask, input.device))
     out = input * mask  # float32 mask: half inputs are scaled in float32 and rounded once
     if out.dtype != input.dtype:
         out = out.to(input.dtype)
@@ -119,8 +118,9 @@ def embedding(ctx, input, weight, padding_idx=None):
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {tuple(weight.shape)}")
     num = weight.shape[0]
-    _be.check((input < 0) | (input >= num), IndexError, f"embedding: index out of range for a table of {num} rows",
-              culprit=lambda: f"indices spanning [{int(input.min())}, {int(input.max())}]")
+    device_checks.check((input < 0) | (input >= num), IndexError,
+                        f"embedding: index out of range for a table of {num} rows",
+                        culprit=lambda: f"indices spanning [{int(input.min())}, {int(input.max())}]")
     ctx.padding_idx = _padding_idx(padding_idx, num)
     ctx.num = num
     return weight[input]

@@ -29,8 +29,8 @@ import math
 import numpy as np
 
 from .. import backend as _be
+from ..backend import array_module, capture, device_checks, devices
 from .. import dtypes as _dt
-from ..backend import array_module
 from ..tensor import Tensor, zeros_like
 from . import halfbits
 from .elementwise import where
@@ -73,15 +73,15 @@ def _table(like, host):
     CUDA-graph capture (run the code once before capturing). Tables a capture used are never dropped."""
     if isinstance(like, np.ndarray):
         return host
-    device = _be.device_of_array(like)
+    device = devices.device_of_array(like)
     key = (device.index, host.dtype.str, host.shape, host.tobytes())
     table = _TABLES.get(key)
     if table is None:
         if len(_TABLES) >= _TABLE_LIMIT:  # many distinct geometries: keep only what graphs still read
             for old in [k for k in _TABLES if k not in _PINNED]:
                 del _TABLES[old]
-        table = _TABLES[key] = _be.to_device(np.ascontiguousarray(host), device)
-    if _be.is_capturing():
+        table = _TABLES[key] = devices.to_device(np.ascontiguousarray(host), device)
+    if capture.is_capturing():
         _PINNED.add(key)
     return table
 
@@ -361,8 +361,8 @@ def _register_fractional_max_pool(nd):
         work = compute_dtype(x.dtype)
         if _random_samples is None:  # drawn on the host (mixprec's one generator), in the dtype the starts use
             from ..tensor import _rng_state
-            samples = _be.to_device(_rng_state["np"].random((n, c, nd), dtype=np.dtype(work).type),
-                                    _be.device_of_array(x))
+            samples = devices.to_device(_rng_state["np"].random((n, c, nd), dtype=np.dtype(work).type),
+                                        devices.device_of_array(x))
         else:
             samples = _random_samples
             if (samples.ndim != 3 or samples.shape[0] < n or tuple(samples.shape[1:]) != (c, nd)
@@ -427,7 +427,7 @@ def _register_max_unpool(nd):
         out = _unpool_output_size(name, size, k, s, p, output_size)
         plane = math.prod(out)
         flat = idx.reshape(n, c, math.prod(size))
-        _be.check((flat < 0) | (flat >= plane), IndexError,
+        device_checks.check((flat < 0) | (flat >= plane), IndexError,
                   f"{name}: an index is out of range for an output plane of {'x'.join(map(str, out))} = {plane} "
                   f"elements (valid: 0 to {plane - 1})",
                   culprit=lambda: f"indices spanning [{int(flat.min())}, {int(flat.max())}]")

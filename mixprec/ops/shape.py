@@ -6,8 +6,9 @@ import operator
 import numpy as np
 
 from .. import backend as _be
+from ..backend import array_module, device_checks, devices
+from ..backend.bfloat16 import require_dtype_support
 from .. import dtypes as _dt
-from ..backend import array_module
 from .opmath import compute_dtype
 from .registry import register
 
@@ -31,13 +32,13 @@ def _size_arg(shape):
 @register("_to_copy", methods=("_to_copy",), promote=(), linear=True,
           doc="Copy to another dtype and/or device; the gradient goes back the same way.")
 def _to_copy(ctx, input, dtype=None, device=None):
-    ctx.src = (input.dtype, _be.device_of_array(input))
+    ctx.src = (input.dtype, devices.device_of_array(input))
     out = input
     if device is not None:
-        out = _be.to_device(out, _be.as_device(device))
+        out = devices.to_device(out, devices.as_device(device))
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
-        _be.require_dtype_support(dtype, _be.device_of_array(out))
+        require_dtype_support(dtype, devices.device_of_array(out))
         if out.dtype == np.bool_ and dtype == _dt.float16 and isinstance(out, np.ndarray):
             # the same values, picked from (0, 1): NumPy converts bool to float16 through float, ~10 ns an element
             out = np.asarray(np.array((0, 1), dtype=dtype).take(out.view(np.uint8)))
@@ -384,8 +385,8 @@ def _check_index_range(name, index, size, dim, negative=False):
     if isinstance(bad, np.ndarray):  # on the CPU the error names the first bad index, now
         if bad.any():
             raise IndexError(f"{name}: index {int(index[bad][0])} is out of bounds {expected}")
-    else:  # on a GPU it is raised at the next point the host waits anyway (backend.check)
-        _be.check(bad, IndexError, f"{name}: an index is out of bounds {expected}")
+    else:  # on a GPU it is raised at the next point the host waits anyway (device_checks.check)
+        device_checks.check(bad, IndexError, f"{name}: an index is out of bounds {expected}")
 
 
 def check_key(name, key, shape):
@@ -394,7 +395,7 @@ def check_key(name, key, shape):
     Masks must have the shape of the dims they cover (NumPy lets an empty one through) and nothing but
     integers and bools may index. Integer arrays must lie in [-size, size) of their dim (a negative index
     counts from the end): NumPy raises for the others, CuPy would wrap them silently, so on a GPU they are
-    checked here (without a host wait: backend.check). Ints, slices, None and ... are NumPy's/CuPy's to check.
+    checked here (without a host wait: device_checks.check). Ints, slices, None and ... are NumPy's/CuPy's to check.
     """
     parts = key if isinstance(key, tuple) else (key,)
     parts = tuple(np.asarray(p) if isinstance(p, list) else p for p in parts)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _be
+from ..backend import devices
 from .. import dtypes as _dt
 from ..amp import _kernels, _layout, _reference
 
@@ -62,7 +63,7 @@ def step(kind, rule, params, grads, state, uses, copies, layouts, grad_scale=Non
                 lists[name], flat[name] = _flat_state(ps, state, uses[name], name == "STEP", layouts, key + (name,))
             elif lists[name] is None:
                 lists[name] = [None] * len(ps)
-        run(kind, lists, rule, *(None if a is None else _be.to_device(a, key[0]) for a in (grad_scale, found_inf)),
+        run(kind, lists, rule, *(None if a is None else devices.to_device(a, key[0]) for a in (grad_scale, found_inf)),
             flat=flat)
     for p, grad in zip(params, grads):
         p._bump_version()
@@ -81,7 +82,7 @@ def run(kind, lists, rule, grad_scale=None, found_inf=None, flat=None):
         else:
             _kernels.optimizer_step(kind, lists, rule, grad_scale, found_inf, runner)
         return
-    with _be.on_device(_be.device_of_array(lists["PARAM"][0])):
+    with devices.on_device(devices.device_of_array(lists["PARAM"][0])):
         _kernels.optimizer_step(kind, lists, rule, grad_scale, found_inf)
 
 
@@ -111,7 +112,7 @@ def _flat_state(params, state, key, count, layouts, where):
     first = params[0]
     shapes = [(1,) if count else p.shape for p in params]
     sizes = [int(np.prod(s)) for s in shapes]
-    with _be.on_device(first.device):
+    with devices.on_device(first.device):
         buffer = _be.xp_of(first.device).zeros(sum(sizes), dtype=np.int64 if count else first.dtype)
     views, start = [], 0
     for entry, old, shape, n in zip(entries, arrays, shapes, sizes):

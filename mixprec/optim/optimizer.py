@@ -7,10 +7,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .. import backend as _be
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..backend import is_array, on_device, to_device
+from ..backend import array_module, is_array
+from ..backend.capture import is_capturing
+from ..backend.devices import CPU, on_device, to_device
 from ..tensor import Tensor, zero_grads
 from . import fused as _fused
 
@@ -128,7 +129,7 @@ class Optimizer:
         if found_inf is not None and not (self.supports_amp_scaling or self.state_on_device):
             raise TypeError(f"{type(self).__name__}.step: found_inf is for optimizers that can skip on the device "
                             "(fused=True, or per-tensor state kept on the device); a GradScaler decides for this one")
-        blocker = self._capture_blocker() if _be.is_capturing() else None
+        blocker = self._capture_blocker() if is_capturing() else None
         if blocker:
             raise RuntimeError(f"{type(self).__name__}.step() cannot be captured in a CUDA graph: {blocker}. Use "
                                "fused=True: the fused step keeps everything it reads and writes on the device")
@@ -345,7 +346,7 @@ class _Undo:
 
     def where(self, skip) -> None:
         """Restore where skip (a 0-d bool device array: found_inf is set) holds."""
-        xp = _be.array_module(self.param)
+        xp = array_module(self.param)
         xp.copyto(self.param, self.saved[""], where=skip)
         for key, value in self.state.items():
             if is_array(value):
@@ -374,7 +375,7 @@ def _export(v):
 
 def _export_count(v) -> int:
     """A step count as an int; a fused optimizer keeps it in a one-element array on the device (a read)."""
-    return int(to_device(v, _be.CPU).reshape(-1)[0]) if is_array(v) else int(v)
+    return int(to_device(v, CPU).reshape(-1)[0]) if is_array(v) else int(v)
 
 
 def _import(v, p):

@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 
-from .. import backend as _be
+from ..backend import availability, capture
 from .._state import PER_THREAD
 from .._text import policy_text
 from .. import observers as _observers
@@ -98,7 +98,7 @@ class _Recorder:
         ev.device_type = None if device is None else device.type
         if self.cuda:
             _nvtx_push(name)
-            if device is not None and device.type == "cuda" and not _be.is_capturing():
+            if device is not None and device.type == "cuda" and not capture.is_capturing():
                 ev.cuda_events = [self._cuda_event(device.index), None, device.index]
         self.stack.append(ev)
         self.events.append(ev)
@@ -201,7 +201,7 @@ def _nvtx_pop():
 
 def _check_activities(activities):
     if activities is None:
-        return {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if _be.is_cuda_available() else set())
+        return {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if availability.is_cuda_available() else set())
     try:
         chosen = set(activities)
     except TypeError:
@@ -209,9 +209,9 @@ def _check_activities(activities):
     if not chosen or not all(isinstance(a, ProfilerActivity) for a in chosen):
         raise ValueError("profile: activities must be a non-empty collection of mp.profiler.ProfilerActivity "
                          f"(CPU, CUDA), got {activities!r}")
-    if ProfilerActivity.CUDA in chosen and not _be.is_cuda_available():
+    if ProfilerActivity.CUDA in chosen and not availability.is_cuda_available():
         warnings.warn(f"mp.profiler: CUDA activity asked for, but no GPU can be used "
-                      f"({_be.cuda_unavailable_reason()}); profiling the CPU only", stacklevel=3)
+                      f"({availability.cuda_unavailable_reason()}); profiling the CPU only", stacklevel=3)
         chosen.discard(ProfilerActivity.CUDA)
     return chosen | {ProfilerActivity.CPU}
 

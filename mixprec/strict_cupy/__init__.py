@@ -108,7 +108,7 @@ _LIBRARIES = {"cublas": _cuda.LibCublas()}
 
 
 def library(name: str):
-    """The stand-in's twin of a CUDA library mixprec calls directly (backend.cuda_library)."""
+    """The stand-in's twin of a CUDA library mixprec calls directly (backend.cuda_libraries.cuda_library)."""
     try:
         return _LIBRARIES[name]
     except KeyError:

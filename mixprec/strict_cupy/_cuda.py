@@ -406,7 +406,8 @@ def _gemm(transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype, ldb
 
 
 class LibCublas:
-    """libcublas itself, as mixprec's ctypes calls see it (backend.cuda_library): no capture check of CuPy's."""
+    """libcublas itself, as mixprec's ctypes calls see it (mixprec.backend.cuda_libraries): no capture check
+    of CuPy's."""
 
     def check(self, function, *args):
         if function in ("cublasSetStream_v2", "cublasSetMathMode"):  # (the twin always sums in the compute type)

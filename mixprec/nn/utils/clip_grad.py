@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ... import backend as _be
+from ...backend import devices
 from ... import dtypes as _dt
 from ...tensor import Tensor, tensor
 
@@ -30,7 +31,7 @@ def _grads(parameters, name):
 def _scale_in_place(g, factor):
     """g *= factor with one rounding (half gradients are scaled in float32)."""
     xp = _be.array_module(g.data)
-    factor = _be.to_device(factor, g.device)
+    factor = devices.to_device(factor, g.device)
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 -> nan, as in PyTorch
         if g.dtype in _dt.LOW_PRECISION:
             g.data[...] = (g.data.astype(np.float32) * factor.astype(np.float32)).astype(g.dtype)
@@ -64,9 +65,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
             n = a.max() if a.size else xp.zeros((), dtype=acc)
         else:
             n = (a ** acc(norm_type)).sum() ** acc(1 / norm_type)
-        norms.append(_be.to_device(xp.asarray(n, dtype=acc).reshape(1), device))
+        norms.append(devices.to_device(xp.asarray(n, dtype=acc).reshape(1), device))
     xp = _be.xp_of(device)
-    with _be.on_device(device):
+    with devices.on_device(device):
         stacked = xp.concatenate(norms)
         if math.isinf(norm_type):
             total = stacked.max()

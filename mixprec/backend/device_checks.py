@@ -1,0 +1,96 @@
+"""Checks the GPU makes without the host waiting (torch's device-side asserts), raised where the host waits.
+
+``check`` tests a bool array: on the CPU at once; on a GPU by setting a flag on
+the device, read at the next point that waits for the GPU anyway
+(mp.cuda.synchronize, Stream/Event.synchronize, a copy to the host).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from .capture import is_capturing
+
+_SLOTS = 32  # distinct messages tracked per device; the last slot gathers any beyond
+_flags: dict[int, object] = {}  # device index -> int32 flags on that device, one per message
+_messages: dict[tuple, int] = {}  # (exception type, message) -> slot
+_pending: set[int] = set()  # devices with flags set since they were last read
+
+
+def flags(index: int):
+    """The device's flag array, made on first use (and before a graph capture, so none is made inside one)."""
+    found = _flags.get(index)
+    if found is None:
+        cupy = backend._cupy
+        with cupy.cuda.Device(index):
+            found = _flags[index] = cupy.zeros(_SLOTS, dtype=np.int32)
+    return found
+
+
+def check(bad, error: type, message: str, culprit=None) -> None:
+    """Raise ``error(message)`` if any element of the bool array ``bad`` is True.
+
+    On the CPU the check happens now, and ``culprit()`` (if given) names the
+    offending values. On a GPU, reading ``bad`` would make the host wait for
+    the GPU at every call; instead the GPU sets a flag (no wait), and the
+    error is raised at the next point that waits anyway: mp.cuda.synchronize,
+    Stream/Event.synchronize, or a copy to the host. torch's device-side
+    asserts are reported the same way, late.
+    """
+    if isinstance(bad, np.ndarray):
+        if bad.size and bad.any():
+            raise error(message if culprit is None else f"{message}; got {culprit()}")
+        return
+    if bad.size == 0:
+        return
+    index = bad.device.id
+    slot = _messages.setdefault((error, message), min(len(_messages), _SLOTS - 1))
+    flag = flags(index)[slot:slot + 1]
+    backend._cupy.bitwise_or(flag, bad.any(), out=flag)
+    _pending.add(index)
+
+
+def asnumpy(a):
+    """A host copy of CuPy array ``a`` that also raises what ``check`` found on its device.
+
+    When checks are pending there, the array and their flags come over in one
+    transfer (through a contiguous device copy of the array), so the host waits once.
+    """
+    cupy = backend._cupy
+    index = a.device.id
+    if index not in _pending or is_capturing():
+        return cupy.asnumpy(a)
+    with cupy.cuda.Device(index):
+        both = cupy.concatenate([cupy.ascontiguousarray(a).reshape(-1).view(np.uint8), _flags[index].view(np.uint8)])
+    host = cupy.asnumpy(both)
+    _pending.discard(index)
+    _report(index, host[a.nbytes:].view(np.int32))
+    return host[:a.nbytes].view(a.dtype).reshape(a.shape)
+
+
+def raise_device_errors(index: int | None = None) -> None:
+    """Raise what ``check`` found on a device (all devices when index is None); call only where the host waits."""
+    for dev in [index] if index is not None else list(_pending):
+        if dev not in _pending or is_capturing():
+            continue
+        _pending.discard(dev)
+        _report(dev, backend._cupy.asnumpy(_flags[dev]))
+
+
+def _report(dev: int, found) -> None:
+    """Raise what the flags read back from device ``dev`` (found, on the host) say ``check`` found; clear them."""
+    if not found.any():
+        return
+    _flags[dev].fill(0)
+    failed = [(err, msg) for (err, msg), slot in _messages.items() if found[slot]]
+    error = failed[0][0]
+    listed = "; ".join(msg for _, msg in failed)
+    raise error(f"{listed} (found on cuda:{dev} by an earlier call, reported here where the host waits "
+                "for the GPU)")
+
+
+def discard_device_errors() -> None:
+    """Forget what ``check`` found that was never reported (tests start each test from clean flags with it)."""
+    for dev in list(_pending):
+        _pending.discard(dev)
+        _flags[dev].fill(0)
