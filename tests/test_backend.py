@@ -1,5 +1,6 @@
 """mixprec.backend, the array switch: importing with and without a GPU stack, the one module that imports
-CuPy, and the primitives NumPy and CuPy spell differently."""
+CuPy, and the primitives NumPy and CuPy spell differently (each checked against a stand-in that has CuPy's
+signature or dtype loops, through the ops that use it)."""
 from __future__ import annotations
 
 import math
@@ -12,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mixprec as mp
 from mixprec import backend
 from mixprec.backend import devices
+from mixprec.ops import elementwise, shape
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,3 +150,68 @@ def test_erf_matches_math_erf(dtype, monkeypatch):
     out = backend.erf(x)
     assert out.dtype == dtype
     np.testing.assert_allclose(out.astype(np.float64), expected, atol=tol)
+
+
+# ------------------------------------------------------------------ open_grid: CuPy's indices has no sparse=
+class _CupyIndices:
+    """NumPy, except that ``indices`` has CuPy's signature (dimensions, dtype) and no ``sparse``."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def indices(dimensions, dtype=int):
+        return np.indices(dimensions, dtype=dtype)
+
+
+def test_open_grid_matches_numpys_sparse_indices():
+    for dims in [(3,), (2, 4), (2, 1, 3), ()]:
+        got = backend.open_grid(_CupyIndices(), dims)
+        want = np.indices(dims, sparse=True)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            assert g.shape == w.shape
+
+
+def test_scatter_add_and_gather_backward_use_no_sparse_indices(monkeypatch):
+    monkeypatch.setattr(shape, "array_module", lambda a: _CupyIndices())
+    x = mp.zeros(3, 4)
+    index = mp.tensor([[0, 2, 2, 1], [1, 0, 2, 2]])
+    src = mp.arange(8, dtype=mp.float32).reshape(2, 4)
+    out = x.scatter_add(0, index, src)
+    want = np.zeros((3, 4), np.float32)
+    np.add.at(want, (index.numpy(), np.arange(4)[None, :]), src.numpy())
+    np.testing.assert_array_equal(out.numpy(), want)
+    # gather's backward is a scatter_add: it must take the same path
+    w = mp.randn(3, 4, requires_grad=True)
+    w.gather(1, mp.tensor([[0, 0], [3, 1], [2, 2]])).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [[2, 0, 0, 0], [0, 1, 0, 1], [0, 0, 2, 0]])
+
+
+# ------------------------------------------------------------------ where: CuPy's has no bfloat16 loop
+class _CupyWhere:
+    """NumPy, except that ``where`` follows CuPy's loop table: no bfloat16 loop, so bfloat16 comes back float32."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def where(condition, a, b):
+        def lift(v):
+            return np.asarray(v).astype(np.float32) if np.asarray(v).dtype == mp.bfloat16 else v
+        return np.where(condition, lift(a), lift(b))
+
+
+def test_where_keeps_bfloat16_exactly_on_a_cupy_like_backend(monkeypatch):
+    fake = _CupyWhere()
+    monkeypatch.setattr(backend, "array_module", lambda a: fake)
+    monkeypatch.setattr(elementwise, "array_module", lambda a: fake)
+    a = mp.tensor([1.0, -2.5, 3.0e38, 7.0], dtype=mp.bfloat16)
+    b = mp.tensor([0.1, 0.2, -0.3, float("nan")], dtype=mp.bfloat16)
+    c = mp.tensor([True, False, True, False])
+    for out, want in [(mp.where(c, a, b), np.where(c.numpy(), a.numpy(), b.numpy())),
+                      (mp.where(c, a, 0.5), np.where(c.numpy(), a.numpy(), np.asarray(0.5, mp.bfloat16))),
+                      (mp.where(c, -1.0, b), np.where(c.numpy(), np.asarray(-1.0, mp.bfloat16), b.numpy()))]:
+        assert out.dtype == mp.bfloat16
+        np.testing.assert_array_equal(out.numpy().view(np.uint16), want.view(np.uint16))  # bit for bit

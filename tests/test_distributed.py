@@ -1,5 +1,5 @@
-"""mp.distributed in one process: launcher environment, start-up errors, the TCP rendezvous,
-gradient buckets and DistributedSampler. Multi-process behaviour is in test_distributed_mpi.py."""
+"""mp.distributed in one process: launcher environment, start-up errors, the NCCL unique id, the TCP
+rendezvous, gradient buckets and DistributedSampler. Multi-process behaviour is in test_distributed_mpi.py."""
 from __future__ import annotations
 
 import socket
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import mixprec as mp
 import mixprec.distributed as dist
-from mixprec.distributed import rendezvous
+from mixprec.distributed import _nccl, rendezvous
 from mixprec.distributed.buckets import cap_from_mb, plan_buckets
 
 
@@ -122,6 +122,18 @@ def test_mpi_without_mpi4py_is_a_clear_error(monkeypatch):
 def test_sync_scaler_rejects_other_objects():
     with pytest.raises(TypeError, match="expects an mp.amp.GradScaler"):
         dist.sync_scaler(object())
+
+
+# ---------------------------------------------------------------- the NCCL unique id
+def test_nccl_unique_id_takes_the_form_of_the_installed_cupy():
+    raw = bytes(range(256))[:128]
+    as14 = _nccl.unique_id_for_cupy(raw, "14.0.1")
+    assert isinstance(as14, bytes) and as14 == raw
+    as13 = _nccl.unique_id_for_cupy(raw, "13.6.0")
+    assert isinstance(as13, tuple) and len(as13) == 128
+    assert min(as13) >= -128 and max(as13) <= 127  # signed chars, as CuPy 13's get_unique_id returned
+    assert bytes(b & 0xFF for b in as13) == raw  # what rank 0 sends is recovered exactly
+    assert isinstance(_nccl.unique_id_for_cupy(raw, "15.0.0a1"), bytes)
 
 
 # ---------------------------------------------------------------- TCP rendezvous (nccl's start-up)

@@ -617,3 +617,35 @@ def test_statistics_before_use_and_history_ring():
     st = s.statistics()
     assert st["steps"] == 6 and st["skipped_steps"] == 0 and st["last_overflow_step"] is None
     assert st["scale_history"] == [(i, 65536.0 * 2 ** (i + 1)) for i in range(2, 6)]
+
+
+# ---- a nan through a kink of the loss, as torch ----
+SCALED = [("relu", lambda m, z: m.relu(z).sum()), ("abs", lambda m, z: m.abs(z).sum()),
+          ("clamp", lambda m, z: z.clamp(-1.0, 1.0).sum()), ("maximum", lambda m, z: m.maximum(z, z * 0.5).sum()),
+          ("amax", lambda m, z: z.amax()), ("norm-inf", lambda m, z: m.norm(z, math.inf)),
+          ("l1_loss", lambda m, z: m.nn.functional.l1_loss(z, z * 0.0 + 1.0)),
+          ("smooth_l1_loss", lambda m, z: m.nn.functional.smooth_l1_loss(z, z * 0.0)),
+          ("huber_loss", lambda m, z: m.nn.functional.huber_loss(z, z * 0.0 + 3.0)),
+          ("cross_entropy", lambda m, z: m.nn.functional.cross_entropy(z.reshape(2, 2), (m.tensor([0, 1]))))]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the nan is the point: NumPy's warnings are expected
+@pytest.mark.parametrize("where", [0, 2], ids=["nan-first", "nan-later"])
+@pytest.mark.parametrize("name,loss_of", SCALED, ids=[s[0] for s in SCALED])
+def test_a_nan_through_a_kink_makes_grad_scaler_skip_the_step_as_torch(name, loss_of, where):
+    """w + x with a nan in x (an add, so only the kink decides what the nan does to w's gradient): a
+    GradScaler step is skipped exactly when torch's is, and otherwise takes torch's step."""
+    torch = pytest.importorskip("torch")
+    x = np.array([0.5, -1.5, 2.0, -0.25])
+    x[where] = math.nan
+    steps = {}
+    for m in (mp, torch):
+        w = (mp.nn.Parameter if m is mp else torch.nn.Parameter)(m.tensor([1.0, 2.0, -1.0, 0.5]))
+        opt = m.optim.SGD([w], lr=0.1)
+        scaler = mp.amp.GradScaler("cpu", init_scale=8.0) if m is mp else torch.amp.GradScaler("cpu", init_scale=8.0)
+        scaler.scale(loss_of(m, w + m.tensor(x, dtype=w.dtype))).backward()
+        scaler.step(opt)
+        scaler.update()
+        steps[m.__name__] = (w.detach().numpy().copy(), float(scaler.get_scale()))
+    np.testing.assert_array_equal(steps["mixprec"][0], steps["torch"][0])
+    assert steps["mixprec"][1] == steps["torch"][1]

@@ -244,3 +244,50 @@ def test_model_optimizer_and_checkpoint_on_each_device(device, tmp_path):
     back = mp.load(tmp_path / "m.mp")
     assert all(v.device == mp.device(device).device for v in back.values())
     assert all(v.device == "cpu" for v in mp.load(tmp_path / "m.mp", map_location="cpu").values())
+
+
+def _copy_parameters(ours, theirs):
+    """Give the torch module the mixprec module's parameters and buffers."""
+    import torch
+    state = {k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()}
+    theirs.load_state_dict(state)
+
+
+EMPTY_BATCH_LAYERS = [
+    pytest.param(lambda nn: nn.Linear(3, 2), (0, 3), id="Linear"),
+    pytest.param(lambda nn: nn.Linear(3, 2), (2, 0, 3), id="Linear-3d"),
+    pytest.param(lambda nn: nn.LayerNorm(4), (0, 4), id="LayerNorm"),
+    pytest.param(lambda nn: nn.BatchNorm1d(3), (0, 3), id="BatchNorm1d"),
+    pytest.param(lambda nn: nn.BatchNorm2d(3), (0, 3, 2, 2), id="BatchNorm2d"),
+    pytest.param(lambda nn: nn.BatchNorm2d(3).eval(), (0, 3, 2, 2), id="BatchNorm2d-eval"),
+    pytest.param(lambda nn: nn.Dropout(0.5), (0, 3), id="Dropout"),
+    pytest.param(lambda nn: nn.ReLU(), (0, 3), id="ReLU"),
+    pytest.param(lambda nn: nn.GELU(), (0, 3), id="GELU"),
+    pytest.param(lambda nn: nn.Softmax(dim=1), (0, 3), id="Softmax"),
+    pytest.param(lambda nn: nn.LogSoftmax(dim=1), (2, 0), id="LogSoftmax-empty-dim"),
+    pytest.param(lambda nn: nn.Flatten(), (0, 3, 2), id="Flatten"),
+    pytest.param(lambda nn: nn.Conv2d(2, 3, 3, padding=1), (0, 2, 5, 5), id="Conv2d"),
+    pytest.param(lambda nn: nn.MaxPool2d(2), (0, 2, 4, 4), id="MaxPool2d"),
+    pytest.param(lambda nn: nn.AvgPool2d(2), (0, 2, 4, 4), id="AvgPool2d"),
+]
+
+
+@pytest.mark.parametrize("make,shape", EMPTY_BATCH_LAYERS)
+def test_layers_handle_an_empty_batch_as_torch(make, shape):
+    """Output shape, the input's gradient and every parameter's gradient (zeros) match torch, and so does
+    the state after the step (BatchNorm's running statistics are not updated from nothing)."""
+    torch = pytest.importorskip("torch")
+    ours, theirs = make(mp.nn), make(torch.nn)
+    _copy_parameters(ours, theirs)
+    x, tx = mp.zeros(*shape, dtype=mp.float32, requires_grad=True), torch.zeros(*shape, requires_grad=True)
+    out, want = ours(x), theirs(tx)
+    assert out.shape == tuple(want.shape)
+    out.sum().backward()
+    want.sum().backward()
+    assert x.grad.shape == shape
+    for (k, p), tp in zip(ours.named_parameters(), theirs.parameters()):
+        got = np.zeros(p.shape) if p.grad is None else p.grad.numpy()
+        np.testing.assert_array_equal(got, np.zeros(p.shape) if tp.grad is None else tp.grad.numpy(), err_msg=k)
+    after = theirs.state_dict()
+    for k, v in ours.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), after[k].numpy(), err_msg=f"{k} after an empty batch")

@@ -1,6 +1,5 @@
 """Semantics of the nn ops beyond the case table (tests/op_cases/): pools, embedding, dropout, batch_norm,
 convolutions, norms and losses — edge cases, half-precision details, errors, and torch where installed."""
-import itertools
 import math
 import warnings
 
@@ -10,6 +9,7 @@ from scipy.special import erfinv as _erfinv_ref
 
 import mixprec as mp
 from mixprec.autograd import gradcheck
+from mixprec.backend import device_checks
 from op_cases import EPS
 from op_cases.refs import norm_ref, ref_pool
 
@@ -389,3 +389,64 @@ def test_matches_torch_where_semantics_are_subtle():
                         weight=mp.tensor(np.abs(b), dtype=mp.float64))
     ref = tF.huber_loss(torch.tensor(a), torch.tensor(b), delta=0.4, weight=torch.tensor(np.abs(b)))
     np.testing.assert_allclose(ours.item(), ref.item(), rtol=1e-12)
+
+
+# ----------------------------------------------------------------- empty batches, as torch
+def test_embedding_of_no_indices_and_of_a_zero_width_table():
+    torch = pytest.importorskip("torch")
+    for idx, table in ((np.zeros((0,), np.int64), (5, 3)), (np.zeros((2, 0), np.int64), (5, 3)),
+                       (np.array([1, 4]), (5, 0))):
+        w, tw = mp.zeros(*table, requires_grad=True), torch.zeros(*table, requires_grad=True)
+        out, want = F.embedding(mp.tensor(idx), w), torch.nn.functional.embedding(torch.tensor(idx), tw)
+        assert out.shape == tuple(want.shape)
+        out.sum().backward()
+        assert w.grad.shape == table
+
+
+def test_group_norm_of_an_empty_batch():
+    torch = pytest.importorskip("torch")
+    x, tx = mp.zeros(0, 4, 3, requires_grad=True), torch.zeros(0, 4, 3, requires_grad=True)
+    w, tw = mp.ones(4, requires_grad=True), torch.ones(4, requires_grad=True)
+    out, want = F.group_norm(x, 2, w), torch.nn.functional.group_norm(tx, 2, tw)
+    assert out.shape == tuple(want.shape) == (0, 4, 3)
+    out.sum().backward()
+    want.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+
+
+# ----------------------------------------------------------------- validation without a host read
+class _NoHostRead(np.ndarray):
+    """An array that fails if its value is read on the host (what costs a GPU->host wait on CUDA)."""
+
+    def _read(self, *args):
+        raise AssertionError("the op read an array's value on the host")
+
+    __bool__ = __int__ = __index__ = __float__ = item = _read
+
+
+def _no_read(a):
+    return mp.Tensor._wrap(np.asarray(a).view(_NoHostRead))
+
+
+def test_loss_and_embedding_validation_reads_nothing_on_the_host(monkeypatch):
+    # on a GPU, device_checks.check hands the test to the device; stand in for it with a recorder
+    checked = []
+    monkeypatch.setattr(device_checks, "check", lambda bad, error, message, culprit=None: checked.append(message))
+    logits = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    x = _no_read(logits).requires_grad_()
+    F.cross_entropy(x, _no_read([0, 1, 4, 2])).backward()
+    F.nll_loss(_no_read(logits), _no_read([0, -100, 4, 2]))
+    w = _no_read(np.ones((10, 3), np.float32)).requires_grad_()
+    F.embedding(_no_read([1, 2, 9]), w).sum().backward()
+    F.binary_cross_entropy(_no_read([0.2, 0.9]), _no_read([0.0, 1.0]))
+    assert any("nll_loss: a target is out of bounds" in m for m in checked)
+    assert any("embedding: index out of range" in m for m in checked)
+    assert any("binary_cross_entropy" in m for m in checked)
+
+
+def test_cpu_checks_raise_at_once_naming_the_culprit():
+    with pytest.raises(IndexError, match=r"out of bounds for 4 classes.*got target 4"):
+        F.nll_loss(mp.randn(3, 4), mp.tensor([0, 4, 1]))
+    with pytest.raises(IndexError, match=r"out of range for a table of 5 rows.*\[-1, 2\]"):
+        F.embedding(mp.tensor([-1, 2]), mp.randn(5, 2))
+    F.nll_loss(mp.randn(3, 4), mp.tensor([0, -100, 1]))  # ignore_index is not out of bounds
