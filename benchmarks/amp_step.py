@@ -10,7 +10,7 @@ AMP step adds autocast(float16) and a GradScaler (scale, unscale_, step,
 update). Times are CUDA-event milliseconds per step over --steps steps after
 --warmup, each framework timing its own step in this process. Printed: ms
 per step, AMP / float32 (below 1 means AMP pays off), and mixprec AMP / torch
-AMP (the issue's goal: <= 1.2 on a 4096-wide MLP).
+AMP (the goal: <= 1.2 on a 4096-wide MLP).
 """
 from __future__ import annotations
 

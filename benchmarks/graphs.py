@@ -14,8 +14,8 @@ with one launch and no Python. Two figures, CUDA-event milliseconds per step:
 - forward + backward only: mp.cuda.make_graphed_callables on the model, the
   scaler and optimizer eager.
 
-graphed / eager below 1 means the graph is faster (the issue's goal for the
-whole step: <= 0.5).
+graphed / eager below 1 means the graph is faster (the goal for the whole
+step: <= 0.5).
 """
 from __future__ import annotations
 

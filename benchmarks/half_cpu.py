@@ -2,7 +2,7 @@
 
 On the CPU mixprec emulates float16/bfloat16 the way a GPU kernel computes them
 (widen to float32, compute, round once per op), so AMP can only cost time here;
-the issue's goal is that it costs little: an AMP epoch <= 1.3x a float32 epoch.
+the goal is that it costs little: an AMP epoch <= 1.3x a float32 epoch.
 
 The workload is train_digits' own: its CNN, its data (scikit-learn's 8x8
 digits, 1,437 training images), batch 64, AdamW, a GradScaler (AMP only), every

@@ -1,7 +1,7 @@
 """Property tests (hypothesis) over ops x devices x autocast dtypes x input-dtype mixes.
 
-Each example runs one op through mp.testing.check_autocast, which asserts the
-issue's properties for that call: lower-precision ops run in the autocast
+Each example runs one op through mp.testing.check_autocast, which asserts
+autocast's properties for that call: lower-precision ops run in the autocast
 dtype, fp32 ops in float32, promote ops in the widest floating input (all via
 resolve_dtypes, checked exhaustively against the rules in
 test_policy_tables.py); float64 and integer inputs are never cast; the result
@@ -22,7 +22,7 @@ from mixprec._state import PER_THREAD
 import mixprec.nn.functional as F
 from mixprec.amp import autocast_mode as am
 from mixprec.ops import autocast as autocast_state
-from mixprec.ops import dispatch, registry
+from mixprec.ops import registry
 from mixprec.testing import autocast_dtypes, check_autocast, input_dtypes, make_tensor
 
 FLOAT = "float"   # inputs drawn from the four floating dtypes
@@ -148,7 +148,7 @@ def test_every_op_follows_its_policy(device_type, data):
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_lower_precision_and_fp32_outputs(device_type, data):
-    """The output dtype rules of the issue, stated directly on all-float32 inputs."""
+    """Autocast's output dtype rules, stated directly on all-float32 inputs."""
     e = data.draw(st.sampled_from([c for c in CATALOGUE if FLOAT in c.kinds or ANY in c.kinds]))
     lower = data.draw(autocast_dtypes())
     args, kwargs = e.build((mp.float32,) * len(e.kinds), device_type, 0)

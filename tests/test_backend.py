@@ -215,3 +215,17 @@ def test_where_keeps_bfloat16_exactly_on_a_cupy_like_backend(monkeypatch):
                       (mp.where(c, -1.0, b), np.where(c.numpy(), np.asarray(-1.0, mp.bfloat16), b.numpy()))]:
         assert out.dtype == mp.bfloat16
         np.testing.assert_array_equal(out.numpy().view(np.uint16), want.view(np.uint16))  # bit for bit
+
+
+@pytest.mark.gpu
+def test_gather_backward_and_bfloat16_where_run_on_cupy():
+    w = mp.randn(4, 6, device="cuda", requires_grad=True)
+    idx = mp.tensor([[0, 5], [1, 1], [2, 3], [4, 0]], device="cuda")
+    w.gather(1, idx).sum().backward()  # scatter_add backward (open_grid)
+    want = np.zeros((4, 6))
+    np.add.at(want, (np.arange(4)[:, None], idx.numpy()), 1)
+    np.testing.assert_array_equal(w.grad.numpy(), want)
+    if mp.cuda.is_bf16_supported():
+        c = mp.tensor([True, False], device="cuda")
+        out = mp.where(c, mp.tensor([1.5, 2.5], dtype=mp.bfloat16, device="cuda"), 0.25)
+        assert out.dtype == mp.bfloat16 and out.tolist() == [1.5, 0.25]

@@ -318,17 +318,3 @@ def test_dropout_on_the_gpu_draws_there_from_one_host_seed():
     np.testing.assert_array_equal(a.numpy(), b.numpy())
     kept = (a.numpy() != 0).mean()
     assert abs(kept - 0.75) < 0.01 and set(np.unique(a.numpy())) <= {0.0, np.float32(1 / 0.75)}
-
-
-@gpu
-def test_ops_that_failed_on_cupy_run_there():
-    w = mp.randn(4, 6, device="cuda", requires_grad=True)
-    idx = mp.tensor([[0, 5], [1, 1], [2, 3], [4, 0]], device="cuda")
-    w.gather(1, idx).sum().backward()  # scatter_add backward (open_grid)
-    want = np.zeros((4, 6))
-    np.add.at(want, (np.arange(4)[:, None], idx.numpy()), 1)
-    np.testing.assert_array_equal(w.grad.numpy(), want)
-    if cuda.is_bf16_supported():
-        c = mp.tensor([True, False], device="cuda")
-        out = mp.where(c, mp.tensor([1.5, 2.5], dtype=mp.bfloat16, device="cuda"), 0.25)
-        assert out.dtype == mp.bfloat16 and out.tolist() == [1.5, 0.25]

@@ -1,4 +1,4 @@
-"""Fault campaign: every op in the case table (tests/op_cases/) under hostile inputs (issue 13).
+"""Fault campaign: every op in the case table (tests/op_cases/) under hostile inputs.
 
 Each case is rerun on variants of its own inputs, derived here, so an op that gets a case is
 subject to all of them with no further work:
@@ -180,13 +180,6 @@ REFERENCE_NEVER_RETURNS = {"linalg_svd", "linalg_svdvals", "svd", "linalg_pinv",
 TORCH_CRASHES = {("pdist", "empty-first-dims"),
                  # torch 2.13's grid_sampler_2d backward, border/reflection padding, a non-finite grid
                  *((op, f"{v}-in-input1") for op in ("grid_sample", "grid_sampler") for v in ("nan", "inf", "-inf"))}
-
-# Ops the conv branch rewrites (convolutions and pools, with conv3d): until it lands their empty-batch variants
-# fail here (conv of N = 0 reshapes with -1; max_pool2d of N = 0 likewise), marked xfail; once it has landed
-# the marks are off and they must hold.
-REWRITTEN_ON_THE_CONV_BRANCH = {"conv1d", "conv2d", "max_pool2d"}
-CONV_BRANCH_LANDED = "conv3d" in mp.ops.names()
-
 
 # ----------------------------------------------------------------- variants
 def variants(values):
@@ -561,17 +554,7 @@ def edited_index_failure(case, k):
     return None
 
 
-def _case_params():
-    params = []
-    for case in CASES:
-        marks = ()
-        if case.op in REWRITTEN_ON_THE_CONV_BRANCH and not CONV_BRANCH_LANDED:
-            marks = pytest.mark.xfail(reason=f"{case.op} is rewritten on the conv branch (empty batches)", strict=True)
-        params.append(pytest.param(case, id=case.id, marks=marks))
-    return params
-
-
-@pytest.mark.parametrize("case", _case_params())
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in CASES])
 def test_hostile_inputs(case):
     failures = [f"{case.id} [{name}] {failure}" for kind, name, failure in campaign(case) if failure is not None]
     assert not failures, f"{len(failures)} hostile variants of {case.op!r} fail:\n" + "\n".join(failures)

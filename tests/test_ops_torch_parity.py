@@ -264,7 +264,7 @@ def test_index_ops_on_half_inputs_round_once():
     assert out.dtype == mp.bfloat16 and out.tolist() == [2.0, 2.0, 3.0]
 
 
-def test_new_loss_modules_call_their_functions():
+def test_loss_modules_call_their_functions():
     x, y = mp.randn(4, 3), mp.randn(4, 3)
     t = mp.tensor([1, -1, 1, -1])
     cases = [

@@ -193,7 +193,7 @@ def test_cpu_name_of_cross_entropy_is_visible():
 
 
 def test_smooth_l1_loss_is_float32_under_both_autocasts():
-    """The gap issue 12 found: torch runs smooth_l1_loss in float32 under CPU autocast too."""
+    """torch runs smooth_l1_loss in float32 under CPU autocast too, not only under CUDA's."""
     a, b = mp.randn(4, 3, dtype=mp.bfloat16), mp.randn(4, 3, dtype=mp.bfloat16)
     with mp.autocast("cpu"):
         assert mp.nn.functional.smooth_l1_loss(a, b).dtype == mp.float32

@@ -9,9 +9,9 @@ policies.py gives one an autocast policy.
 from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
 from . import elementwise, reduce, shape, matmul, activation  # noqa: F401,E402  (registration)
 from . import nn_layers, pooling, padding, sampling  # noqa: F401,E402  (layers; pools; pad; grid_sample)
-from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (issue 3: autocast-listed ops)
-from . import attention, einsum  # noqa: F401,E402  (issue 12: transformer ops)
-from . import rnn, ctc  # noqa: F401,E402  (issue 12: recurrent cells, lstm_layer, ctc_loss)
+from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (math, convolutions, norms, losses)
+from . import attention, einsum  # noqa: F401,E402  (transformer ops)
+from . import rnn, ctc  # noqa: F401,E402  (recurrent cells, lstm_layer, ctc_loss)
 from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/angle/polar/views)
 from . import fft  # noqa: F401,E402  (mp.fft and stft)
 from . import linalg_lu_cholesky  # noqa: F401,E402  (mp.linalg, part 1: LU, Cholesky, solves, inverses)

@@ -49,8 +49,8 @@ _COMPUTE = {_dt.float16: 68, _dt.bfloat16: 68, np.dtype(np.float32): 68, np.dtyp
 _GEMM_DEFAULT_TENSOR_OP = 99
 _OP_N, _OP_T = 0, 1
 # cublasMath_t's flag that keeps split-K partial sums in float32. Without it cuBLAS may add a half GEMM's partial
-# sums in half precision (torch allows that by default): seen on an H200, a bfloat16 product was then 3 ulps
-# off, and one near-cancelling element thousands.
+# sums in half precision (torch allows that by default): on an H200 that puts a bfloat16 product 3 ulps off,
+# and a near-cancelling element thousands.
 _FLOAT32_REDUCTION = 16
 
 
