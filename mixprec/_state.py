@@ -14,6 +14,8 @@ anyone may read. ``OWNERS`` below is that table.
                overrides, entered                                              overrides, what regions replaced
     profiler   recorders                                profiler/profiler.py   record_function's recorders
     memory     hook                                     cuda/memory.py         the allocation watcher
+    devices    default                                  backend/devices.py     the default device (None: the CPU)
+    capture    active                                   backend/capture.py     inside a CUDA-graph capture
 
 ``modes`` holds what dispatch reads on every op call. An attribute of a ``threading.local``
 costs a lookup of this thread's storage (~70 ns in CPython), an attribute of a plain object a
@@ -69,6 +71,14 @@ class Memory:
     hook = None            # the allocation watcher of mp.cuda.memory, or None
 
 
+class Devices:
+    default = None         # the device creation functions allocate on (None: the CPU)
+
+
+class Capture:
+    active = False         # between CUDAGraph.capture_begin and capture_end
+
+
 OWNERS = {
     "modes": {"grad": "autograd/grad_mode.py", "inference": "autograd/grad_mode.py",
               "anomaly": "autograd/grad_mode.py", "check_nan": "autograd/grad_mode.py",
@@ -80,6 +90,8 @@ OWNERS = {
                               "ops/autocast.py"),
     "profiler": {"recorders": "profiler/profiler.py"},
     "memory": {"hook": "cuda/memory.py"},
+    "devices": {"default": "backend/devices.py"},
+    "capture": {"active": "backend/capture.py"},
 }
 
 
@@ -91,6 +103,8 @@ class _PerThread(threading.local):
         self.autocast = Autocast()
         self.profiler = Profiler()
         self.memory = Memory()
+        self.devices = Devices()
+        self.capture = Capture()
 
 
 PER_THREAD = _PerThread()

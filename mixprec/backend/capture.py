@@ -2,20 +2,13 @@
 asks here."""
 from __future__ import annotations
 
-import threading
-
-
-class _CaptureState(threading.local):
-    active = False
-
-
-_capture = _CaptureState()
+from .._state import PER_THREAD  # (this thread's capture flag is PER_THREAD.capture.active: this module writes it)
 
 
 def is_capturing() -> bool:
     """True between CUDAGraph.capture_begin and capture_end in this thread."""
-    return _capture.active
+    return PER_THREAD.capture.active
 
 
 def set_capturing(active: bool) -> None:
-    _capture.active = active
+    PER_THREAD.capture.active = active

@@ -1,11 +1,10 @@
 """Devices: ``Device``, parsing "cpu", "cuda" and "cuda:N", the default device, and copies between devices."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .. import backend
+from .._state import PER_THREAD
 from . import device_checks
 from .availability import DeviceUnavailableError, cuda_unavailable_reason
 from .bfloat16 import require_dtype_support
@@ -90,20 +89,13 @@ def device_of_array(a) -> Device:
     return _cuda_devices.get(a.device.id) or as_device(f"cuda:{a.device.id}")
 
 
-# ---- default device (thread-local, like the grad mode) ----
-class _DefaultDevice(threading.local):
-    device = CPU  # each thread starts on the CPU
-
-
-_local = _DefaultDevice()
-
-
+# ---- default device (per thread, like the grad mode: PER_THREAD.devices.default, which this module writes) ----
 def get_default_device() -> Device:
-    return _local.device
+    return PER_THREAD.devices.default or CPU  # (each thread starts on the CPU)
 
 
 def set_default_device(spec) -> None:
-    _local.device = as_device(spec)
+    PER_THREAD.devices.default = as_device(spec)
 
 
 class device:
@@ -114,7 +106,7 @@ class device:
 
     def __enter__(self):
         self._prev = get_default_device()
-        _local.device = self.device
+        PER_THREAD.devices.default = self.device
         if self.device.type == "cuda":
             self._cuda_ctx = backend._cupy.cuda.Device(self.device.index)
             self._cuda_ctx.__enter__()
@@ -123,7 +115,7 @@ class device:
     def __exit__(self, *exc):
         if self.device.type == "cuda":
             self._cuda_ctx.__exit__(*exc)
-        _local.device = self._prev
+        PER_THREAD.devices.default = self._prev
         return False
 
 
