@@ -72,6 +72,7 @@ import numpy as np
 from . import backend as _be
 from .backend import availability, devices
 from . import dtypes as _dt
+from .tensor import Tensor
 
 __all__ = ["save", "load", "CheckpointError", "MAX_DEPTH", "MAX_NDIM"]
 
@@ -217,7 +218,6 @@ def _float_bits(x: float) -> str:
 def _encode(obj, buffers, memo, where, enclosing):
     """The manifest node for obj; ``enclosing`` holds the ids of the containers obj sits in."""
     from .nn.parameter import Parameter
-    from .tensor import Tensor
     if obj is None:
         return {"t": "none"}
     if isinstance(obj, bool):
@@ -573,7 +573,6 @@ class _Reader:
                                        "tensors are stored as identical nodes")
             return tensor
         from .nn.parameter import Parameter
-        from .tensor import Tensor
         array = self.array(node, where, _TENSOR_DTYPES)
         device = self.field(node, "device", (str,), where)
         requires_grad = self.field(node, "requires_grad", (bool,), where, default=False)

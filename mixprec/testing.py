@@ -32,6 +32,9 @@ from .ops import autocast as _ac
 from .ops import dispatch as _dispatch
 from .ops import registry as _reg
 from .ops.autocast import CastPolicy
+from .tensor import Tensor, tensor
+from .autograd import grad as _grad, grad_mode as _gm
+from .backend.availability import is_cuda_available
 
 __all__ = ["make_tensor", "assert_close", "default_tolerance", "check_autocast", "AutocastCase",
            "autocast_dtypes", "device_types", "input_dtypes", "autocast_cases"]
@@ -48,7 +51,6 @@ def default_tolerance(*dtypes) -> tuple[float, float]:
 
 
 def _to_numpy64(x):
-    from .tensor import Tensor
     if isinstance(x, Tensor):
         x = x.numpy()
     a = devices.to_device(x, devices.CPU) if _be.is_array(x) else np.asarray(x)  # (a CuPy array comes to the host)
@@ -61,7 +63,6 @@ def assert_close(actual, expected, *, rtol=None, atol=None, check_dtype=True, ms
     Without rtol/atol, the tolerances of the dtypes involved (default_tolerance).
     With check_dtype, tensors must also have the same dtype.
     """
-    from .tensor import Tensor
     dts = [x.dtype for x in (actual, expected) if isinstance(x, Tensor)]
     if check_dtype and len(dts) == 2 and dts[0] != dts[1]:
         raise AssertionError(f"dtypes differ: {dts[0].name} vs {dts[1].name}. {msg}")
@@ -88,7 +89,6 @@ def make_tensor(shape, dtype, device="cpu", *, low=-2.0, high=2.0, requires_grad
 
     requires_grad defaults to True for floating dtypes, so gradients can be checked.
     """
-    from .tensor import tensor
     dtype = _dt.as_dtype(dtype)
     rng = np.random.default_rng(seed)
     if _dt.is_floating(dtype):
@@ -196,7 +196,6 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
 
     # 2. same as running on pre-cast inputs outside autocast. (A composite with no rule of its own
     #    has its inner ops autocast, so its reference runs in the region too: only its top level is checked.)
-    from .autograd import grad_mode as _gm
     with _gm.no_grad():
         pre = [x if x.dtype == d else x.detach().to(d) for x, d in zip(tensors, expected)]
     inner_autocast = op.composite and rule is None
@@ -235,7 +234,6 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
         outs = [o for o in _outputs(out) if getattr(o, "requires_grad", False)]
         leaves = [x for x in _dispatch.tensors_in(args) if x.requires_grad]
         if outs and leaves:
-            from .autograd import grad as _grad
             total = sum(o.float().sum() for o in outs)
             grads = _grad(total, leaves, allow_unused=True)
             for x, g in zip(leaves, grads):
@@ -295,7 +293,6 @@ def autocast_dtypes():
 
 def device_types(cuda=None):
     """"cpu", plus "cuda" when a GPU is usable (or when cuda=True)."""
-    from .backend.availability import is_cuda_available
     with_cuda = is_cuda_available() if cuda is None else cuda
     return _st().sampled_from(("cpu", "cuda") if with_cuda else ("cpu",))
 

@@ -14,6 +14,7 @@ from ..backend import availability, capture, devices
 from .. import dtypes as _dt
 from . import functional as _F
 from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, history_of
+from ..tensor import Tensor
 
 __all__ = ["GradScaler", "StaticGradScaler", "OptState"]
 
@@ -162,7 +163,6 @@ class GradScaler:
         """outputs * scale for a Tensor, or for every Tensor in nested lists/tuples (same structure back)."""
         if not self._enabled:
             return outputs
-        from ..tensor import Tensor
         per_device = {}
 
         def apply(val):
@@ -423,7 +423,6 @@ class GradScaler:
 
     def _scale_tensor(self, device):
         """The scale as a 0-d Tensor on `device`: the live array itself on the scaler's device."""
-        from ..tensor import Tensor
         if device == self._state.device:
             return Tensor._wrap(self._state.scale.reshape(()), vc=self._scale_version)
         return Tensor._wrap(devices.to_device(self._state.scale, device).reshape(()))
@@ -459,7 +458,6 @@ class GradScaler:
 
     def _checked_new_scale(self, new_scale):
         """update(new_scale)'s argument: a number, or a one-element floating Tensor (as a float32 device array)."""
-        from ..tensor import Tensor
         reason = ("new_scale should be a float or a 1-element Tensor with requires_grad=False on the scaler's "
                   "device")
         if isinstance(new_scale, numbers.Real) and not isinstance(new_scale, bool):

@@ -46,7 +46,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import random as _random
 from .._text import dtypes_text, policy_text, rule_text, short
-from ..autograd import grad_mode as _gm
+from ..autograd import grad, grad_mode as _gm
 from ..ops import autocast as _ac
 from .. import observers as _observers
 from ..ops import dispatch as _dispatch
@@ -324,7 +324,6 @@ class _Shadow:
             roots.append(entry[2])
         if not wanted:
             return {}
-        from ..autograd import grad
         keys = list(wanted)
         try:
             with _observers.unobserved(), _ac.suspended():

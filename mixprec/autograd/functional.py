@@ -24,7 +24,7 @@ double-backward trick).
 """
 from __future__ import annotations
 
-from ..tensor import Tensor, zeros_like
+from ..tensor import ones_like, Tensor, zeros_like
 from . import engine, forward_ad, grad_mode
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
@@ -79,7 +79,6 @@ def _check_v(v, reference, ref_is_tuple, fn_name, who):
         if len(reference) != 1 or reference[0].numel() != 1:
             raise RuntimeError(f"{fn_name}: the vector v can only be None if {who} is a single Tensor with a single "
                                "element")
-        from ..tensor import ones_like
         return (ones_like(reference[0]),)
     _, v = _as_tuple(v, "v", fn_name)
     if len(v) != len(reference):

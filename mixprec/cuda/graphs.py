@@ -22,6 +22,9 @@ from __future__ import annotations
 from ..backend import availability, capture, device_checks
 from . import memory as _memory
 from ._runtime import Stream, current_stream, device_index, stream as _stream_context
+from .. import autograd
+from ..tensor import empty_like, ones_like, Tensor
+from ..autograd import Function
 
 _CAPTURE_MODES = ("global", "thread_local", "relaxed")
 
@@ -204,10 +207,8 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
     Each callable must return one tensor. Inside an autocast region, pass cache_enabled=False to autocast,
     as torch requires: a cached weight cast would be captured once and read stale.
     """
-    from .. import autograd
     from ..amp import autocast_mode
     from ..nn import Module
-    from ..tensor import Tensor, empty_like, ones_like
 
     availability.require_cuda("mp.cuda.make_graphed_callables")
     just_one = not isinstance(callables, tuple)
@@ -280,7 +281,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
 
 def _graphed(fn, n_args, static_inputs, static_output, static_grad_output, static_grad_inputs, fwd_graph, bwd_graph):
     """The callable make_graphed_callables returns for one captured callable."""
-    from ..autograd import Function
     from ..nn import Module
 
     class Graphed(Function):

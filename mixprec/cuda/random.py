@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from .. import random as _random
 from ._runtime import device_index
+from ..tensor import manual_seed as _seed
+from ..backend.availability import device_count
 
 
 def manual_seed(seed: int) -> None:
     """Seed mixprec's generator (the one every device draws from)."""
-    from ..tensor import manual_seed as _seed
     device_index(None, "manual_seed")
     _seed(seed)
 
 
 def manual_seed_all(seed: int) -> None:
     """The same as manual_seed: there is one generator for all devices."""
-    from ..tensor import manual_seed as _seed
     device_index(None, "manual_seed_all")
     _seed(seed)
 
@@ -44,7 +44,6 @@ def set_rng_state(new_state: dict, device="cuda") -> None:
 
 
 def get_rng_state_all() -> list:
-    from ..backend.availability import device_count
     device_index(None, "get_rng_state_all")
     return [_random.get_rng_state() for _ in range(device_count())]
 

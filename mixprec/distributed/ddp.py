@@ -37,6 +37,8 @@ from ..autograd.engine import queue_callback
 from ..autograd.grad_mode import is_grad_enabled
 from . import process_group as _pg
 from .buckets import DEFAULT_CAP_MB, cap_from_mb, plan_buckets
+from ..autograd.graph import AccumulateGrad
+from ..tensor import Tensor
 
 _OWNERS: dict = {}  # id(parameter) -> (weakref to it, weakref to the DistributedDataParallel averaging it)
 
@@ -63,7 +65,6 @@ class DistributedDataParallel:
 
     def __init__(self, module, *, bucket_cap_mb: float = DEFAULT_CAP_MB, broadcast_parameters: bool = True,
                  find_unused_parameters: bool = False):
-        from ..tensor import Tensor
         group = _pg._require()
         if not callable(module) or not callable(getattr(module, "parameters", None)):
             raise TypeError("DistributedDataParallel wraps a callable object with a .parameters() method "
@@ -211,7 +212,6 @@ class DistributedDataParallel:
 
     def _reduce_bucket(self, b, used=None):
         """All-reduce one bucket (average) and point each parameter's .grad at its slice."""
-        from ..tensor import Tensor
         bucket = self.buckets[b]
         flat = bucket.pack([None if p.grad is None else p.grad.data for p in bucket.tensors])
         _pg.all_reduce_array(flat, "avg")
@@ -261,8 +261,6 @@ def _claim(params, ddp):
 
 def _leaves_reached(out):
     """Ids of the leaves the graph behind ``out`` (tensors, also inside tuples, lists and dicts) leads to."""
-    from ..autograd.graph import AccumulateGrad
-    from ..tensor import Tensor
     stack, seen, leaves = [], set(), set()
     todo = [out]
     while todo:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..backend import availability, devices
 from .. import dtypes as _dt
 from .env import launch_info
+from ..tensor import Tensor
 
 BACKENDS = ("nccl", "mpi")
 
@@ -106,7 +107,6 @@ def barrier() -> None:
 
 def _checked_array(tensor, what):
     """The tensor's array, after checking the backend can communicate it."""
-    from ..tensor import Tensor
     group = _require()
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{what} expects an mp.Tensor, got {type(tensor).__name__}")

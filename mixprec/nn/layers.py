@@ -15,6 +15,7 @@ from . import functional as F
 from . import init
 from .module import Module
 from .parameter import Parameter
+from ..autograd.grad_mode import no_grad
 
 
 def _factory(device, dtype):
@@ -138,7 +139,6 @@ class Embedding(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            from ..autograd.grad_mode import no_grad
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
@@ -223,7 +223,6 @@ class _BatchNorm(Module):
 
     def reset_running_stats(self):
         if self.track_running_stats:
-            from ..autograd.grad_mode import no_grad
             with no_grad():
                 self.running_mean.zero_()
                 self.running_var.fill_(1.0)

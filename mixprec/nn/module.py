@@ -18,10 +18,11 @@ from .. import backend as _be
 from ..backend import devices
 from .. import dtypes as _dt
 from ..autograd.function import Function
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..hooks import RemovableHandle
 from ..tensor import Tensor, zero_grads
 from .parameter import Parameter
+from ..autograd.graph import add_hook
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _HOOK_KINDS = ("forward_pre", "forward", "state_dict_pre", "state_dict_post", "load_state_dict_pre",
@@ -510,7 +511,6 @@ class Module:
         return self._add_backward_hook("_backward_pre_hooks", hook, prepend, "register_full_backward_pre_hook")
 
     def _add_backward_hook(self, store, hook, prepend, what):
-        from ..autograd.graph import add_hook
         hooks, handle = add_hook(self.__dict__.get(store), hook, what, prepend)
         object.__setattr__(self, store, hooks)
         return handle
@@ -683,7 +683,6 @@ class _BackwardHookCall:
     def of(cls, module):
         if not (module._backward_hooks or module._backward_pre_hooks):
             return None
-        from ..autograd.grad_mode import is_grad_enabled
         return cls(module) if is_grad_enabled() else None
 
     def __init__(self, module):

@@ -26,6 +26,7 @@ from ..backend import array_module
 from .complex_ops import view_as_real
 from .registry import register
 from .shape import dim_index
+from ..tensor import ones, Tensor, zeros
 
 _NORMS = ("backward", "ortho", "forward")
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
@@ -88,7 +89,6 @@ def _plan(name, a, s, dim, last_halved=None):
 
 def _resize(t, dims, sizes):
     """Trim or zero-pad Tensor t along dims to sizes (the adjoint of a resize is the resize back)."""
-    from ..tensor import zeros
     from .shape import cat
     for d, n in zip(dims, sizes):
         have = t.shape[d]
@@ -169,7 +169,6 @@ def _(ctx, g):
     m = half.shape[d]
     twice = n - m  # entries 1 .. n - m have a mirror image in the full spectrum
     if twice > 0:
-        from ..tensor import ones
         scale = ones(m, dtype=_dt.real_of(half.dtype), device=half.device)
         scale[1:1 + twice] = 2.0
         half = half * scale.reshape((m,) + (1,) * (half.ndim - 1 - d))
@@ -245,7 +244,6 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
     input (L,) or (B, L) -> (B?, n_fft // 2 + 1 or n_fft, frames), complex (return_complex=True) or with a
     last dim of 2 for real and imaginary parts.
     """
-    from ..tensor import Tensor, ones, zeros
     from .shape import cat
     if not isinstance(input, Tensor) or input.ndim not in (1, 2):
         raise RuntimeError(f"stft: expected a 1-D (L,) or 2-D (B, L) tensor, got shape "

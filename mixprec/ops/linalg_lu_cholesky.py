@@ -29,6 +29,7 @@ from ..backend.devices import CPU, to_device
 from .elementwise import where
 from .registry import get, register
 from .shape import dim_index
+from ..tensor import eye, Tensor, zeros, zeros_like
 
 
 class LinAlgError(RuntimeError):
@@ -183,13 +184,11 @@ def _h(t):
 
 
 def _eye_like(t, n=None, m=None, dtype=None):
-    from ..tensor import eye
     n = t.shape[-1] if n is None else n
     return eye(n, m, dtype=dtype or t.dtype, device=t.device)
 
 
 def _zeros_if_none(g, like):
-    from ..tensor import zeros_like
     return zeros_like(like) if g is None else g
 
 
@@ -257,7 +256,6 @@ def diagonal(ctx, input, offset=0, dim1=0, dim2=1):
 
 @diagonal.grad
 def _(ctx, g):
-    from ..tensor import zeros
     base = zeros(*ctx.in_shape, dtype=g.dtype, device=g.device)
     return diagonal_scatter(base, g, *ctx.inputs[1:], **ctx.kwargs),
 
@@ -284,7 +282,6 @@ def diagonal_scatter(ctx, input, src, offset=0, dim1=0, dim2=1):
 
 @diagonal_scatter.grad
 def _(ctx, g):
-    from ..tensor import zeros_like
     rest = ctx.inputs[2:]
     kept = diagonal(g, *rest, **ctx.kwargs)
     return diagonal_scatter(g, zeros_like(kept), *rest, **ctx.kwargs), kept
@@ -293,7 +290,6 @@ def _(ctx, g):
 @register("diag_embed", methods=("diag_embed",), composite=True)
 def diag_embed(ctx, input, offset=0, dim1=-2, dim2=-1):
     """Matrices (in dims dim1/dim2 of the result) whose diagonal ``offset`` holds the last dim of input."""
-    from ..tensor import zeros
     nd = input.ndim + 1
     d1, d2 = dim_index(dim1, nd, "diag_embed"), dim_index(dim2, nd, "diag_embed")
     if d1 == d2:
@@ -502,7 +498,6 @@ def linalg_lu_factor(ctx, A, *, pivot=True):
 
 def _permutation_matrix(pivots, m, like):
     """P (..., m, m) with A = P L U, from LAPACK's 1-based row swaps (a constant: no gradient)."""
-    from ..tensor import Tensor
     xp = array_module(pivots.data)
     piv = pivots.data.reshape(-1, pivots.shape[-1]).astype(np.int64) - 1
     b, k = piv.shape

@@ -24,6 +24,7 @@ from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_conv
                                  linalg_solve_triangular, tril, triu)
 from .registry import register
 from .shape import dim_index
+from ..tensor import arange, Tensor, zeros
 
 
 # ---------------------------------------------------------------- QR
@@ -121,7 +122,6 @@ geqrf.jvp(_no_derivative("geqrf", " (nor is it in torch); differentiate linalg.q
 
 def _reflector(A, i):
     """Householder vector i of a geqrf result: 1 at row i, A's column i below it, 0 above."""
-    from ..tensor import arange
     rows = arange(A.shape[-2], device=A.device)
     unit = (rows == i).to(A.dtype)
     return where(rows > i, A[..., :, i], unit)
@@ -375,7 +375,6 @@ def svd(ctx, input, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not Vh); compute_uv=False gives zero U and V."""
     _matrices("svd", input)
     if not compute_uv:
-        from ..tensor import zeros
         m, n = input.shape[-2:]
         s = linalg_svdvals(input)
         batch = input.shape[:-2]
@@ -457,7 +456,6 @@ def _nan_where_not_finite(b):
     """A constant: NaN for each matrix of b holding an inf or NaN, else 0. LAPACK's least-squares drivers scale B
     by its largest entry, so an inf anywhere makes torch's whole solution NaN; adding this does the same and leaves
     the gradients what the product gives (torch's come from the pseudo-inverse too)."""
-    from ..tensor import Tensor
     xp = array_module(b.data)
     bad = ~xp.isfinite(b.data).all((-2, -1))
     return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b.data.dtype), b.data.dtype.type(0))[..., None, None])
@@ -470,7 +468,6 @@ def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
     Which extras are filled follows torch's driver semantics: residuals (squared, per column) for m > n and full
     rank except with gelsy (the default), rank except with gels, singular values with gelsd and gelss.
     """
-    from ..tensor import zeros
     _matrices("linalg_lstsq", A)
     if driver is None:
         driver = "gelsy"

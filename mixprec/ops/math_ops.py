@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, erf
-from ..tensor import zeros_like
+from ..tensor import tensor, zeros_like
 from .elementwise import ufunc, unary, where
 from .opmath import compute_dtype, opmath
 from .reduce import _axes, _expand_back, _reduction_rules, check_nonempty
@@ -442,7 +442,6 @@ def _(ctx, t1, t2, *_):
 @register("pdist", functional=True, composite=True)
 def pdist(ctx, input, p=2.0):
     """p-norm distance between rows i < j of a 2-D input (N, M): N (N - 1) / 2 values, pairs in row-major order."""
-    from ..tensor import tensor
     pv = _check_distance_p("pdist", p)
     if input.ndim != 2:
         raise RuntimeError(f"pdist: expected a 2-D input (rows, features), got shape {tuple(input.shape)}")

@@ -11,10 +11,11 @@ import numpy as np
 
 from ..backend import array_module, curand, device_checks, devices
 from .. import dtypes as _dt
-from ..tensor import Tensor, zeros_like
+from ..tensor import _rng_state, Tensor, zeros_like
 from .elementwise import where
 from .opmath import compute_dtype, opmath
 from .registry import register
+from ..autograd.grad_mode import no_grad
 
 
 # ---------------------------------------------------------------- dropout
@@ -34,7 +35,6 @@ def dropout(ctx, input, p=0.5, training=True, inplace=False):
         raise TypeError(f"dropout: expected a floating-point input, got {input.dtype.name}")
     if not training or p == 0:
         return input
-    from ..tensor import _rng_state
     gen = _rng_state["np"]
     if input.device.type == "cuda":
         uniform = curand.uniform_on_device(input.shape, input.device, int(gen.integers(2 ** 63)))
@@ -89,7 +89,6 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
         mean = x.mean(dim=axes, keepdim=True)
         var = x.var(dim=axes, keepdim=True, correction=0)
         if running_mean is not None and running_var is not None:
-            from ..autograd.grad_mode import no_grad
             with no_grad():
                 m = float(momentum)
                 running_mean._assign("batch_norm", running_mean * (1 - m) + mean.detach().reshape(c) * m)

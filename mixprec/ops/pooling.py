@@ -31,7 +31,7 @@ import numpy as np
 from .. import backend as _be
 from ..backend import array_module, capture, device_checks, devices
 from .. import dtypes as _dt
-from ..tensor import Tensor, zeros_like
+from ..tensor import _rng_state, Tensor, zeros_like
 from . import halfbits
 from .elementwise import where
 from .conv import Geometry, _im2col, ntuple
@@ -360,7 +360,6 @@ def _register_fractional_max_pool(nd):
         xp = array_module(x)
         work = compute_dtype(x.dtype)
         if _random_samples is None:  # drawn on the host (mixprec's one generator), in the dtype the starts use
-            from ..tensor import _rng_state
             samples = devices.to_device(_rng_state["np"].random((n, c, nd), dtype=np.dtype(work).type),
                                         devices.device_of_array(x))
         else:

@@ -18,12 +18,12 @@ from ..backend.devices import CPU, to_device
 from .elementwise import where
 from .registry import register
 from .shape import dim_index
+from ..tensor import Tensor, tensor
 
 _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _q_tensor(name, q, input):
-    from ..tensor import Tensor, tensor
     if isinstance(q, Tensor):
         if q.dtype != input.dtype:
             raise TypeError(f"{name}: q must have the input's dtype ({input.dtype.name}), got {q.dtype.name}")
@@ -41,7 +41,6 @@ def _q_tensor(name, q, input):
 
 
 def _quantile(name, input, q, dim, keepdim, interpolation, skip_nan):
-    from ..tensor import Tensor
     if input.dtype not in (_dt.float32, _dt.float64):
         raise TypeError(f"{name}: the input must be float32 or float64 (as in torch), got {input.dtype.name}"
                         + ("; cast it, or run under mp.autocast('cpu')" if _dt.is_floating(input.dtype) else ""))

@@ -11,6 +11,8 @@ from ..backend.bfloat16 import require_dtype_support
 from .. import dtypes as _dt
 from .opmath import compute_dtype
 from .registry import register
+from ..tensor import Tensor
+from ..autograd.engine import sum_to
 
 
 def dim_index(dim, ndim, op, new_axis=False):
@@ -339,7 +341,6 @@ def _array_key(input, key):
 
 
 def _zeros_of(like, shape):
-    from ..tensor import Tensor
     xp = array_module(like.data)
     return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
 
@@ -371,7 +372,6 @@ def _(ctx, g):
     gx = g if ctx.accumulate else index_put(g, indices, 0.0)
     gv = g[indices]
     if gv.shape != ctx.values_shape:  # values were broadcast into the indexed slots
-        from ..autograd.engine import sum_to
         gv = sum_to(gv, ctx.values_shape)
     return gx, None, gv
 
