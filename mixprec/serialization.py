@@ -73,6 +73,7 @@ from . import backend as _be
 from .backend import availability, devices
 from . import dtypes as _dt
 from .tensor import Tensor
+from .nn.parameter import Parameter
 
 __all__ = ["save", "load", "CheckpointError", "MAX_DEPTH", "MAX_NDIM"]
 
@@ -217,7 +218,6 @@ def _float_bits(x: float) -> str:
 
 def _encode(obj, buffers, memo, where, enclosing):
     """The manifest node for obj; ``enclosing`` holds the ids of the containers obj sits in."""
-    from .nn.parameter import Parameter
     if obj is None:
         return {"t": "none"}
     if isinstance(obj, bool):
@@ -572,7 +572,6 @@ class _Reader:
                 raise self.fail(where, f"buffer {i} is shared with a tensor that differs ({_show(first)}); tied "
                                        "tensors are stored as identical nodes")
             return tensor
-        from .nn.parameter import Parameter
         array = self.array(node, where, _TENSOR_DTYPES)
         device = self.field(node, "device", (str,), where)
         requires_grad = self.field(node, "requires_grad", (bool,), where, default=False)

@@ -35,6 +35,7 @@ from .ops.autocast import CastPolicy
 from .tensor import Tensor, tensor
 from .autograd import grad as _grad, grad_mode as _gm
 from .backend.availability import is_cuda_available
+from .amp.trace import trace
 
 __all__ = ["make_tensor", "assert_close", "default_tolerance", "check_autocast", "AutocastCase",
            "autocast_dtypes", "device_types", "input_dtypes", "autocast_cases"]
@@ -176,7 +177,6 @@ def check_autocast(op, args, kwargs=None, *, device_type=None, dtype=None, expec
             raise AssertionError(f"{op.name}: resolve_dtypes casts a {d_in.name} input to {d_out.name}; float64 "
                                  "and non-floating inputs must never be cast")
 
-    from .amp.trace import trace
     with trace() as t, _am.autocast(device_type, dtype=lower):
         out, err = _run(op, args, kwargs)
     if banned:

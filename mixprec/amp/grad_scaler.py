@@ -15,6 +15,7 @@ from .. import dtypes as _dt
 from . import functional as _F
 from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, history_of
 from ..tensor import Tensor
+from ..optim import Optimizer
 
 __all__ = ["GradScaler", "StaticGradScaler", "OptState"]
 
@@ -428,7 +429,6 @@ class GradScaler:
         return Tensor._wrap(devices.to_device(self._state.scale, device).reshape(()))
 
     def _optimizer_state(self, optimizer):
-        from ..optim import Optimizer
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"expected an mp.optim.Optimizer (its unscale_pairs() names the gradients of its "
                             f"param_groups), got {type(optimizer).__name__}")

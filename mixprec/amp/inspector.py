@@ -53,6 +53,7 @@ from ..ops import dispatch as _dispatch
 from ..tensor import Tensor
 from . import numerics
 from .report import InspectReport, OpRecord, ParamGradient
+from ..nn import Module
 
 _LOW = frozenset(_dt.LOW_PRECISION)
 _FLOAT = frozenset(_dt.FLOATING)
@@ -344,7 +345,6 @@ class inspect:
     """
 
     def __init__(self, model=None, scaler=None, *, scale_exponents=numerics.DEFAULT_SCALE_EXPONENTS):
-        from ..nn import Module
         if model is not None and not isinstance(model, Module):
             raise TypeError(f"inspect: model must be an mp.nn.Module (to name its parameters) or None, "
                             f"got {type(model).__name__}")

@@ -52,6 +52,9 @@ from ._layout import check_scale
 from .autocast_mode import autocast
 from .grad_scaler import GradScaler, StaticGradScaler
 from .master_weights import MasterWeights, master_params
+from ..nn import Module, Parameter
+from ..optim import Optimizer
+from ..nn.layers import _BatchNorm, LayerNorm
 
 __all__ = ["initialize", "scale_loss", "state_dict", "load_state_dict", "StaticGradScaler", "master_params"]
 
@@ -119,8 +122,6 @@ def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_no
     choice, e.g. float16 weights stepped without masters under a loss scale
     other than 1 (their gradients would have to be unscaled in float16).
     """
-    from ..nn import Module
-    from ..optim import Optimizer
     model_list = _as_list(models, Module, "model", "an mp.nn.Module")
     optimizer_list = _as_list(optimizers, Optimizer, "optimizer", "an mp.optim.Optimizer")
     if isinstance(num_losses, bool) or not isinstance(num_losses, numbers.Integral) or num_losses < 1:
@@ -275,7 +276,6 @@ def _make_scaler(props, device_type):
 
 # ---------------------------------------------------------------- casting the model (O2, O3)
 def _norm_types():
-    from ..nn.layers import LayerNorm, _BatchNorm
     return (LayerNorm, _BatchNorm)
 
 
@@ -284,7 +284,6 @@ def _cast_models(models, optimizers, props):
     when keep_norm_fp32, and compute in float32). Returns, by id(optimizer), [(model param, float32
     master)] for the cast parameters that optimizer steps, the masters holding the original float32
     values (O2)."""
-    from ..nn import Parameter
     stepped_by = {id(p): id(opt) for opt in optimizers for g in opt.param_groups for p in g["params"]}
     keep = _norm_types() if props.keep_norm_fp32 else ()
     pairs, seen = {id(opt): [] for opt in optimizers}, set()
@@ -329,7 +328,6 @@ def scale_loss(loss, optimizers, loss_id=0):
     the block ends; the loop without any host read is GradScaler.step with a fused
     optimizer. If the block raises, the gradients are put back as they were.
     """
-    from ..optim import Optimizer
     if not _LOSS_SCALERS:
         raise RuntimeError("mp.amp.scale_loss: call mp.amp.initialize(model, optimizer, ...) first; it makes the "
                            "loss scalers")

@@ -25,6 +25,8 @@ from ._runtime import Stream, current_stream, device_index, stream as _stream_co
 from .. import autograd
 from ..tensor import empty_like, ones_like, Tensor
 from ..autograd import Function
+from ..amp import autocast_mode
+from ..nn import Module
 
 _CAPTURE_MODES = ("global", "thread_local", "relaxed")
 
@@ -207,8 +209,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
     Each callable must return one tensor. Inside an autocast region, pass cache_enabled=False to autocast,
     as torch requires: a cached weight cast would be captured once and read stale.
     """
-    from ..amp import autocast_mode
-    from ..nn import Module
 
     availability.require_cuda("mp.cuda.make_graphed_callables")
     just_one = not isinstance(callables, tuple)
@@ -281,7 +281,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
 
 def _graphed(fn, n_args, static_inputs, static_output, static_grad_output, static_grad_inputs, fwd_graph, bwd_graph):
     """The callable make_graphed_callables returns for one captured callable."""
-    from ..nn import Module
 
     class Graphed(Function):
         @staticmethod

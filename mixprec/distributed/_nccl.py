@@ -16,6 +16,7 @@ from ..backend import availability, devices
 from .. import dtypes as _dt
 from . import rendezvous
 from .env import describe_variables
+from ._mpi import _import_mpi
 
 # ncclDataType_t and ncclRedOp_t values (nccl.h); bfloat16 needs NCCL >= 2.10.
 _NCCL_DTYPES = {_dt.int32: 2, _dt.int64: 4, _dt.float16: 6, _dt.float32: 7, _dt.float64: 8, _dt.bfloat16: 9}
@@ -85,7 +86,6 @@ class NCCLBackend:
             data = rendezvous.share_from_rank0(mine, self.rank, self.world_size, info.master_addr,
                                                info.master_port, timeout)
         elif info.by_mpi:
-            from ._mpi import _import_mpi
             data = _import_mpi().COMM_WORLD.bcast(mine, root=0)
         else:
             raise RuntimeError(f"backend 'nccl' with {self.world_size} processes needs to know where rank 0 "

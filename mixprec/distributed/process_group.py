@@ -12,6 +12,8 @@ from ..backend import availability, devices
 from .. import dtypes as _dt
 from .env import launch_info
 from ..tensor import Tensor
+from ._nccl import NCCLBackend
+from ._mpi import MPIBackend
 
 BACKENDS = ("nccl", "mpi")
 
@@ -57,10 +59,8 @@ def init_process_group(backend: str | None = None, *, rank: int | None = None, w
         raise ValueError("pass both rank= and world_size=, or neither (then the launcher's environment is read)")
     info = launch_info()
     if backend == "nccl":
-        from ._nccl import NCCLBackend
         _group = NCCLBackend(info, rank, world_size, timeout)
     else:
-        from ._mpi import MPIBackend
         _group = MPIBackend(info, rank, world_size)
 
 

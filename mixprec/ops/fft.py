@@ -25,7 +25,7 @@ from .. import dtypes as _dt
 from ..backend import array_module
 from .complex_ops import view_as_real
 from .registry import register
-from .shape import dim_index
+from .shape import cat, dim_index
 from ..tensor import ones, Tensor, zeros
 
 _NORMS = ("backward", "ortho", "forward")
@@ -89,7 +89,6 @@ def _plan(name, a, s, dim, last_halved=None):
 
 def _resize(t, dims, sizes):
     """Trim or zero-pad Tensor t along dims to sizes (the adjoint of a resize is the resize back)."""
-    from .shape import cat
     for d, n in zip(dims, sizes):
         have = t.shape[d]
         if have > n:
@@ -244,7 +243,6 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
     input (L,) or (B, L) -> (B?, n_fft // 2 + 1 or n_fft, frames), complex (return_complex=True) or with a
     last dim of 2 for real and imaginary parts.
     """
-    from .shape import cat
     if not isinstance(input, Tensor) or input.ndim not in (1, 2):
         raise RuntimeError(f"stft: expected a 1-D (L,) or 2-D (B, L) tensor, got shape "
                            f"{tuple(getattr(input, 'shape', ()))}")

@@ -40,6 +40,8 @@ from .._state import modes
 from ..tensor import Tensor
 from ..autograd import grad_mode, graph
 from .registry import register
+from .elementwise import where
+from .shape import index_put
 
 
 # ---------------------------------------------------------------- the two ops in-place writes record
@@ -81,7 +83,6 @@ def _copy_slices(ctx, base, value, replay):
 
 @_copy_slices.grad
 def _(ctx, g):
-    from .elementwise import where
     replay = ctx.inputs[2]
     return where(Tensor._wrap(ctx.region), 0.0, g), replay(g), None
 
@@ -251,7 +252,6 @@ def _zero_(self):
 
 def _setitem(self, key, value):
     """``t[key] = value`` in place: index_put under autograd, a direct write otherwise."""
-    from .shape import index_put
     xp = _be.xp_of(self.device)
     if isinstance(key, list):
         key = xp.asarray(_index_key(key))

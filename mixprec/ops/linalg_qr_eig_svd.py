@@ -23,7 +23,7 @@ from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_conv
                                  _same_dtype, _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve,
                                  linalg_solve_triangular, tril, triu)
 from .registry import register
-from .shape import dim_index
+from .shape import cat, dim_index
 from ..tensor import arange, Tensor, zeros
 
 
@@ -69,7 +69,6 @@ def _(ctx, gq, gr):
     m, n = A.shape[-2:]
     if m >= n:
         return _qr_square_grad(q, r, gq, gr),
-    from .shape import cat
     y, gr1, gr2 = A[..., m:], gr[..., :m], gr[..., m:]
     gx = _qr_square_grad(q, r[..., :m], gq + y @ gr2.mT, gr1)
     return cat([gx, q @ gr2], -1),
@@ -94,7 +93,6 @@ def _(ctx, ta, *_):
     m, n = A.shape[-2:]
     if m >= n:
         return _qr_square_tangent(q, r, ta)
-    from .shape import cat
     dq, dr1 = _qr_square_tangent(q, r[..., :m], ta[..., :m])
     dr2 = dq.mT @ A[..., m:] + q.mT @ ta[..., m:]
     return dq, cat([dr1, dr2], -1)

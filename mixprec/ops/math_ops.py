@@ -19,6 +19,7 @@ from .opmath import compute_dtype, opmath
 from .reduce import _axes, _expand_back, _reduction_rules, check_nonempty
 from .registry import register
 from .shape import dim_index
+from .activation import softmax
 
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -259,7 +260,6 @@ def dist(ctx, input, other, p=2):
 @register("softmin", methods=("softmin",), functional=True, composite=True)
 def softmin(ctx, input, dim=None, dtype=None):
     """softmax(-input) along dim."""
-    from .activation import softmax
     return softmax(-input, dim, dtype)
 
 

@@ -16,6 +16,7 @@ from .elementwise import where
 from .opmath import compute_dtype, opmath
 from .registry import register
 from ..autograd.grad_mode import no_grad
+from .shape import index_put
 
 
 # ---------------------------------------------------------------- dropout
@@ -135,7 +136,6 @@ def _padding_idx(padding_idx, num):
 
 @embedding.grad
 def _(ctx, g):
-    from .shape import index_put
     idx = ctx.inputs[0].data.reshape(-1)
     dim = g.shape[-1]
     xp = array_module(g.data)

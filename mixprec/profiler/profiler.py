@@ -18,9 +18,10 @@ import warnings
 from ..backend import availability, capture
 from .._state import PER_THREAD
 from .._text import policy_text
-from .. import observers as _observers
+from .. import cuda, observers as _observers
 from ..ops import dispatch as _dispatch
 from .events import EventList, ProfilerEvent
+from ..cuda import nvtx
 
 
 class ProfilerActivity(enum.Enum):
@@ -123,7 +124,6 @@ class _Recorder:
     def _cuda_event(self, index):
         """A timing event recorded now on device ``index``'s current stream (the first one per device
         also gets an origin event, which places the GPU track in time)."""
-        from .. import cuda
         with cuda.device(index):
             if index not in self.cuda_origins:
                 origin = cuda.Event(enable_timing=True)
@@ -165,7 +165,6 @@ class _Recorder:
         if self.stack:
             self.close(self.stack[0])
         if self.cuda_origins:
-            from .. import cuda
             for index in self.cuda_origins:
                 cuda.synchronize(index)
             for ev in self.events:
@@ -190,12 +189,10 @@ def _first_dtype(out):
 
 
 def _nvtx_push(name):
-    from ..cuda import nvtx
     nvtx.range_push(name)
 
 
 def _nvtx_pop():
-    from ..cuda import nvtx
     nvtx.range_pop()
 
 

@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from . import _array, _state
+from . import _array, _cuda, _state
 from ._array import choose_loop, compute, mutate, new, ndarray, refuse_host, unwrap, wrap
 from ._real import real
 
@@ -248,12 +248,10 @@ def from_dlpack(array, *, device=None, copy=None):
 
 
 def _random_state(*args, **kwargs):
-    from . import _cuda
     return _cuda.RandomState(*args, **kwargs)
 
 
 def _random_seed(seed=None):
-    from . import _cuda
     _cuda.RandomState.default().seed(seed)
 
 
