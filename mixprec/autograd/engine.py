@@ -26,6 +26,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import observers
 from .._state import PER_THREAD
+from ..ops import autocast
 from ..tensor import Tensor, ones_like, tensor, zeros_like
 from . import grad_mode
 from .graph import AccumulateGrad, gradient_edge
@@ -75,7 +76,6 @@ def run_backward(outputs, grad_outputs, *, retain_graph=False, create_graph=Fals
 
 
 def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, observed):
-    from ..ops import autocast
     roots = []
     for i, out in enumerate(outputs):
         if not out._requires_grad:
