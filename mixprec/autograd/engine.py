@@ -309,10 +309,17 @@ def _fit(node, index, grad, shape, dtype):
 def sum_to(grad, shape):
     """The gradient of a tensor of ``shape`` that was broadcast to ``grad``'s shape: ``grad`` summed over the
     broadcast dims (None when ``shape`` does not broadcast to grad's shape)."""
-    extra = grad.ndim - len(shape)
-    if extra < 0 or any(n != 1 and grad.shape[i + extra] != n for i, n in enumerate(shape)):
+    have = grad.shape
+    extra = len(have) - len(shape)
+    fits, kept = extra >= 0, ()  # kept: the dims of size 1 in shape that grad has wider
+    for i, n in enumerate(shape if fits else ()):
+        if n != have[i + extra]:
+            if n != 1:
+                fits = False
+                break
+            kept += (i + extra,)
+    if not fits:
         return None if grad.numel() != _numel(shape) else grad.reshape(shape)
-    kept = tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
     if not kept:  # only leading dims to drop (a bias's gradient): the sum has the shape already
         return grad.sum(dim=tuple(range(extra)), dtype=grad.dtype) if extra else grad
     grad = grad.sum(dim=tuple(range(extra)) + kept, keepdim=True, dtype=grad.dtype)

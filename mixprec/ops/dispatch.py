@@ -387,6 +387,14 @@ def _keyword_args_to_positional(op, args, kwargs):
     position (defaults fill the gap); plain options such as ``dim=`` and an
     ``out=`` buffer stay keywords.
     """
+    for n, v in kwargs.items():
+        if n in op.data_names or isinstance(v, Tensor):
+            return _move_keywords(op, args, kwargs)
+    return args, kwargs  # options only (dim=, keepdim=, dtype=): _move_keywords would leave them too
+
+
+def _move_keywords(op, args, kwargs):
+    """_keyword_args_to_positional for a call that passes a data param or a tensor by keyword."""
     start = len(args)
     last = -1
     for k, n in enumerate(op.arg_names[start:], start):

@@ -354,7 +354,7 @@ def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-1
     are checked, and the loss and its gradients computed, by the op _nll_loss_core.
     """
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
-    return _nll_loss_core(input, target, weight, ignore_index, reduction)  # (positional: the cheaper call)
+    return _nll_loss_core(input, target, weight, ignore_index, reduction)
 
 
 @register("cross_entropy", functional=True, promote=(0, 1, 2), composite=True,
