@@ -12,8 +12,6 @@ from . import backend as _be
 from . import _state
 from . import dtypes as _dt
 
-_new = object.__new__  # (Tensor._wrap's allocation, without __init__'s checks)
-
 
 class Tensor:
     __slots__ = ("data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
@@ -43,7 +41,7 @@ class Tensor:
     @staticmethod
     def _wrap(data, grad_fn=None, vc=None):
         """Wrap an array without copying or checking (internal fast path; every op's result is made here)."""
-        t = _new(Tensor)
+        t = object.__new__(Tensor)  # (without __init__'s checks)
         t.data = data
         t._requires_grad = grad_fn is not None
         t._grad_fn = grad_fn
@@ -159,9 +157,7 @@ class Tensor:
             if value.dtype != self.dtype:
                 raise RuntimeError(f"assigned grad has dtype {value.dtype.name}, but the tensor has dtype "
                                    f"{self.dtype.name}")
-            # (two host arrays share the one CPU device: no Device objects to build; backward sets every leaf's
-            # first gradient here)
-            if not (type(value.data) is np.ndarray and type(self.data) is np.ndarray) and value.device != self.device:
+            if value.device != self.device:
                 raise RuntimeError(f"assigned grad is on {value.device}, but the tensor is on {self.device}")
         self._grad = value
 
