@@ -12,6 +12,8 @@ from . import backend as _be
 from . import _state
 from . import dtypes as _dt
 
+_new = object.__new__  # (Tensor._wrap's allocation, without __init__'s checks)
+
 
 class Tensor:
     __slots__ = ("data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
@@ -41,7 +43,7 @@ class Tensor:
     @staticmethod
     def _wrap(data, grad_fn=None, vc=None):
         """Wrap an array without copying or checking (internal fast path; every op's result is made here)."""
-        t = object.__new__(Tensor)  # (without __init__'s checks)
+        t = _new(Tensor)
         t.data = data
         t._requires_grad = grad_fn is not None
         t._grad_fn = grad_fn
