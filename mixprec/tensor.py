@@ -149,9 +149,7 @@ class Tensor:
             if value.dtype != self.dtype:
                 raise RuntimeError(f"assigned grad has dtype {value.dtype.name}, but the tensor has dtype "
                                    f"{self.dtype.name}")
-            # (two host arrays share the one CPU device: no Device objects to build; backward sets every leaf's
-            # first gradient here)
-            if not (type(value.data) is np.ndarray and type(self.data) is np.ndarray) and value.device != self.device:
+            if value.device != self.device:
                 raise RuntimeError(f"assigned grad is on {value.device}, but the tensor is on {self.device}")
         self._grad = value
 

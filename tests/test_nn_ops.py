@@ -258,6 +258,43 @@ def test_nll_loss_mean_with_every_target_ignored_is_nan():
     assert F.cross_entropy(x, mp.tensor([-100, -100]), reduction="sum").item() == 0.0
 
 
+@pytest.mark.parametrize("dtype", [mp.float32, mp.float64] + LOW_DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(5, 7), (7,), (3, 4, 2)])
+def test_nll_loss_without_weight_matches_weight_of_ones_bit_for_bit(dtype, reduction, shape):
+    # without a weight, nll_loss skips multiplying by each sample's weight of 1: the same values as the weighted
+    # code with ones, forward and backward, also with ignored targets, NaN and inf in the input and the gradient
+    r = np.random.default_rng(3)
+    cdim = 0 if len(shape) == 1 else 1
+    n = shape[cdim]
+    x = r.standard_normal(shape).astype(np.float32)
+    x.flat[0], x.flat[3] = np.nan, np.inf
+    for ignored in ([], [0], "all"):
+        t = r.integers(0, n, shape[:cdim] + shape[cdim + 1:])
+        t.flat[ignored if ignored != "all" else slice(None)] = -100
+        g = r.standard_normal(t.shape).astype(np.float32) if reduction == "none" else np.array(np.inf, np.float32)
+        results = []
+        for weight in (None, mp.ones(n, dtype=dtype)):
+            xt = mp.tensor(x, dtype=dtype, requires_grad=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                loss = F.nll_loss(xt, mp.tensor(t), weight=weight, reduction=reduction)
+                loss.backward(mp.tensor(g, dtype=dtype))
+            results.append((loss.data.astype(np.float64), xt.grad.data.astype(np.float64)))
+        (a, ga), (b, gb) = results
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(ga, gb)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_nll_loss_target_range_check_agrees_with_two_comparisons(dtype):
+    from mixprec.ops.losses import _out_of_range
+    info = np.iinfo(dtype)
+    t = np.array([info.min, -101, -100, -1, 0, 1, 2, 3, 126, 127, 128, 255, 256, info.max], dtype)
+    for n in (0, 1, 3, 128, 255, 256, int(info.max), int(info.max) + 1, int(info.max) + 2):
+        np.testing.assert_array_equal(_out_of_range(t, n), (t < 0) | (t >= n))
+
+
 def test_cross_entropy_custom_ignore_index_and_alias():
     x = mp.randn(3, 4, dtype=mp.float64)
     t = mp.tensor([1, 7, 2])

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
-
 from .. import dtypes as _dt
 from .. import observers
 from .._state import PER_THREAD
@@ -309,10 +307,17 @@ def _fit(node, index, grad, shape, dtype):
 def sum_to(grad, shape):
     """The gradient of a tensor of ``shape`` that was broadcast to ``grad``'s shape: ``grad`` summed over the
     broadcast dims (None when ``shape`` does not broadcast to grad's shape)."""
-    extra = grad.ndim - len(shape)
-    if extra < 0 or any(n != 1 and grad.shape[i + extra] != n for i, n in enumerate(shape)):
+    have = grad.shape
+    extra = len(have) - len(shape)
+    fits, kept = extra >= 0, ()  # kept: the dims of size 1 in shape that grad has wider
+    for i, n in enumerate(shape if fits else ()):
+        if n != have[i + extra]:
+            if n != 1:
+                fits = False
+                break
+            kept += (i + extra,)
+    if not fits:
         return None if grad.numel() != _numel(shape) else grad.reshape(shape)
-    kept = tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
     if not kept:  # only leading dims to drop (a bias's gradient): the sum has the shape already
         return grad.sum(dim=tuple(range(extra)), dtype=grad.dtype) if extra else grad
     grad = grad.sum(dim=tuple(range(extra)) + kept, keepdim=True, dtype=grad.dtype)
@@ -395,21 +400,13 @@ def _seeds(outputs, grad_outputs, who):
             if o.requires_grad and o.numel() != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; output {i} has shape "
                                    f"{o.shape}, so pass its gradient (gradient=/grad_outputs=) of that shape")
-            g = _one_like(o)
+            g = ones_like(o)
         elif not isinstance(g, Tensor):
             g = tensor(g, dtype=o.dtype, device=o.device)
         if g.shape != o.shape:
             raise RuntimeError(f"{who}: gradient has shape {g.shape}, but output {i} has shape {o.shape}")
         seeds.append(g)
     return seeds
-
-
-def _one_like(o):
-    """The implicit seed of a one-element output: a one of its shape, dtype and device. On the host without
-    ones_like's argument checks (every training step's backward() starts here)."""
-    if isinstance(o.data, np.ndarray):
-        return Tensor._wrap(np.ones(o.data.shape, o.data.dtype))
-    return ones_like(o)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

@@ -278,10 +278,12 @@ class SavedTensor:
     _tensor = _data = _packed = _unpack = _grad_fn = _leaf = _fw = None
     _is_output, _requires_grad, _output_nr = False, False, 0
 
-    def __init__(self, t, is_output=False):
+    def __init__(self, t, is_output=False, saving=None):
+        # saving: this thread's Saving (_state.py), when the caller has it at hand (record saves several at once)
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE)
-        saving = _saving()
+        if saving is None:
+            saving = _saving()
         state = saving.inplace
         if state is not None and t is state[0] and not is_output:
             # the op's input is being overwritten by this very in-place op: save its old value
@@ -503,8 +505,9 @@ def record(op, ctx, args, kwargs, outs, *, differentiable=None, saves=None, atta
     saved (so a saved output keeps its tangent).
     """
     node = OpNode(op, ctx, kwargs)
+    saving = PER_THREAD.saving
     if saves is None:
-        _edges_and_saved_inputs(node, op, args)
+        _edges_and_saved_inputs(node, op, args, saving)
     else:
         node._next_edges = [gradient_edge(a) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
         node._metas = [(a.data.shape, a.data.dtype) if e is not None else None
@@ -519,17 +522,17 @@ def record(op, ctx, args, kwargs, outs, *, differentiable=None, saves=None, atta
     if saves is None:
         wanted = op.saved_outputs
         if wanted:
-            node._saved_outputs = [SavedTensor(o, is_output=True) if (wanted is True or i in wanted) else None
+            node._saved_outputs = [SavedTensor(o, True, saving) if (wanted is True or i in wanted) else None
                                    for i, o in enumerate(outs)]
     else:
         output_ids = {id(o) for o in outs}
-        node.saved = tuple(None if t is None else SavedTensor(t, is_output=id(t) in output_ids) for t in saves)
+        node.saved = tuple(None if t is None else SavedTensor(t, id(t) in output_ids, saving) for t in saves)
     if PER_THREAD.modes.anomaly:
         node.trace = _caller_stack()
     return node
 
 
-def _edges_and_saved_inputs(node, op, args):
+def _edges_and_saved_inputs(node, op, args, saving):
     """A registered op's edges (a list argument's tensors one slot each), what next_functions shows, and its args
     with the inputs it saves as SavedTensors (the others as _UNSAVED)."""
     positions, promote = op.saved_positions, op.promote
@@ -537,7 +540,7 @@ def _edges_and_saved_inputs(node, op, args):
     lists = hidden = None
     for i, a in enumerate(args):
         if isinstance(a, Tensor):  # the common case first
-            saved.append(SavedTensor(a) if i in positions else _UNSAVED)
+            saved.append(SavedTensor(a, False, saving) if i in positions else _UNSAVED)
             if a._requires_grad:
                 edges.append(gradient_edge(a))
                 metas.append((a.data.shape, a.data.dtype))
@@ -547,8 +550,8 @@ def _edges_and_saved_inputs(node, op, args):
         elif isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):  # cat, stack, indices
             lists = lists or {}
             lists[i] = len(a)
-            saved.append(type(a)((SavedTensor(x) if i in positions else _UNSAVED) if isinstance(x, Tensor)
-                                 else x for x in a))
+            saved.append(type(a)((SavedTensor(x, False, saving) if i in positions else _UNSAVED)
+                                 if isinstance(x, Tensor) else x for x in a))
             for x in a:
                 grad = isinstance(x, Tensor) and x._requires_grad
                 edges.append(gradient_edge(x) if grad else None)

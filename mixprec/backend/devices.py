@@ -34,6 +34,8 @@ class Device:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __eq__(self, other):
+        if other is self:  # (one object per device: CPU, and each cuda:i made once)
+            return True
         if isinstance(other, str):
             try:
                 type_, index = parse(other)

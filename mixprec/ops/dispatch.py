@@ -58,12 +58,14 @@ def dispatch(op, args, kwargs):
         raise TypeError(f"{op.name}() takes at most {op.max_args} positional arguments "
                         f"({', '.join(op.arg_names)}) but {len(args)} were given")
     found = _find_tensors(op, args)
-    if found[2] is None:  # no Tensor at all
+    _, _, device, _, uniform = found
+    if device is None:  # no Tensor at all
         found = _scalars_to_tensors(op, args)
+        _, _, device, _, uniform = found
     m = PER_THREAD.modes
     if m.observers:
         return _dispatch_observed(op, kwargs, found, m)
-    if found[4] and not m.autocast_regions and not op.composite:  # nothing for _dispatch to cast: run it
+    if uniform and not m.autocast_regions and not op.composite:  # nothing for _dispatch to cast: run it
         return _run(op, kwargs, found, m)
     return _dispatch(op, kwargs, found, None, m)
 
@@ -71,7 +73,8 @@ def dispatch(op, args, kwargs):
 def _dispatch(op, kwargs, found, call, m):
     """Autocast, promotion and forward; ``found`` is what _find_tensors found, ``call`` the observed Call, ``m`` this
     thread's Modes."""
-    args, _, device, _, uniform = found
+    found_args, _, device, _, uniform = found
+    args = found_args
     decision = None
     regions = m.autocast_regions
     if regions and device.type in regions and not op.inplace and not explicit_dtype_or_out(op, args, kwargs):
@@ -91,14 +94,15 @@ def _dispatch(op, kwargs, found, call, m):
         args = _promote(op, args)
     if call is not None:
         call.run_args = args
-    if args is not found[0]:  # autocast or promotion put casts in: look at the arguments again
+    if args is not found_args:  # autocast or promotion put casts in: look at the arguments again
         found = _find_tensors(op, args)
     return _run(op, kwargs, found, m)
 
 
 def _dispatch_observed(op, kwargs, found, m):
+    args, _, device, _, _ = found
     calls = m.calls
-    call = Call(op, found[0], kwargs, found[2], calls[-1] if calls else None, len(calls))
+    call = Call(op, args, kwargs, device, calls[-1] if calls else None, len(calls))
     return run_observed(call, lambda: _dispatch(op, kwargs, found, call, m), m.observers)
 
 
@@ -358,7 +362,8 @@ def _scalars_to_tensors(op, args):
     data = data_positions(op, len(args))
     args = tuple(_make_tensor(a) if i in data and isinstance(a, SCALARS) else a for i, a in enumerate(args))
     found = _find_tensors(op, args)
-    if found[2] is None:
+    _, _, device, _, _ = found
+    if device is None:
         raise TypeError(f"{op.name}: expected a Tensor argument")
     return found
 
@@ -383,6 +388,14 @@ def _keyword_args_to_positional(op, args, kwargs):
     position (defaults fill the gap); plain options such as ``dim=`` and an
     ``out=`` buffer stay keywords.
     """
+    for n, v in kwargs.items():
+        if n in op.data_names or isinstance(v, Tensor):
+            return _move_keywords(op, args, kwargs)
+    return args, kwargs  # options only (dim=, keepdim=, dtype=): _move_keywords would leave them too
+
+
+def _move_keywords(op, args, kwargs):
+    """_keyword_args_to_positional for a call that passes a data param or a tensor by keyword."""
     start = len(args)
     last = -1
     for k, n in enumerate(op.arg_names[start:], start):

@@ -31,7 +31,10 @@ _QUIET = np.int16(0x0200)           # the bit that makes a NaN quiet
 
 def applies(*arrays) -> bool:
     """Whether every array is a NumPy float16 one (what these functions are for)."""
-    return all(isinstance(a, np.ndarray) and a.dtype == np.float16 for a in arrays)
+    for a in arrays:
+        if not (isinstance(a, np.ndarray) and a.dtype == np.float16):
+            return False
+    return True
 
 
 def bits(x):

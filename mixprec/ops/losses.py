@@ -161,16 +161,39 @@ def _check_class_weight(name, weight, input, cdim):
                         "(cast it, or run under mp.autocast)")
 
 
-def _sample_weights(xp, target, weight, ignore_index, n_classes, dtype):
-    """(counted, safe, w) on arrays: which targets count, the targets with ignored ones as class 0 (safe to
-    index with), and each sample's weight (weight[t], or 1; 0 where ignored)."""
-    counted = target != ignore_index
-    safe = xp.where(counted, target, 0)
+def _sample_weights(xp, target, weight, counted, n_classes):
+    """(safe, w) on arrays: the targets with ignored ones as class 0 (safe to index with), and each sample's
+    weight (weight[t]; 0 where ignored), or None without a weight: each counted sample weighs 1, so the loss
+    and its gradient skip multiplying by ones (the same values: x * 1 is x, and ignored samples are masked)."""
+    safe = target * counted  # (where(counted, target, 0) in one multiplication)
     if weight is None:
-        return counted, safe, counted.astype(dtype)
+        return safe, None
     if n_classes == 0:  # nothing to look up: every target is ignored (any other was out of bounds)
-        return counted, safe, xp.zeros(target.shape, dtype)
-    return counted, safe, xp.where(counted, weight[safe], weight.dtype.type(0))
+        return safe, xp.zeros(target.shape, weight.dtype)
+    return safe, xp.where(counted, weight[safe], weight.dtype.type(0))
+
+
+def _out_of_range(target, n):
+    """Which integer targets are < 0 or >= n. Read as unsigned, a negative value is at least 2**(bits - 1), so
+    one comparison finds both kinds whenever n is no larger than that."""
+    unsigned = _UNSIGNED.get(target.dtype)
+    if unsigned is not None and n <= 1 << (8 * target.dtype.itemsize - 1):
+        return target.view(unsigned) >= n
+    return (target < 0) | (target >= n)
+
+
+_UNSIGNED = {np.dtype(s): np.dtype(u) for s, u in ((np.int32, np.uint32), (np.int64, np.uint64))}
+_INF = float("inf")
+
+
+def _quiet_divide(a, total):
+    """a / total for an array or scalar ``a`` that is no sum (summing inf and -inf warns too), with 0 / 0 = NaN and
+    x / 0 = inf quietly, as torch. NumPy warns only when total is 0 or not finite, and entering np.errstate costs
+    more than the division, so it is entered only then (on a GPU total stays on the device: nothing warns)."""
+    if isinstance(total, np.generic) and 0 < abs(total) < _INF:
+        return a / total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return a / total
 
 
 @register("_nll_loss_core", promote=(0, 2), saves=("input", "target", "weight", "output"))
@@ -189,23 +212,26 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     xp = array_module(input)
     n_classes = input.shape[cdim]
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
-    bad = xp.asarray(((target < 0) | (target >= n_classes)) & (target != ignore_index))  # (0-d: a NumPy bool)
+    counted = target != ignore_index
+    bad = xp.asarray(_out_of_range(target, n_classes) & counted)  # (0-d: a NumPy bool)
     device_checks.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is not "
               f"ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
-    counted, safe, w = _sample_weights(xp, target, weight, ignore_index, n_classes, input.dtype)
+    safe, w = _sample_weights(xp, target, weight, counted, n_classes)
     if n_classes == 0:
         picked = xp.zeros(target.shape, input.dtype)
     else:
         picked = input[_at_targets(xp, safe, cdim)]
 
     def loss_of(picked, w):
-        loss = xp.where(counted, -picked * w, picked.dtype.type(0))  # an ignored target adds nothing, not even NaN
+        loss = -picked if w is None else -picked * w
+        loss = xp.where(counted, loss, picked.dtype.type(0))  # an ignored target adds nothing, not even NaN
         if reduction == "none":
             return loss
         if reduction == "sum":
             return xp.asarray(loss.sum())
+        total = counted.astype(picked.dtype).sum() if w is None else w.sum()
         with np.errstate(invalid="ignore", divide="ignore"):  # every target ignored: 0 / 0 = NaN, as torch
-            return xp.asarray(loss.sum() / w.sum())
+            return xp.asarray(loss.sum() / total)
     return xp.asarray(opmath(loss_of, picked, w))
 
 
@@ -215,11 +241,15 @@ def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index,
     counted target, 0 everywhere else (also where grad is NaN and the target is ignored, as torch)."""
     xp = array_module(grad)
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
-    counted, safe, w = _sample_weights(xp, target, weight, ignore_index, n_classes, grad.dtype)
+    counted = target != ignore_index
+    safe, w = _sample_weights(xp, target, weight, counted, n_classes)
 
     def coefficient(grad, w):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = -grad * w / w.sum() if reduction == "mean" else -grad * w
+        if w is None:  # each counted sample weighs 1
+            share = _quiet_divide(-grad, counted.astype(grad.dtype).sum()) if reduction == "mean" else -grad
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):  # (inf * 0 and 0 / 0 are NaN, quietly)
+                share = -grad * w / w.sum() if reduction == "mean" else -grad * w
         return xp.where(counted, share, share.dtype.type(0))
     coef = opmath(coefficient, grad, w)
     out = xp.zeros(target.shape[:cdim] + (n_classes,) + target.shape[cdim:], grad.dtype)
@@ -324,7 +354,7 @@ def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-1
     are checked, and the loss and its gradients computed, by the op _nll_loss_core.
     """
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
-    return _nll_loss_core(input, target, weight, ignore_index, reduction)  # (positional: the cheaper call)
+    return _nll_loss_core(input, target, weight, ignore_index, reduction)
 
 
 @register("cross_entropy", functional=True, promote=(0, 1, 2), composite=True,

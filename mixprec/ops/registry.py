@@ -94,6 +94,7 @@ class Op:
         self.max_args = sys.maxsize if varargs else len(self.arg_names)  # (an int either way: one check per call)
         # promote naming the *args position (the one after the named params) makes every variadic arg data
         self.variadic_data = varargs and len(self.arg_names) in self.promote
+        self.data_names = frozenset(self.arg_names[i] for i in self.promote if i < len(self.arg_names))
         defaults = forward.__defaults__ or ()
         self.defaults = dict(zip(self.arg_names[len(self.arg_names) - len(defaults):], defaults))
         # where a dtype= or out= argument lands among the positional args (autocast must respect them)
