@@ -22,7 +22,7 @@ output follows its tensor when an in-place write moves the output into it).
 
 **History.** A tensor's autograd identity -- ``_grad_fn``, ``_requires_grad``,
 ``output_nr``, its tangent ``_fw`` and its view relation ``_view`` -- is written
-only here: :func:`set_history`, :func:`make_leaf`, :func:`set_tangent`,
+only here: :func:`set_history` (and :func:`take_over_output`), :func:`make_leaf`, :func:`set_tangent`,
 :func:`make_view` and :func:`refresh_view` (the one place a view follows its
 base after an in-place change). Tensors start as leaves (mixprec/tensor.py).
 """
@@ -190,9 +190,16 @@ def gradient_edge(t) -> tuple:
 
 # ---------------------------------------------------------------- a tensor's history: the only writers
 def set_history(t, node, output_nr=0):
-    """``t`` is output ``output_nr`` of ``node`` (its gradient goes there). When ``t`` takes over an output that
-    ``node`` saved (an in-place write moved the value into ``t``), the saved output follows ``t``'s version."""
-    t._grad_fn, t._requires_grad, t.output_nr = node, True, output_nr
+    """``t`` is output ``output_nr`` of ``node`` (its gradient goes there)."""
+    t._grad_fn, t._requires_grad = node, True
+    if t.output_nr != output_nr:  # (most outputs are output 0, the class default: no per-tensor attribute)
+        t.output_nr = output_nr
+
+
+def take_over_output(t, node, output_nr):
+    """``t`` takes over output ``output_nr`` of ``node`` (an in-place write moved the value into ``t``): its history,
+    and, when ``node`` saved that output, the saved output follows ``t``'s version from now on."""
+    set_history(t, node, output_nr)
     saved = getattr(node, "_saved_outputs", None)
     if saved is not None and saved[output_nr] is not None:
         saved[output_nr].follow(t)
@@ -491,7 +498,7 @@ class Notes:
     """The ``ctx`` an op's forward writes notes on (``ctx.dim = ...``), for its backward and tangent rules."""
 
 
-def record(op, ctx, args, kwargs, outs, *, differentiable=None, saves=None, attach_tangents=None):
+def record(op, ctx, args, kwargs, outs, differentiable=None, saves=None, attach_tangents=None, anomaly=None):
     """Build the node of one op call, after its forward, and make it the grad_fn of the call's outputs.
 
     ``op``'s ``run_backward(node, grads)`` is how backward calls it. ``args``: the
@@ -502,10 +509,12 @@ def record(op, ctx, args, kwargs, outs, *, differentiable=None, saves=None, atta
     registered op declares, ``op.saved_positions`` and ``op.saved_outputs``).
     ``attach_tangents(rule_ctx)``, when given, runs after the outputs are attached
     (so a tangent rule's use of them is differentiable) and before outputs are
-    saved (so a saved output keeps its tangent).
+    saved (so a saved output keeps its tangent). ``anomaly``: whether anomaly mode
+    is on (None: look), to keep the caller's stack on the node.
     """
     node = OpNode(op, ctx, kwargs)
-    saving = PER_THREAD.saving
+    # this thread's saving state, fetched once, and only by calls that save something
+    saving = PER_THREAD.saving if saves is not None or op.saved_positions or op.saved_outputs else None
     if saves is None:
         _edges_and_saved_inputs(node, op, args, saving)
     else:
@@ -527,7 +536,7 @@ def record(op, ctx, args, kwargs, outs, *, differentiable=None, saves=None, atta
     else:
         output_ids = {id(o) for o in outs}
         node.saved = tuple(None if t is None else SavedTensor(t, id(t) in output_ids, saving) for t in saves)
-    if PER_THREAD.modes.anomaly:
+    if PER_THREAD.modes.anomaly if anomaly is None else anomaly:
         node.trace = _caller_stack()
     return node
 

@@ -149,7 +149,7 @@ def _rebase(t, new):
     old_node, old_nr = t._grad_fn, t.output_nr
     node = new._grad_fn
     if node is not None:
-        graph.set_history(t, node, new.output_nr)
+        graph.take_over_output(t, node, new.output_nr)
         if t._retains_grad:  # retain_grad follows the tensor to its new value, as in torch
             if old_node is not None and old_node._retained:
                 old_node._retained.pop(old_nr, None)

@@ -214,8 +214,8 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
     counted = target != ignore_index
     bad = xp.asarray(_out_of_range(target, n_classes) & counted)  # (0-d: a NumPy bool)
-    device_checks.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is not "
-              f"ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
+    device_checks.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is "
+                        f"not ignore_index={ignore_index})", culprit=lambda: f"target {int(target[bad][0])}")
     safe, w = _sample_weights(xp, target, weight, counted, n_classes)
     if n_classes == 0:
         picked = xp.zeros(target.shape, input.dtype)
