@@ -167,9 +167,9 @@ class Tensor:
         if self._grad_fn is not None and not mode:
             raise RuntimeError("you can only change requires_grad flags of leaf tensors; to use a computed "
                                "tensor without its graph, use t.detach()")
-        if mode != self._requires_grad:
+        if mode != self._requires_grad:  # (a tensor with a grad_fn requires grad: only a leaf gets here)
             _graph.stop_following(self)  # a leaf from now on: it no longer follows its base in autograd
-        _graph.make_leaf(self, mode)
+            _graph.make_leaf(self, mode)
         return self
 
     def retain_grad(self):

@@ -586,3 +586,15 @@ def test_a_custom_function_goes_through_dispatch_where_observers_see_it():
     assert y.grad_fn.name() == "DoubleBackward" and y.grad_fn.op.cls is Double
     y.sum().backward()
     assert x.grad.tolist() == [2.0]
+
+
+def test_requires_grad_on_a_tensor_with_history_keeps_it(torch):
+    for lib in (mp, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        y = x * 2
+        y.requires_grad_()
+        view = (x * 1.0)[1:]
+        view.requires_grad_(True)
+        assert y.grad_fn is not None and not y.is_leaf and view.grad_fn is not None
+        (y.sum() + view.sum()).backward()
+        assert x.grad.tolist() == [2.0, 3.0, 3.0]

@@ -235,3 +235,24 @@ def test_custom_fwd_bwd_on_a_several_output_dirty_function():
     assert seen["bwd"] is False and x.grad.dtype == mp.bfloat16
     # 2 from y, 2x from s; buf (0 * x, then + 1 in place) sends 0 * gbuf back to x
     np.testing.assert_array_equal(x.grad.float().numpy(), [4.0] * 3)
+
+
+def test_a_function_class_is_freed_when_nothing_uses_it():
+    import gc
+    import weakref
+    refs = []
+    for _ in range(3):
+        class Twice(mp.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        x = mp.tensor([1.0], requires_grad=True)
+        Twice.apply(x).sum().backward()
+        refs.append(weakref.ref(Twice))
+        del Twice, x
+    gc.collect()
+    assert all(r() is None for r in refs)

@@ -308,3 +308,20 @@ def test_a_custom_function_is_one_record_with_its_float32_shadow():
     square = [r for r in ops if r.name == "Square"]
     assert len(square) == 1 and "shadow failed" not in (square[0].note or "")
     assert not any(r.name == "mul" for r in ops)  # its forward's ops are inside its record
+
+
+def test_a_custom_function_under_autocast_is_explained_as_not_autocast():
+    class Twice(mp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    x = mp.randn(3, 3, requires_grad=True)
+    with mp.amp.inspect() as insp:
+        with mp.autocast("cpu", dtype=mp.bfloat16):
+            Twice.apply(x @ x)
+    record = next(r for r in insp.report().ops if r.name == "Twice")
+    assert record.policy == "-" and "no cpu policy" in record.why

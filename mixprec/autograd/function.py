@@ -98,8 +98,10 @@ class FunctionOp:
 
     user_backward = True   # the gradients its backward returns may be the user's own tensors
     custom = True          # (dispatch: forward runs on Tensors, here)
-    inplace = False
-    arg_names = ()
+    # what observers read of a registered op: no autocast policy, no data positions, no dtype=/out= argument
+    policy = {"cuda": None, "cpu": None}
+    promote = dtype_out_positions = arg_names = ()
+    inplace = composite = variadic_data = False
 
     def __init__(self, cls):
         self.cls, self.name = cls, cls.__name__
@@ -172,9 +174,6 @@ class FunctionOp:
         return f"<Function {self.name}>"
 
 
-_OPS = weakref.WeakKeyDictionary()  # Function subclass -> its FunctionOp
-
-
 class Function:
     """Base class for custom differentiable ops (see the module docstring)."""
 
@@ -198,9 +197,10 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        op = _OPS.get(cls)
+        op = cls.__dict__.get("_op")  # (the class's own, not a base class's)
         if op is None:
-            op = _OPS[cls] = FunctionOp(cls)
+            op = FunctionOp(cls)
+            cls._op = op  # (kept by the class: it goes when the class goes)
         return dispatch(op, args, kwargs)
 
 
