@@ -256,3 +256,20 @@ def test_a_function_class_is_freed_when_nothing_uses_it():
         del Twice, x
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_a_function_may_keep_its_own_class_attributes():
+    class Scaled(mp.autograd.Function):
+        _op = "user's"  # a name a user may well pick
+        factor = 3.0
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * Scaled.factor
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * Scaled.factor
+    x = mp.tensor([1.0, 2.0], requires_grad=True)
+    Scaled.apply(x).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0] and Scaled._op == "user's"

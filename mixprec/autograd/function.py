@@ -197,10 +197,10 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        op = cls.__dict__.get("_op")  # (the class's own, not a base class's)
+        op = cls.__dict__.get("_mixprec_op")  # (the class's own, not a base class's; a name no user picks)
         if op is None:
             op = FunctionOp(cls)
-            cls._op = op  # (kept by the class: it goes when the class goes)
+            cls._mixprec_op = op  # (kept by the class: it goes when the class goes)
         return dispatch(op, args, kwargs)
 
 

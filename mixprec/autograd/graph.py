@@ -200,7 +200,7 @@ def take_over_output(t, node, output_nr):
     """``t`` takes over output ``output_nr`` of ``node`` (an in-place write moved the value into ``t``): its history,
     and, when ``node`` saved that output, the saved output follows ``t``'s version from now on."""
     set_history(t, node, output_nr)
-    saved = getattr(node, "_saved_outputs", None)
+    saved = node._saved_outputs
     if saved is not None and saved[output_nr] is not None:
         saved[output_nr].follow(t)
 

@@ -152,10 +152,7 @@ def _run(op, kwargs, found, m):
     floating = any(o.data.dtype in _DIFFERENTIABLE for o in outs) if several else out.data.dtype in _DIFFERENTIABLE
     if not floating:  # (an integer result has no gradient)
         return out
-    if not tangents:
-        record_call(op, ctx, args, kwargs, outs, None, None, None, m.anomaly)
-        return out
-    attach = lambda rule_ctx: _fwad.attach_tangents(rule_ctx, args, out)  # noqa: E731
+    attach = (lambda rule_ctx: _fwad.attach_tangents(rule_ctx, args, out)) if tangents else None
     if record:
         record_call(op, ctx, args, kwargs, outs, None, None, attach, m.anomaly)
     else:
