@@ -66,8 +66,8 @@ def state_bytes(model, opt):
             seen.add(id(array))
             total += array.nbytes
     for p in list(model.parameters()) + list(mp.amp.master_params(opt)):
-        add(p.data)
-        add(None if p.grad is None else p.grad.data)
+        add(p._array)
+        add(None if p.grad is None else p.grad._array)
     for state in opt.state.values():
         for v in state.values():
             add(v if backend.is_array(v) else None)

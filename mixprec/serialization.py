@@ -238,9 +238,9 @@ def _encode(obj, buffers, memo, where, enclosing):
     if isinstance(obj, Tensor):
         if id(obj) in memo:
             return memo[id(obj)][0]
-        node = {"t": "tensor", **_array_fields(obj.data, where), "device": str(obj.device),
+        node = {"t": "tensor", **_array_fields(obj._array, where), "device": str(obj.device),
                 "requires_grad": bool(obj.requires_grad), "parameter": isinstance(obj, Parameter),
-                "buffer": _add_buffer(devices.to_device(obj.data, devices.CPU), buffers)}
+                "buffer": _add_buffer(devices.to_device(obj._array, devices.CPU), buffers)}
         memo[id(obj)] = (node, obj)  # keep obj alive so its id stays unique while saving
         return node
     if _be.is_array(obj):

@@ -18,7 +18,7 @@ _new = object.__new__  # (Tensor._wrap's allocation, without __init__'s checks)
 
 
 class Tensor:
-    __slots__ = ("data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
+    __slots__ = ("_array", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
     # What most tensors never set, as class-level defaults (set per tensor only when needed):
     output_nr = 0              # which output of grad_fn this tensor is
@@ -34,10 +34,10 @@ class Tensor:
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-        self._init(t.data, requires_grad=t.requires_grad)
+        self._init(t._array, requires_grad=t.requires_grad)
 
     def _init(self, data, requires_grad=False, grad_fn=None, vc=None):
-        self.data = data
+        self._array = data
         self._requires_grad = requires_grad
         self._grad_fn = grad_fn
         self._vc = vc  # version counter, shared with views (None: version 0, not shared yet; see _version_counter)
@@ -46,7 +46,7 @@ class Tensor:
     def _wrap(data, grad_fn=None, vc=None):
         """Wrap an array without copying or checking (internal fast path; every op's result is made here)."""
         t = _new(Tensor)
-        t.data = data
+        t._array = data
         t._requires_grad = grad_fn is not None
         t._grad_fn = grad_fn
         t._vc = vc
@@ -55,33 +55,33 @@ class Tensor:
     # ---- metadata ----
     @property
     def shape(self) -> tuple:
-        return self.data.shape
+        return self._array.shape
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._array.ndim
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self._array.ndim
 
     def size(self, dim=None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        return self._array.shape if dim is None else self._array.shape[dim]
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self._array.size)
 
     def __len__(self):
-        if self.data.ndim == 0:
+        if self._array.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self._array.shape[0]
 
     @property
     def dtype(self) -> np.dtype:
-        return self.data.dtype
+        return self._array.dtype
 
     @property
     def device(self) -> devices.Device:
-        return devices.CPU if isinstance(self.data, np.ndarray) else devices.device_of_array(self.data)
+        return devices.CPU if isinstance(self._array, np.ndarray) else devices.device_of_array(self._array)
 
     @property
     def is_cuda(self) -> bool:
@@ -215,7 +215,23 @@ class Tensor:
 
     def detach(self):
         """The same data (shared, with the same version counter) cut from the graph."""
-        return Tensor._wrap(self.data, vc=self._version_counter())
+        return Tensor._wrap(self._array, vc=self._version_counter())
+
+    @property
+    def data(self):
+        """The same memory as a new tensor outside autograd, with a version counter of its own: a write through
+        it is invisible to autograd (torch's ``.data``; ``detach()`` is the safe form, sharing the counter)."""
+        return Tensor._wrap(self._array)
+
+    @data.setter
+    def data(self, value):
+        # torch's set_data: this tensor now uses value's memory (any shape, dtype or device), keeping its identity
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.data must be set to a Tensor, got {type(value).__name__}")
+        if self._requires_grad and not _dt.is_differentiable(value.dtype):
+            raise RuntimeError(f"Tensor.data: a tensor that requires grad must hold floating point or complex "
+                               f"data, got {value.dtype}")
+        self._array = value._array
 
     def detach_(self):
         """Cut this tensor from its graph in place (it becomes a leaf that does not require grad)."""
@@ -227,14 +243,14 @@ class Tensor:
     # ---- conversions ----
     def numpy(self) -> np.ndarray:
         """The data as a NumPy array: shared memory on the CPU, a copy from the GPU."""
-        return devices.to_device(self.data, devices.CPU)
+        return devices.to_device(self._array, devices.CPU)
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
     def item(self):
-        if self.data.size != 1:
+        if self._array.size != 1:
             raise RuntimeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         value = self.numpy().reshape(())  # (a copy from the GPU also reports the checks it made: device_checks)
         return float(value) if self.dtype in _dt.LOW_PRECISION else value.item()
@@ -250,12 +266,12 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self):
-        if self.data.size != 1:
-            raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
+        if self._array.size != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self._array.size} elements is ambiguous")
         return bool(self.item())
 
     def __index__(self):
-        if _dt.is_floating(self.dtype) or self.data.size != 1:
+        if _dt.is_floating(self.dtype) or self._array.size != 1:
             raise TypeError("only integer tensors with one element can be used as an index")
         return int(self.item())
 
@@ -313,10 +329,10 @@ class Tensor:
     def __dlpack__(self, *args, **kwargs):
         if self.requires_grad:
             raise RuntimeError("cannot export a tensor that requires grad via DLPack; call .detach() first")
-        return dlpack.to_dlpack(self.data, *args, **kwargs)
+        return dlpack.to_dlpack(self._array, *args, **kwargs)
 
     def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
+        return self._array.__dlpack_device__()
 
     # ---- in-place updates ----
     # The in-place methods (add_, mul_, copy_, __setitem__, __iadd__, ...) are bound by mixprec/ops/inplace.py,
@@ -326,7 +342,7 @@ class Tensor:
         its version. The raw write under every in-place op; no autograd. Like torch, an arithmetic in-place
         op refuses a floating result for an integer tensor; copies (any_cast) cast anything."""
         if isinstance(value, Tensor):
-            value = value.data
+            value = value._array
         if _be.is_array(value) and devices.device_of_array(value) != self.device:
             value = devices.to_device(value, self.device)
         value = _be.xp_of(self.device).asarray(value)
@@ -334,7 +350,7 @@ class Tensor:
             raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
                                f"output type {self.dtype.name}")
         try:
-            _be.xp_of(self.device).copyto(self.data, value.astype(self.dtype, copy=False), casting="unsafe")
+            _be.xp_of(self.device).copyto(self._array, value.astype(self.dtype, copy=False), casting="unsafe")
         except ValueError:
             raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
                                f"of shape {self.shape} (it must broadcast to that shape)") from None
@@ -391,7 +407,7 @@ def zero_grads(tensors, set_to_none=True):
         if set_to_none:
             t.grad = None
         else:
-            t.grad.data[...] = 0
+            t.grad._array[...] = 0
             t.grad._bump_version()
 
 
@@ -429,7 +445,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     Arrays keep their dtype; Python floats become float32, ints int64, bools bool.
     """
     if isinstance(data, Tensor):
-        src_dtype, arr = data.dtype, data.data
+        src_dtype, arr = data.dtype, data._array
         src_device = data.device
     elif _be.is_array(data):
         arr, src_dtype, src_device = data, _dt.as_dtype(data.dtype), devices.device_of_array(data)

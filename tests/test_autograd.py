@@ -394,16 +394,16 @@ def test_leaf_grads_are_owned_writable_and_never_aliased():
     (sum's gradient is an expand), not the caller's seed, not a tensor a custom backward returned."""
     a, b = mp.ones(3, requires_grad=True), mp.ones(3, requires_grad=True)
     (a + b).sum().backward()
-    assert a.grad is not b.grad and not np.shares_memory(a.grad.data, b.grad.data)
+    assert a.grad is not b.grad and not np.shares_memory(a.grad._array, b.grad._array)
     for g in (a.grad, b.grad):
-        assert g.data.flags.writeable and g.data.flags.c_contiguous
-    a.grad.data *= 0.5  # an in-place unscale touches only a's gradient
+        assert g._array.flags.writeable and g._array.flags.c_contiguous
+    a.grad._array *= 0.5  # an in-place unscale touches only a's gradient
     assert a.grad.tolist() == [0.5] * 3 and b.grad.tolist() == [1.0] * 3
 
     seed = mp.full((3,), 2.0)
     c = mp.ones(3, requires_grad=True)
     (c * 1).backward(seed)
-    assert not np.shares_memory(c.grad.data, seed.data)
+    assert not np.shares_memory(c.grad._array, seed._array)
 
     keep = mp.full((2,), 7.0)
 
@@ -418,7 +418,7 @@ def test_leaf_grads_are_owned_writable_and_never_aliased():
 
     d = mp.ones(2, requires_grad=True)
     ReturnsSaved.apply(d).sum().backward()
-    assert not np.shares_memory(d.grad.data, keep.data)
+    assert not np.shares_memory(d.grad._array, keep._array)
 
 
 def test_later_gradients_accumulate_in_place():
@@ -435,8 +435,8 @@ def test_retained_grad_is_not_aliased_with_a_leaf_grad():
     y.retain_grad()
     y.sum().backward()
     assert y.grad.tolist() == [1.0] * 3 and x.grad.tolist() == [1.0] * 3
-    assert not np.shares_memory(y.grad.data, x.grad.data)
-    y.grad.data[0] = 5.0
+    assert not np.shares_memory(y.grad._array, x.grad._array)
+    y.grad._array[0] = 5.0
     assert x.grad.tolist() == [1.0] * 3
 
 

@@ -247,7 +247,7 @@ def test_save_on_cpu_keeps_activations_on_the_host(pin):
     hooks.pack_hook = lambda t: packed.append(pack(t)) or packed[-1]
     with hooks:
         out = (x * w).exp().sum()
-    assert packed and all(device.type == "cuda" and isinstance(t.data, np.ndarray) for device, t in packed)
+    assert packed and all(device.type == "cuda" and isinstance(t._array, np.ndarray) for device, t in packed)
     for a, b in zip(plain, mp.autograd.grad(out, [x, w])):
         assert b.device.type == "cuda"
         np.testing.assert_array_equal(a.numpy(), b.numpy())

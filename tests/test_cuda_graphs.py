@@ -147,8 +147,8 @@ def test_captured_amp_step_replays_the_eager_trajectory_bit_for_bit(make_opt):
     runs[1][0].load_state_dict(runs[0][0].state_dict())
     data = mp.randn(12, 8, 16, device="cuda")
     targets = mp.randint(0, 4, (12, 8), device="cuda")
-    data.data[4, 0, 0] = np.inf  # an overflowing step and a NaN step: both must be skipped, the scale backed off
-    data.data[8, 3, 5] = np.nan
+    data._array[4, 0, 0] = np.inf  # an overflowing step and a NaN step: both must be skipped, the scale backed off
+    data._array[8, 3, 5] = np.nan
 
     warm = 2
     for model, opt, scaler in runs:  # identical warm-up: creates momentum buffers and the scaler's state

@@ -67,7 +67,7 @@ def test_nccl_world_of_one_smoke(nccl_group):
         dist.all_reduce(mp.ones(2))  # a CPU tensor on the nccl backend
 
     reducer = dist.make_found_inf_reducer()
-    flag = mp.ones(1, device=dev).data
+    flag = mp.ones(1, device=dev)._array
     reducer(flag)
     assert float(flag[0]) == 1.0
 

@@ -17,7 +17,7 @@ def test_numpy_to_mixprec_is_zero_copy(dtype):
     assert t.dtype == np.dtype(dtype) and t.shape == (4,) and t.device == "cpu"
     a[1] = 1
     assert bool(t[1].item())  # a write to the array shows in the tensor
-    t.data[2] = 1
+    t._array[2] = 1
     assert bool(a[2])  # and the other way round
 
 
@@ -36,13 +36,13 @@ def test_round_trip_keeps_strides_and_values():
     t = mp.arange(12.0).reshape(3, 4).T  # a non-contiguous view
     back = mp.from_dlpack(np.from_dlpack(t))
     assert back.shape == (4, 3) and back.tolist() == t.tolist()
-    assert np.shares_memory(back.data, t.data)
+    assert np.shares_memory(back._array, t._array)
 
 
 def test_from_dlpack_of_a_tensor_detaches_and_shares():
     x = mp.ones(2, requires_grad=True)
     y = mp.from_dlpack(x)
-    assert not y.requires_grad and np.shares_memory(y.data, x.data)
+    assert not y.requires_grad and np.shares_memory(y._array, x._array)
 
 
 def test_export_of_a_tensor_requiring_grad_is_refused():

@@ -33,7 +33,7 @@ def loss_of(params, x, y):
 
 
 def snapshot(params):
-    return [p.data.copy() for p in params]
+    return [p._array.copy() for p in params]
 
 
 def same_bits(a, b):
@@ -242,7 +242,7 @@ def test_gradient_penalty_through_create_graph_on_scaled_outputs():
         return params
     scaled, plain = penalised_step(True), penalised_step(False)
     for a, b in zip(scaled, plain):
-        np.testing.assert_allclose(a.data, b.data, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(a._array, b._array, rtol=1e-6, atol=1e-7)
 
 
 # ---- overflow handling ----
@@ -279,7 +279,7 @@ def test_overflow_from_a_huge_scale_backs_off_until_training_proceeds():
     opt = mp.optim.SGD([w], lr=1e-12)
     with np.errstate(over="ignore", invalid="ignore"):  # the overflows are the point
         skipped = _train_until_a_step_is_taken(s, w, opt)
-    assert 0 < skipped < 200 and math.isfinite(w.data[0]) and s.get_scale() * 6e10 < 3.4e38
+    assert 0 < skipped < 200 and math.isfinite(w._array[0]) and s.get_scale() * 6e10 < 3.4e38
 
 
 def _train_until_a_step_is_taken(s, w, opt):

@@ -142,7 +142,7 @@ def test_handles_remove_once_as_context_managers_and_from_inside_a_hook():
 def test_a_module_without_hooks_calls_forward_directly():
     layer = nn.Linear(3, 2)
     x = mp.randn(4, 3)
-    np.testing.assert_array_equal(layer(x).data, layer.forward(x).data)
+    np.testing.assert_array_equal(layer(x)._array, layer.forward(x)._array)
 
 
 # ---- state-dict hooks ----
@@ -197,14 +197,14 @@ def test_load_state_dict_hooks_get_torchs_arguments():
 def test_load_pre_hook_errors_fail_the_load_and_post_hooks_run_only_after_a_success():
     model = build(nn)
     state = model.state_dict()
-    before = [p.data.copy() for p in model.parameters()]
+    before = [p._array.copy() for p in model.parameters()]
     seen = []
     model.register_load_state_dict_post_hook(lambda mod, keys: seen.append(keys))
     handle = model.register_load_state_dict_pre_hook(
         lambda mod, sd, prefix, meta, strict, missing, unexpected, errors: errors.append("refused by a hook"))
     with pytest.raises(RuntimeError, match="refused by a hook"):
         model.load_state_dict({k: mp.zeros(*v.shape) for k, v in state.items()})
-    assert seen == [] and all(np.array_equal(b, p.data) for b, p in zip(before, model.parameters()))
+    assert seen == [] and all(np.array_equal(b, p._array) for b, p in zip(before, model.parameters()))
     handle.remove()
     keys = model.load_state_dict(state)
     assert seen == [keys] and keys.missing_keys == [] and keys.unexpected_keys == []

@@ -280,7 +280,7 @@ def test_nll_loss_without_weight_matches_weight_of_ones_bit_for_bit(dtype, reduc
                 warnings.simplefilter("error")
                 loss = F.nll_loss(xt, mp.tensor(t), weight=weight, reduction=reduction)
                 loss.backward(mp.tensor(g, dtype=dtype))
-            results.append((loss.data.astype(np.float64), xt.grad.data.astype(np.float64)))
+            results.append((loss._array.astype(np.float64), xt.grad._array.astype(np.float64)))
         (a, ga), (b, gb) = results
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(ga, gb)

@@ -61,7 +61,7 @@ def train(data, level, optimizer="adam", dtype=mp.float16, epochs=4, device="cpu
     model.eval()
     with mp.no_grad():
         logits = model(mp.tensor(x_test, device=device))
-    accuracy = float((logits.cpu().data.argmax(1) == y_test).mean())
+    accuracy = float((logits.cpu()._array.argmax(1) == y_test).mean())
     return accuracy, model, opt, scaler, skipped
 
 
@@ -81,7 +81,7 @@ def test_o3_with_adam_breaks_on_float16_and_o3_with_sgd_learns(digits):
     non-finite gradients and is skipped. Plain SGD with momentum trains in pure float16 on this model."""
     acc_adam, model, _, _, skipped = train(digits, "O3", "adam")
     n_steps = 4 * 22
-    finite = all(bool(np.isfinite(p.data.astype(np.float32)).all()) for p in model.parameters())
+    finite = all(bool(np.isfinite(p._array.astype(np.float32)).all()) for p in model.parameters())
     print(f"O3 float16 + Adam: accuracy {acc_adam:.4f}, skipped {skipped}/{n_steps} steps, weights finite: {finite}")
     assert not finite
     assert skipped == n_steps - 1  # only the first step ran
@@ -145,7 +145,7 @@ def test_level_defaults():
 
 def test_o2_masters_are_float32_copies_stepped_by_the_same_optimizer():
     model = mlp()
-    original = [p.data.copy() for p in model.parameters()]
+    original = [p._array.copy() for p in model.parameters()]
     opt = mp.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.8, 0.95), weight_decay=0.05)
     _, opt2, _ = mp.amp.initialize(model, opt, "O2")
     assert opt2 is opt and type(opt) is mp.optim.AdamW
@@ -158,8 +158,8 @@ def test_o2_masters_are_float32_copies_stepped_by_the_same_optimizer():
         m = masters.master_of(p)
         if p.dtype == mp.float16:  # Linear: a float32 master holding the exact original values
             assert q is m and m.dtype == mp.float32 and m is not p
-            np.testing.assert_array_equal(m.data, value)
-            np.testing.assert_array_equal(p.data, value.astype(np.float16))
+            np.testing.assert_array_equal(m._array, value)
+            np.testing.assert_array_equal(p._array, value.astype(np.float16))
         else:  # LayerNorm: float32, its own master
             assert m is None and q is p and p.dtype == mp.float32
 
@@ -174,7 +174,7 @@ def test_o2_norm_layers_compute_in_float32_and_hand_back_float16():
     out = model[1](h)
     expected = F.layer_norm(h.float(), (64,), model[1].weight, model[1].bias, 1e-5).half()
     assert out.dtype == mp.float16
-    np.testing.assert_array_equal(out.data, expected.data)
+    np.testing.assert_array_equal(out._array, expected._array)
 
 
 def test_o2_batchnorm_keeps_float32_parameters_and_running_stats():
@@ -186,8 +186,8 @@ def test_o2_batchnorm_keeps_float32_parameters_and_running_stats():
     assert bn.num_batches_tracked.dtype == mp.int64
     x = mp.randn(16, 64)
     model(x)
-    h = model[0](x.half()).float().data
-    np.testing.assert_allclose(bn.running_mean.data, 0.1 * h.mean(0), rtol=1e-5, atol=1e-6)
+    h = model[0](x.half()).float()._array
+    np.testing.assert_allclose(bn.running_mean._array, 0.1 * h.mean(0), rtol=1e-5, atol=1e-6)
     model2 = mlp(norm="batch")
     mp.amp.initialize(model2, mp.optim.SGD(model2.parameters(), lr=0.1), "O3")
     assert model2[1].weight.dtype == model2[1].running_var.dtype == mp.float16  # O3: norms too
@@ -204,7 +204,7 @@ def test_o1_runs_the_forward_under_autocast_with_float32_weights():
         expected = reference(x)
     out = model(x)
     assert expected.dtype == mp.float16 and out.dtype == mp.float32
-    np.testing.assert_array_equal(out.data, expected.data.astype(np.float32))
+    np.testing.assert_array_equal(out._array, expected._array.astype(np.float32))
     out.sum().backward()
     assert all(p.dtype == p.grad.dtype == mp.float32 for p in model.parameters())
 
@@ -237,13 +237,13 @@ def test_updates_below_half_a_float16_ulp_move_o2_weights_and_are_lost_in_o3():
             scaler.step(opt)
             scaler.update()
             taken += not scaler.last_step_skipped
-        final[level] = (model.weight.data.copy(), opt, taken)
+        final[level] = (model.weight._array.copy(), opt, taken)
     w3, _, taken3 = final["O3"]
     assert taken3 == steps and w3.dtype == np.float16 and w3[0, 0] == 1.0  # every update rounded away
     w2, opt2, taken2 = final["O2"]
     # the first scaled gradient, 1 * 2**16, overflows float16 (max 65504): that step is skipped, the scale halves
     assert taken2 == steps - 1
-    master = next(master_params(opt2)).data
+    master = next(master_params(opt2))._array
     reference = np.float32(1.0)
     for _ in range(taken2):  # the float32 update SGD makes: w -= float32(lr) * 1
         reference = reference - np.float32(lr)
@@ -262,14 +262,14 @@ def test_injected_inf_skips_the_step_at_every_level(level, device):
     x, y = mp.randn(8, 64, device=device), mp.randint(0, 10, (8,), device=device)
 
     def snapshot():
-        return ([host(p.data) for p in model.parameters()], [host(p.data) for p in master_params(opt)],
+        return ([host(p._array) for p in model.parameters()], [host(p._array) for p in master_params(opt)],
                 {id(k): {n: host(v) for n, v in s.items()} for k, s in opt.state.items()})
 
     def iteration(inject):
         opt.zero_grad()
         scaler.scale(F.cross_entropy(model(x), y)).backward()
         if inject:
-            model[0].weight.grad.data[3, 5] = np.inf  # the model's own (float16 at O2/O3) gradient
+            model[0].weight.grad._array[3, 5] = np.inf  # the model's own (float16 at O2/O3) gradient
         scaler.step(opt)
         scaler.update()
         return scaler.last_step_skipped
@@ -289,7 +289,7 @@ def test_injected_inf_skips_the_step_at_every_level(level, device):
     assert scaler.get_scale() == (scale if static else scale / 2)
     assert scaler.statistics()["skipped_steps"] == 1
     assert iteration(False) is clean  # training goes on
-    assert not all(np.array_equal(a, host(p.data)) for a, p in zip(after[0], model.parameters()))
+    assert not all(np.array_equal(a, host(p._array)) for a, p in zip(after[0], model.parameters()))
 
 
 # ---------------------------------------------------------------- the fused unscale into the masters
@@ -307,7 +307,7 @@ def test_o2_unscales_float16_grads_into_float32_master_grads_in_one_call(monkeyp
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     opt.zero_grad()
     scaler.scale(F.cross_entropy(model(x), y)).backward()
-    scaled = {id(p): p.grad.data.copy() for p in model.parameters()}
+    scaled = {id(p): p.grad._array.copy() for p in model.parameters()}
     scaler.unscale_(opt)
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
     assert calls == [([f16, f16, f32, f32, f16, f16], [f32] * 6)]  # Linear, Linear, LayerNorm, Linear
@@ -317,9 +317,9 @@ def test_o2_unscales_float16_grads_into_float32_master_grads_in_one_call(monkeyp
         g = scaled[id(p)]
         m = masters.master_of(p)
         if m is not None:  # the model's float16 grad is read, and left as it was
-            np.testing.assert_array_equal(p.grad.data, g)
+            np.testing.assert_array_equal(p.grad._array, g)
         target = p if m is None else m  # LayerNorm's float32 grads are unscaled in place
-        np.testing.assert_array_equal(target.grad.data, (g.astype(np.float32) * inv).astype(np.float32))
+        np.testing.assert_array_equal(target.grad._array, (g.astype(np.float32) * inv).astype(np.float32))
         assert target.grad.dtype == mp.float32
 
 
@@ -332,10 +332,10 @@ def test_a_plain_grad_scaler_works_with_an_o2_optimizer():
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     loss = F.cross_entropy(model(x), y)
     scaler.scale(loss).backward()
-    g16 = model[0].weight.grad.data.copy()
+    g16 = model[0].weight.grad._array.copy()
     scaler.step(opt)
     master = mp.amp.MasterWeights.of(opt).master_of(model[0].weight)
-    np.testing.assert_array_equal(master.grad.data, g16.astype(np.float32) / np.float32(1024))
+    np.testing.assert_array_equal(master.grad._array, g16.astype(np.float32) / np.float32(1024))
 
 
 def test_master_grad_buffers_keep_their_addresses():
@@ -348,7 +348,7 @@ def test_master_grad_buffers_keep_their_addresses():
         scaler.scale(F.cross_entropy(model(x), y)).backward()
         scaler.step(opt)
         scaler.update()
-        addresses.append([m.grad.data.__array_interface__["data"][0] for _, m in mp.amp.MasterWeights.of(opt).pairs])
+        addresses.append([m.grad._array.__array_interface__["data"][0] for _, m in mp.amp.MasterWeights.of(opt).pairs])
     assert addresses[0] == addresses[1] == addresses[2]
 
 
@@ -363,12 +363,12 @@ def test_optimizer_step_without_the_scaler_copies_the_model_grads():
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
-    g = model[0].weight.grad.data.astype(np.float32)
-    w = mp.amp.MasterWeights.of(opt).master_of(model[0].weight).data.copy()
+    g = model[0].weight.grad._array.astype(np.float32)
+    w = mp.amp.MasterWeights.of(opt).master_of(model[0].weight)._array.copy()
     opt.step()
     master = mp.amp.MasterWeights.of(opt).master_of(model[0].weight)
-    np.testing.assert_array_equal(master.data, w - np.float32(0.5) * g)
-    np.testing.assert_array_equal(model[0].weight.data, master.data.astype(mp.bfloat16))
+    np.testing.assert_array_equal(master._array, w - np.float32(0.5) * g)
+    np.testing.assert_array_equal(model[0].weight._array, master._array.astype(mp.bfloat16))
     opt.zero_grad()
     assert all(p.grad is None for p in model.parameters()) and all(m.grad is None for m in master_params(opt))
 
@@ -381,7 +381,7 @@ def test_clip_the_master_params_after_unscale():
     scaler.unscale_(opt)
     norm = nn.utils.clip_grad_norm_(master_params(opt), 0.01)
     assert float(norm.item()) > 0.01
-    total = np.sqrt(sum(float((p.grad.data.astype(np.float64) ** 2).sum()) for p in master_params(opt)))
+    total = np.sqrt(sum(float((p.grad._array.astype(np.float64) ** 2).sum()) for p in master_params(opt)))
     assert abs(total - 0.01) < 1e-6
     scaler.step(opt)
     scaler.update()
@@ -403,7 +403,7 @@ def test_static_loss_scale_never_changes_but_skips_non_finite_steps():
         assert float(scaled.item()) == pytest.approx(128 * float(loss.item()), rel=1e-6)
         scaled.backward()
         if step in (1, 2):
-            model[3].bias.grad.data[0] = np.nan
+            model[3].bias.grad._array[0] = np.nan
         scaler.step(opt)
         scaler.update()
         skipped.append(scaler.last_step_skipped)
@@ -439,7 +439,7 @@ def test_static_scale_of_one_accepts_float16_grads_a_larger_one_does_not():
         scaler.scale((p * p.dtype.type(2)).sum()).backward()
         if ok:
             scaler.step(opt)
-            np.testing.assert_array_equal(p.data, np.zeros(3, np.float16))
+            np.testing.assert_array_equal(p._array, np.zeros(3, np.float16))
         else:
             with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
                 scaler.step(opt)
@@ -480,7 +480,7 @@ def test_o2_checkpoint_round_trips_masters_in_float32(tmp_path):
     state = model.state_dict()
     assert all(v.dtype == mp.float32 for k, v in state.items())  # masters, not the float16 copies
     masters = mp.amp.MasterWeights.of(opt)
-    np.testing.assert_array_equal(state["0.weight"].data, masters.master_of(model[0].weight).data)
+    np.testing.assert_array_equal(state["0.weight"]._array, masters.master_of(model[0].weight)._array)
     path = tmp_path / "o2.mpk"
     mp.save({"model": state, "opt": opt.state_dict(), "scaler": scaler.state_dict()}, path)
     run_steps(model, opt, scaler, 4, seed=2)  # the uninterrupted run
@@ -493,11 +493,11 @@ def test_o2_checkpoint_round_trips_masters_in_float32(tmp_path):
     for p in model2.parameters():
         m = mp.amp.MasterWeights.of(opt2).master_of(p)
         if m is not None:  # loading refreshed the float16 copy from the float32 master
-            np.testing.assert_array_equal(p.data, m.data.astype(np.float16))
+            np.testing.assert_array_equal(p._array, m._array.astype(np.float16))
     run_steps(model2, opt2, scaler2, 4, seed=2)
     for a, b in zip(list(model.parameters()) + list(master_params(opt)),
                     list(model2.parameters()) + list(master_params(opt2))):
-        np.testing.assert_array_equal(a.data, b.data)
+        np.testing.assert_array_equal(a._array, b._array)
     assert scaler2.get_scale() == scaler.get_scale()
 
 
@@ -507,24 +507,24 @@ def test_o2_checkpoint_loads_into_a_float32_model():
     plain = mlp()
     plain.load_state_dict(model.state_dict())
     for p, q in zip(plain.parameters(), master_params(opt)):
-        np.testing.assert_array_equal(p.data, q.data)
+        np.testing.assert_array_equal(p._array, q._array)
     # and a float32 checkpoint into an O2 model: masters exact, model = masters rounded
     model2, opt2, _ = fresh_o2(seed=3)
     model2.load_state_dict(plain.state_dict())
     for p, q in zip(plain.parameters(), master_params(opt2)):
-        np.testing.assert_array_equal(p.data, q.data)
-    np.testing.assert_array_equal(model2[0].weight.data, plain[0].weight.data.astype(np.float16))
+        np.testing.assert_array_equal(p._array, q._array)
+    np.testing.assert_array_equal(model2[0].weight._array, plain[0].weight._array.astype(np.float16))
 
 
 def test_o2_failed_load_changes_nothing():
     model, opt, _ = fresh_o2()
-    before = [p.data.copy() for p in list(model.parameters()) + list(master_params(opt))]
+    before = [p._array.copy() for p in list(model.parameters()) + list(master_params(opt))]
     bad = dict(model.state_dict())
     bad["0.weight"] = mp.zeros(3, 3)
     with pytest.raises(RuntimeError, match="size mismatch for 0.weight"):
         model.load_state_dict(bad)
     for b, p in zip(before, list(model.parameters()) + list(master_params(opt))):
-        np.testing.assert_array_equal(b, p.data)
+        np.testing.assert_array_equal(b, p._array)
 
 
 # ---------------------------------------------------------------- errors
@@ -582,7 +582,7 @@ def test_consistent_overrides_are_accepted():
         assert (model[0].weight.dtype, model[1].weight.dtype) == (linear, norm), (level, kwargs)
         assert (mp.amp.MasterWeights.of(opt) is not None) == masters, (level, kwargs)
         run_steps(model, opt, scaler, 2, seed=0)
-        assert all(bool(np.isfinite(p.data.astype(np.float32)).all()) for p in model.parameters())
+        assert all(bool(np.isfinite(p._array.astype(np.float32)).all()) for p in model.parameters())
 
 
 def test_bad_objects_and_states_are_clear_errors():
@@ -622,13 +622,13 @@ def test_master_grads_follow_parameters_not_positions():
     model, opt, scaler = mp.amp.initialize(model, opt, "O2", loss_scale=256.0)
     masters = mp.amp.MasterWeights.of(opt)
     stepped_tensor = {id(p): p if masters.master_of(p) is None else masters.master_of(p) for p in params}
-    before = {id(p): host(stepped_tensor[id(p)].data) for p in params}
+    before = {id(p): host(stepped_tensor[id(p)]._array) for p in params}
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     scaler.scale(F.cross_entropy(model(x), y)).backward()
-    grads = {id(p): host(p.grad.data).astype(np.float32) / np.float32(256) for p in params}
+    grads = {id(p): host(p.grad._array).astype(np.float32) / np.float32(256) for p in params}
     scaler.step(opt)
     for i, p in enumerate(params):
-        stepped = host(stepped_tensor[id(p)].data)
+        stepped = host(stepped_tensor[id(p)]._array)
         lr = np.float32(0.25 if i >= 3 else 0.5)
         np.testing.assert_array_equal(stepped, before[id(p)] - lr * grads[id(p)])
 
@@ -639,12 +639,12 @@ def test_editing_model_grads_after_unscale_is_an_error():
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     scaler.scale(F.cross_entropy(model(x), y)).backward()
     scaler.unscale_(opt)
-    before = [host(p.data) for p in master_params(opt)]
+    before = [host(p._array) for p in master_params(opt)]
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the wrong tensors at O2: the model's scaled float16 grads
     with pytest.raises(RuntimeError, match="clip or edit the gradients of mp.amp.master_params"):
         scaler.step(opt)
     for b, p in zip(before, master_params(opt)):
-        np.testing.assert_array_equal(b, host(p.data))
+        np.testing.assert_array_equal(b, host(p._array))
 
 
 @settings(max_examples=12, deadline=None)
@@ -662,25 +662,25 @@ def test_any_schedule_of_overflows_keeps_the_invariants(level, dtype, injections
     for inject in injections:
         x = mp.tensor(rng.normal(size=(4, 64)).astype(np.float32))
         y = mp.tensor(rng.integers(0, 10, 4))
-        before = [host(t.data) for t in list(model.parameters()) + list(master_params(opt))]
+        before = [host(t._array) for t in list(model.parameters()) + list(master_params(opt))]
         state = [host(s["momentum_buffer"]) for s in opt.state.values()]
         opt.zero_grad()
         scaler.scale(F.cross_entropy(model(x), y)).backward()
         if inject:
-            model[3].weight.grad.data[rng.integers(10), rng.integers(64)] = rng.choice([np.inf, -np.inf, np.nan])
+            model[3].weight.grad._array[rng.integers(10), rng.integers(64)] = rng.choice([np.inf, -np.inf, np.nan])
         scaler.step(opt)
         scaler.update()
         if inject:
             assert scaler.last_step_skipped
-            after = [host(t.data) for t in list(model.parameters()) + list(master_params(opt))]
+            after = [host(t._array) for t in list(model.parameters()) + list(master_params(opt))]
             for b, a in zip(before, after):
                 np.testing.assert_array_equal(b.view(np.uint8), a.view(np.uint8))
             for b, s in zip(state, opt.state.values()):
                 np.testing.assert_array_equal(b, host(s["momentum_buffer"]))
         if masters is not None:
             for p, m in masters.pairs:
-                rounded = host(m.data).astype(p.dtype)
-                np.testing.assert_array_equal(host(p.data).view(np.uint16), rounded.view(np.uint16))
+                rounded = host(m._array).astype(p.dtype)
+                np.testing.assert_array_equal(host(p._array).view(np.uint16), rounded.view(np.uint16))
 
 
 # ---------------------------------------------------------------- built on hooks and the optimizer's extension point

@@ -152,11 +152,11 @@ def test_a_skipped_step_on_the_device_keeps_state_even_a_count_loaded_from_a_che
     resumed.load_state_dict(opt.state_dict())
     weights, before = p.numpy().copy(), resumed.state_dict()["state"][0]
     p.grad = mp.randn(5, device="cuda")
-    resumed.step(found_inf=mp.ones(1, device="cuda").data)
+    resumed.step(found_inf=mp.ones(1, device="cuda")._array)
     after = resumed.state_dict()["state"][0]
     np.testing.assert_array_equal(p.numpy(), weights)
     assert after["step"] == before["step"] == 3
     for key in ("exp_avg", "exp_avg_sq"):
         np.testing.assert_array_equal(after[key].numpy(), before[key].numpy())
-    resumed.step(found_inf=mp.zeros(1, device="cuda").data)  # a clear step goes on from 3
+    resumed.step(found_inf=mp.zeros(1, device="cuda")._array)  # a clear step goes on from 3
     assert resumed.state_dict()["state"][0]["step"] == 4 and not np.array_equal(p.numpy(), weights)

@@ -148,7 +148,7 @@ def test_tensor_keeps_array_dtype_and_copies():
         a = np.zeros(3, dtype=d)
         t = mp.tensor(a)
         assert t.dtype == np.dtype(d)
-        assert not np.shares_memory(t.data, a)
+        assert not np.shares_memory(t._array, a)
 
 
 def test_python_values_get_torch_default_dtypes():
@@ -216,9 +216,9 @@ def test_from_numpy_and_as_tensor_share_memory():
     t = mp.from_numpy(a)
     a[0] = 42.0
     assert t[0].item() == 42.0 and t.dtype == F64
-    t.data[1] = -1.0
+    t._array[1] = -1.0
     assert a[1] == -1.0
-    assert np.shares_memory(mp.as_tensor(a).data, a)
+    assert np.shares_memory(mp.as_tensor(a)._array, a)
     assert mp.as_tensor(t) is t
     with pytest.raises(TypeError, match="numpy.ndarray"):
         mp.from_numpy([1, 2])
@@ -262,7 +262,7 @@ def test_metadata():
 def test_numpy_item_tolist():
     x = mp.tensor([[1.5, 2.0]])
     arr = x.numpy()
-    assert isinstance(arr, np.ndarray) and np.shares_memory(arr, x.data)
+    assert isinstance(arr, np.ndarray) and np.shares_memory(arr, x._array)
     assert mp.tensor([2.5]).item() == 2.5 and isinstance(mp.tensor([2.5]).item(), float)
     assert mp.tensor(3).item() == 3 and isinstance(mp.tensor(3).item(), int)
     assert mp.tensor([True]).item() is True
@@ -312,9 +312,51 @@ def test_detach_shares_data_and_version():
     y = x * 2
     d = y.detach()
     assert not d.requires_grad and d.grad_fn is None and d.is_leaf
-    assert np.shares_memory(d.data, y.data)
+    assert np.shares_memory(d._array, y._array)
     d.add_(1)
     assert y.tolist() == [3.0, 3.0, 3.0] and y._version == d._version == 1
+
+
+def test_data_is_a_tensor_on_the_same_memory_outside_autograd():
+    p = mp.ones(3, requires_grad=True)
+    y = p * 2
+    d = y.data
+    assert isinstance(d, mp.Tensor) and d.grad_fn is None and not d.requires_grad and d.is_leaf
+    p.data.mul_(2)  # the classic parameter update through .data: no autograd error, the leaf changes
+    p.data.copy_(mp.full((3,), 5.0))
+    assert p.tolist() == [5.0, 5.0, 5.0] and p.requires_grad and p._version == 0  # its own version counter
+    d.zero_()
+    assert y.tolist() == [0.0, 0.0, 0.0] and y._version == 0
+
+
+def test_assigning_data_follows_torchs_rules():
+    p = mp.ones(3, requires_grad=True)
+    q = mp.zeros(2, 2)
+    p.data = q  # any shape: p now uses q's memory, and stays the same leaf
+    q.fill_(7.0)
+    assert p.shape == (2, 2) and p.tolist() == [[7.0, 7.0], [7.0, 7.0]] and p.requires_grad and p.is_leaf
+    p.data = mp.zeros(2, dtype=mp.float16)
+    assert p.dtype == mp.float16
+    with pytest.raises(TypeError, match="must be set to a Tensor, got list"):
+        p.data = [1.0]
+    with pytest.raises(RuntimeError, match="requires grad must hold floating point or complex data, got int64"):
+        p.data = mp.zeros(3, dtype=mp.int64)
+    assert p.dtype == mp.float16  # a refused assignment leaves the tensor as it was
+    i = mp.ones(3, dtype=mp.int64)
+    i.data = mp.full((3,), 0.5)  # without requires_grad any dtype goes, as in torch
+    assert i.dtype == mp.float32
+
+
+def test_data_matches_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (mp, torch):
+        a = lib.ones(3)
+        d = a.data
+        d.mul_(2)
+        if lib is mp:
+            mine = (a.tolist(), a._version, d._version)
+        else:
+            assert mine == (a.tolist(), a._version, d._version)
 
 
 def test_grad_setter_validates():

@@ -154,7 +154,7 @@ def _array_list(arrays, name):
         raise TypeError(f"{name} must be a list or tuple of NumPy/CuPy arrays, got {type(arrays).__name__}")
     for i, a in enumerate(arrays):
         if not _be.is_array(a):
-            hint = " (pass tensor.data, or use GradScaler for Tensors)" if hasattr(a, "grad_fn") else ""
+            hint = " (pass arrays: t.numpy() on the CPU, cupy.from_dlpack(t) on a GPU; or use GradScaler)" if hasattr(a, "grad_fn") else ""
             raise TypeError(f"{name}[{i}] must be a NumPy or CuPy array, got {type(a).__name__}{hint}")
     return list(arrays)
 

@@ -205,8 +205,8 @@ class GradScaler:
             slot = self._claim_slot()
             found_inf = self._state.flags[1 + slot:2 + slot]
             in_place = all(src is dst for src, dst in pairs)
-            _F.non_finite_check_and_unscale_([src.data for src, _ in pairs], found_inf, inv_scale,
-                                             out=None if in_place else [dst.data for _, dst in pairs])
+            _F.non_finite_check_and_unscale_([src._array for src, _ in pairs], found_inf, inv_scale,
+                                             out=None if in_place else [dst._array for _, dst in pairs])
             for _, dst in pairs:
                 dst._bump_version()
             if self.found_inf_reducer is not None:
@@ -469,7 +469,7 @@ class GradScaler:
                              f"device {new_scale.device}")
         if not _dt.is_floating(new_scale.dtype):
             raise TypeError(f"{reason}; got dtype {new_scale.dtype.name}")
-        return devices.to_device(new_scale.data, self._state.device).reshape(1).astype(np.float32)
+        return devices.to_device(new_scale._array, self._state.device).reshape(1).astype(np.float32)
 
 
 class StaticGradScaler(GradScaler):

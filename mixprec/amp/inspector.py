@@ -66,7 +66,7 @@ def _host(t):
 def _f32_copy(t: Tensor) -> Tensor:
     """A float32 copy of a floating tensor's value (float64 stays float64), detached, on its device;
     other tensors as they are."""
-    data = t.data
+    data = t._array
     if data.dtype not in _FLOAT:
         return t
     return Tensor._wrap(data.astype(np.float64 if data.dtype == np.float64 else np.float32, copy=True))

@@ -157,11 +157,11 @@ class MasterWeights:
         if buf is None:
             with devices.on_device(master.device):
                 buf = self._grad_buffers[id(master)] = _be.xp_of(master.device).empty(master.shape, np.float32)
-        return master.grad if master.grad is not None and master.grad.data is buf else Tensor._wrap(buf)
+        return master.grad if master.grad is not None and master.grad._array is buf else Tensor._wrap(buf)
 
     def _copy_grads(self):
         """Copy (widen) the model's gradients into the masters unchanged: optimizer.step() without a scaler."""
-        pairs = [(s.data, d.data) for s, d in self.unscale_pairs() if s is not d]
+        pairs = [(s._array, d._array) for s, d in self.unscale_pairs() if s is not d]
         if pairs:
             device = devices.device_of_array(pairs[0][0])
             xp = _be.xp_of(device)

@@ -297,15 +297,15 @@ def _cast_models(models, optimizers, props):
             seen.add(id(p))
             with devices.on_device(p.device):
                 if props.master_weights and id(p) in stepped_by:
-                    pairs[stepped_by[id(p)]].append((p, Parameter(p.data.copy(), requires_grad=p.requires_grad)))
-                p.data = p.data.astype(props.dtype)
+                    pairs[stepped_by[id(p)]].append((p, Parameter(p._array.copy(), requires_grad=p.requires_grad)))
+                p._array = p._array.astype(props.dtype)
                 if p.grad is not None:
-                    p.grad = Tensor._wrap(p.grad.data.astype(props.dtype))
+                    p.grad = Tensor._wrap(p.grad._array.astype(props.dtype))
             p._bump_version()
         for name, b in module._buffers.items():
             if b is not None and _dt.is_floating(b.dtype):
                 with devices.on_device(b.device):
-                    module._buffers[name] = Tensor._wrap(b.data.astype(props.dtype))
+                    module._buffers[name] = Tensor._wrap(b._array.astype(props.dtype))
     return pairs
 
 
@@ -345,7 +345,7 @@ def scale_loss(loss, optimizers, loss_id=0):
         for p in master_params(optimizer):
             if p.grad is not None:  # copied: an O2 master's gradient buffer is reused by unscale_
                 with devices.on_device(p.device):
-                    set_aside.append((p, Tensor._wrap(p.grad.data.copy())))
+                    set_aside.append((p, Tensor._wrap(p.grad._array.copy())))
         optimizer.zero_grad(set_to_none=True)
     try:
         yield scaler.scale(loss)
@@ -366,7 +366,7 @@ def scale_loss(loss, optimizers, loss_id=0):
         if p.grad is None:
             p.grad = grad
         else:
-            p.grad.data += grad.data
+            p.grad._array += grad._array
             p.grad._bump_version()
     if checked:
         scaler.update()

@@ -86,7 +86,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
         for k, t in enumerate(inputs):
             node, nr = gradient_edge(t)
             targets.setdefault((id(node), nr), []).append(k)
-    run = _Run(create_graph, retain_graph, accumulate, targets, {id(g.data) for g in grad_outputs}, observed)
+    run = _Run(create_graph, retain_graph, accumulate, targets, {id(g._array) for g in grad_outputs}, observed)
     nodes, deps = _collect([node for node, _ in roots])
     execute = _to_execute(nodes, targets, accumulate, inputs)
     buffers = {}
@@ -227,8 +227,8 @@ def _run_node(run, node, grads, execute):
         if g is None or meta is None:
             continue
         if node.user_backward:
-            run.foreign.add(id(g.data))
-        if g.data.shape != meta[0] or (g.data.dtype is not meta[1] and g.data.dtype != meta[1]):
+            run.foreign.add(id(g._array))
+        if g._array.shape != meta[0] or (g._array.dtype is not meta[1] and g._array.dtype != meta[1]):
             g = result[i] = _fit(node, i, g, *meta)
         if run.check_nan:
             _check_finite(node, i, g)
@@ -264,7 +264,7 @@ def _call_tensor_hooks(hooks, grad, foreign):
                 raise RuntimeError(f"a tensor hook returned a gradient of shape {new.shape} for a tensor of shape "
                                    f"{grad.shape}")
             grad = new
-            foreign.add(id(grad.data))
+            foreign.add(id(grad._array))
     return grad
 
 
@@ -362,16 +362,16 @@ def _store_grad(leaf, g, foreign, create_graph):
     if create_graph or (grad is not None and grad.requires_grad):
         leaf.grad = g if grad is None else grad + g
         return
-    a = g.data
+    a = g._array
     if grad is None:
         if a.base is not None or not a.flags.c_contiguous or id(a) in foreign:
             g = Tensor._wrap(a.copy())
         elif g.requires_grad:
             g = g.detach()
-        foreign.add(id(g.data))
+        foreign.add(id(g._array))
         leaf.grad = g  # (the setter refuses a hook's change of dtype, shape or device, as torch does)
     else:
-        grad.data += a
+        grad._array += a
         grad._bump_version()
 
 

@@ -131,7 +131,7 @@ class FunctionOp:
         for i, o in enumerate(outs):
             if id(o) not in dirty and (o._grad_fn is not None or any(o is a for a in args)):
                 # an input returned as is: a new tensor for the output
-                outs[i] = Tensor._wrap(o.data, vc=o._version_counter())
+                outs[i] = Tensor._wrap(o._array, vc=o._version_counter())
                 if id(o) in non_diff:
                     non_diff.add(id(outs[i]))
         differentiable = [record and o.is_floating_point() and id(o) not in non_diff for o in outs]

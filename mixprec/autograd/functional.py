@@ -264,7 +264,7 @@ def _jacobian_forward(func, inputs, create_graph, strict):
         columns = []
         for e in range(x.numel()):
             direction = zeros_like(x)
-            direction.data.reshape(-1)[e] = 1
+            direction._array.reshape(-1)[e] = 1
             out_tuple, outputs, tangents = _dual_pass(func, inputs, [direction if k == j else None
                                                                      for k in range(len(inputs))])
             columns.append(tangents)
@@ -294,7 +294,7 @@ def _stacked(rows, out_shape, in_shape, like):
     from ..ops.shape import stack
     if rows:
         return stack(rows, dim=0).reshape(tuple(out_shape) + tuple(in_shape))
-    return Tensor._wrap(like.data.reshape(-1)[:0].reshape(tuple(out_shape) + tuple(in_shape)) * 0)
+    return Tensor._wrap(like._array.reshape(-1)[:0].reshape(tuple(out_shape) + tuple(in_shape)) * 0)
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):

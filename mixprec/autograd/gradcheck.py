@@ -77,7 +77,7 @@ def _numeric(run, inputs, k, i, eps, direction=None):
     """Central differences of output k with respect to input i: the Jacobian (out.numel, x.numel), or
     J @ direction when a direction (shaped like x) is given."""
     x = inputs[i]
-    base = x.data.copy()
+    base = x._array.copy()
     xp = backend.array_module(base)
     columns = [direction] if direction is not None else range(x.numel())
     result = []
@@ -87,13 +87,13 @@ def _numeric(run, inputs, k, i, eps, direction=None):
             if direction is None:
                 step.reshape(-1)[e] = 1.0
             step = xp.asarray(step)  # x's device: CuPy refuses a NumPy operand
-            x.data[...] = base + eps * step
+            x._array[...] = base + eps * step
             plus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
-            x.data[...] = base - eps * step
+            x._array[...] = base - eps * step
             minus = run(inputs)[k].numpy().astype(np.float64).reshape(-1)
             result.append((plus - minus) / (2 * eps))
     finally:
-        x.data[...] = base
+        x._array[...] = base
     return np.stack(result, axis=1)
 
 

@@ -302,7 +302,7 @@ class SavedTensor:
         hooks = saving.hooks
         if not hooks:
             if is_output:  # the data, not the tensor: an output owns its node, not the reverse
-                self._data, self._is_output, self._output_nr, self._fw = t.data, True, t.output_nr, t._fw
+                self._data, self._is_output, self._output_nr, self._fw = t._array, True, t.output_nr, t._fw
             else:
                 self._tensor = t
             return
@@ -319,7 +319,7 @@ class SavedTensor:
         self._vc = vc = t._version_counter()
         self._version = vc[0]
         if self._data is not None:
-            self._data = t.data
+            self._data = t._array
 
     def unpack(self, node, index):
         """The saved tensor for ``node``'s backward; ``index`` (its argument or output position) names it in
@@ -336,7 +336,7 @@ class SavedTensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"unpack_hook must return a Tensor, got {type(value).__name__} (for "
                                 f"{node._saved_label(index, self._is_output)})")
-            t = Tensor._wrap(value.data)
+            t = Tensor._wrap(value._array)
             if self._is_output:
                 t._grad_fn, t._requires_grad = node, True
             else:
@@ -459,7 +459,7 @@ class save_on_cpu(saved_tensors_hooks):
     def _pack(self, t):
         if t.device.type == "cpu":
             return (None, t)
-        host = devices.to_host(t.data, pinned=self.pin_memory)
+        host = devices.to_host(t._array, pinned=self.pin_memory)
         return (t.device, Tensor._wrap(host))
 
     def _unpack(self, packed):
@@ -467,7 +467,7 @@ class save_on_cpu(saved_tensors_hooks):
         if device is None:
             return t
         with devices.on_device(device):
-            return Tensor._wrap(devices.to_device(t.data, device))
+            return Tensor._wrap(devices.to_device(t._array, device))
 
 
 class disable_saved_tensors_hooks:
@@ -487,7 +487,7 @@ class disable_saved_tensors_hooks:
 
 
 def increment_version(tensor) -> None:
-    """Mark ``tensor`` as changed in place (after writing its ``.data`` directly), so saved copies of it fail."""
+    """Mark ``tensor`` as changed in place (after writing its ``._array`` directly), so saved copies of it fail."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"increment_version expects a Tensor, got {type(tensor).__name__}")
     tensor._bump_version()
@@ -519,12 +519,12 @@ def record(op, ctx, args, kwargs, outs, differentiable=None, saves=None, attach_
         _edges_and_saved_inputs(node, op, args, saving)
     else:
         node._next_edges = [gradient_edge(a) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
-        node._metas = [(a.data.shape, a.data.dtype) if e is not None else None
+        node._metas = [(a._array.shape, a._array.dtype) if e is not None else None
                        for a, e in zip(args, node._next_edges)]
         node._layout = len(args)
     node._n_outputs = len(outs)
     for i, o in enumerate(outs):  # (after the edges: a Function's dirty input is also its output)
-        if (o.data.dtype in _DIFFERENTIABLE) if differentiable is None else differentiable[i]:
+        if (o._array.dtype in _DIFFERENTIABLE) if differentiable is None else differentiable[i]:
             set_history(o, node, i)
     if attach_tangents is not None:
         attach_tangents(RuleCtx(op, ctx, args, outs, kwargs, node))
@@ -552,7 +552,7 @@ def _edges_and_saved_inputs(node, op, args, saving):
             saved.append(SavedTensor(a, False, saving) if i in positions else _UNSAVED)
             if a._requires_grad:
                 edges.append(gradient_edge(a))
-                metas.append((a.data.shape, a.data.dtype))
+                metas.append((a._array.shape, a._array.dtype))
             else:
                 edges.append(None)
                 metas.append(None)
@@ -564,7 +564,7 @@ def _edges_and_saved_inputs(node, op, args, saving):
             for x in a:
                 grad = isinstance(x, Tensor) and x._requires_grad
                 edges.append(gradient_edge(x) if grad else None)
-                metas.append((x.data.shape, x.data.dtype) if grad else None)
+                metas.append((x._array.shape, x._array.dtype) if grad else None)
         else:
             saved.append(a)
             if not (i in promote and isinstance(a, _NUMBERS)):

@@ -286,7 +286,7 @@ def _graphed(fn, n_args, static_inputs, static_output, static_grad_output, stati
         @staticmethod
         def forward(ctx, *inputs):
             for static, given in zip(static_inputs[:n_args], inputs):
-                if static.data is not given.data:
+                if static._array is not given._array:
                     static.copy_(given)
             fwd_graph.replay()
             return static_output.detach()

@@ -213,7 +213,7 @@ class DistributedDataParallel:
     def _reduce_bucket(self, b, used=None):
         """All-reduce one bucket (average) and point each parameter's .grad at its slice."""
         bucket = self.buckets[b]
-        flat = bucket.pack([None if p.grad is None else p.grad.data for p in bucket.tensors])
+        flat = bucket.pack([None if p.grad is None else p.grad._array for p in bucket.tensors])
         _pg.all_reduce_array(flat, "avg")
         for p, view in zip(bucket.tensors, bucket.views()):
             if used is None or id(p) in used:
@@ -303,10 +303,10 @@ def _check_same_model(params):
 def _broadcast_from_rank0(params, cap):
     """Start every replica from rank 0's weights (bucketed, like the gradients)."""
     for bucket in plan_buckets(params, cap):
-        flat = bucket.pack([p.data for p in bucket.tensors])
+        flat = bucket.pack([p._array for p in bucket.tensors])
         _pg.broadcast_array(flat, src=0)
         for p, view in zip(bucket.tensors, bucket.views()):
-            p.data[...] = view
+            p._array[...] = view
             p._bump_version()
 
 

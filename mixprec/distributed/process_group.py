@@ -115,7 +115,7 @@ def _checked_array(tensor, what):
     if group.name == "nccl" and tensor.device != group.device:
         raise RuntimeError(f"{what}: the nccl backend of rank {group.rank} communicates tensors on "
                            f"{group.device}, this one is on {tensor.device} (move it with .to(...))")
-    return tensor.data
+    return tensor._array
 
 
 def _check_op(op):

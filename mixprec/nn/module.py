@@ -371,17 +371,17 @@ class Module:
             for p in m._parameters.values():
                 if p is None:
                     continue
-                new = convert(p.data)
-                if new is not p.data:
-                    p.data = new
+                new = convert(p._array)
+                if new is not p._array:
+                    p._array = new
                     p._bump_version()
                 if p.grad is not None:
-                    g = convert(p.grad.data)
-                    p._grad = Tensor._wrap(g) if g is not p.grad.data else p.grad
+                    g = convert(p.grad._array)
+                    p._grad = Tensor._wrap(g) if g is not p.grad._array else p.grad
             for name, b in m._buffers.items():
                 if b is not None:
-                    new = convert(b.data)
-                    if new is not b.data:
+                    new = convert(b._array)
+                    if new is not b._array:
                         m._buffers[name] = Tensor._wrap(new)
         return self
 
@@ -544,7 +544,7 @@ def _is_real(dtype) -> bool:
 def _as_array(key, value):
     """The array inside a state_dict value, or None when it is not one."""
     if isinstance(value, Tensor):
-        return value.data
+        return value._array
     if _be.is_array(value):
         return value
     if isinstance(value, (bool, int, float, np.generic)):

@@ -15,14 +15,14 @@ class Parameter(Tensor):
 
     def __init__(self, data=None, requires_grad: bool = True):
         if data is None:
-            array = empty(0).data
+            array = empty(0)._array
         elif isinstance(data, Tensor):
-            array = data.data
+            array = data._array
         elif _be.is_array(data):
             _dt.as_dtype(data.dtype)
             array = data
         else:
-            array = tensor(data).data
+            array = tensor(data)._array
         if requires_grad and not _dt.is_floating(array.dtype):
             raise RuntimeError(f"only floating-point parameters can require gradients, got dtype "
                                f"{array.dtype.name}; pass requires_grad=False for an integer parameter")

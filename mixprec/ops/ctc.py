@@ -170,7 +170,7 @@ def _(ctx, g):
 @_ctc_loss.jvp
 def _(ctx, t, *_):
     log_probs, targets, input_lengths, target_lengths = ctx.inputs[:4]
-    ones = Tensor._wrap(_be.array_module(log_probs.data).ones(log_probs.shape[1], dtype=log_probs.dtype))
+    ones = Tensor._wrap(_be.array_module(log_probs._array).ones(log_probs.shape[1], dtype=log_probs.dtype))
     g = _ctc_loss_backward(ones, log_probs, targets, input_lengths, target_lengths, *ctx.options)
     return (g * t).sum(dim=(0, 2))
 
@@ -209,7 +209,7 @@ def _lengths(what, value, n, device, unbatched):
     if t.shape[0] != n:
         expected = "a single length (the input is unbatched)" if unbatched else f"{n} lengths, one per sample"
         raise RuntimeError(f"ctc_loss: expected {what} to hold {expected}, got {t.shape[0]}")
-    device_checks.check((t < 0).data, ValueError, f"ctc_loss: {what} must be non-negative")
+    device_checks.check((t < 0)._array, ValueError, f"ctc_loss: {what} must be non-negative")
     return t
 
 
@@ -224,7 +224,7 @@ def _padded_targets(targets, target_lengths, n, device):
         if targets.shape[0] != n:
             raise RuntimeError(f"ctc_loss: padded targets must have shape (N={n}, S), got {tuple(targets.shape)}")
         longest = targets.shape[1]
-        device_checks.check((target_lengths > longest).data, RuntimeError,
+        device_checks.check((target_lengths > longest)._array, RuntimeError,
                   f"ctc_loss: a target length is larger than the padded targets' size S={longest}")
         return targets
     if targets.ndim != 1:
@@ -272,15 +272,15 @@ def ctc_loss(ctx, log_probs, targets, input_lengths, target_lengths, blank=0, re
     device = log_probs.device
     il = _lengths("input_lengths", input_lengths, n, device, unbatched)
     tl = _lengths("target_lengths", target_lengths, n, device, unbatched)
-    device_checks.check((il > steps).data, RuntimeError, f"ctc_loss: expected input_lengths to be at most T={steps}",
+    device_checks.check((il > steps)._array, RuntimeError, f"ctc_loss: expected input_lengths to be at most T={steps}",
               culprit=lambda: f"{int(il.amax())}")
     padded = _padded_targets(targets, tl, n, device)
     used = arange(padded.shape[1], device=device).unsqueeze(0) < tl.unsqueeze(1)  # (N, S): within the length
     bad = ((padded < 0).logical_or(padded >= classes)).logical_and(used)
-    device_checks.check(bad.data, IndexError,
+    device_checks.check(bad._array, IndexError,
                         f"ctc_loss: a target is out of range for {classes} classes [0, {classes})",
                         culprit=lambda: f"target {int(padded[bad][0])}")
-    device_checks.check((padded == blank).logical_and(used).data, ValueError,
+    device_checks.check((padded == blank).logical_and(used)._array, ValueError,
               f"ctc_loss: a target equals the blank index {blank}; targets must not contain blank")
     padded = where(used, padded, blank)  # padding past a target's length may hold anything
     nll = _ctc_loss(log_probs, padded, il, tl, int(blank), bool(zero_infinity))

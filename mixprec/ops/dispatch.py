@@ -149,7 +149,7 @@ def _run(op, kwargs, found, m):
     if not (record or tangents):
         return out
     outs = out if several else (out,)
-    floating = any(o.data.dtype in _DIFFERENTIABLE for o in outs) if several else out.data.dtype in _DIFFERENTIABLE
+    floating = any(o._array.dtype in _DIFFERENTIABLE for o in outs) if several else out._array.dtype in _DIFFERENTIABLE
     if not floating:  # (an integer result has no gradient)
         return out
     attach = (lambda rule_ctx: _fwad.attach_tangents(rule_ctx, args, out)) if tangents else None
@@ -223,7 +223,7 @@ def _dispatch_out(op, args, kwargs):
         if not np.can_cast(r.dtype, o.dtype, casting="same_kind"):
             raise RuntimeError(f"{what}: result type {r.dtype.name} can't be cast to the desired output type "
                                f"{o.dtype.name}")
-        o._write(f"{op.name}(out=)", r.data)
+        o._write(f"{op.name}(out=)", r._array)
     return out
 
 
@@ -313,7 +313,7 @@ def _find_tensors(op, args):
         if isinstance(a, Tensor):
             if a._view is not None:
                 refresh_view(a)
-            x = a.data
+            x = a._array
             arrays.append(x)
             if not isinstance(x, _NDARRAY):
                 off_host = True
@@ -342,11 +342,11 @@ def _find_tensors(op, args):
                     if x._view is not None:
                         refresh_view(x)
                     has_tensors = True
-                    off_host = off_host or not isinstance(x.data, np.ndarray)
+                    off_host = off_host or not isinstance(x._array, np.ndarray)
                     requires_grad = requires_grad or x._requires_grad
             if has_tensors:
                 any_tensor = True
-                a = type(a)(x.data if isinstance(x, Tensor) else x for x in a)
+                a = type(a)(x._array if isinstance(x, Tensor) else x for x in a)
         arrays.append(a)
     if dtype is None and not any_tensor:
         device = None
@@ -434,7 +434,7 @@ def _promote(op, args):
             break
         a = args[i]
         if isinstance(a, Tensor):
-            d = a.data.dtype
+            d = a._array.dtype
             if target is None:
                 target = d
             elif d is not target and d != target:

@@ -187,7 +187,7 @@ def _one_dim(name, primitive, doc, hermitian=False):
     with the dual normalization."""
     def forward(ctx, input, n=None, dim=-1, norm=None):
         s = None if n is None else (n,)
-        _checked(name, primitive.name[4:], input.data, s, (dim,), norm)  # errors name the function called
+        _checked(name, primitive.name[4:], input._array, s, (dim,), norm)  # errors name the function called
         if not hermitian:
             return primitive(input, s, (dim,), norm)
         norm = _DUAL[_norm(name, norm)]
@@ -207,7 +207,7 @@ ihfft = _one_dim("fft_ihfft", rfftn, "The inverse of hfft: the first half of a H
 
 def _two_dims(name, primitive, doc):
     def forward(ctx, input, s=None, dim=(-2, -1), norm=None):
-        _checked(name, primitive.name[4:], input.data, s, dim, norm)  # errors name the function called
+        _checked(name, primitive.name[4:], input._array, s, dim, norm)  # errors name the function called
         return primitive(input, s, dim, norm)
     return _composite(name, doc, forward)
 
@@ -246,8 +246,8 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
     if not isinstance(input, Tensor) or input.ndim not in (1, 2):
         raise RuntimeError(f"stft: expected a 1-D (L,) or 2-D (B, L) tensor, got shape "
                            f"{tuple(getattr(input, 'shape', ()))}")
-    _check_input("stft", input.data)
-    if input.data.dtype.kind in "biu":  # (unlike the plain transforms: torch's stft has no integer path either)
+    _check_input("stft", input._array)
+    if input._array.dtype.kind in "biu":  # (unlike the plain transforms: torch's stft has no integer path either)
         raise TypeError(f"stft: expected a floating point or complex input, got {input.dtype.name}")
     complex_input = _dt.is_complex(input.dtype) or (window is not None and _dt.is_complex(window.dtype))
     if return_complex is None:
@@ -273,7 +273,7 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
     if onesided and complex_input:
         raise RuntimeError("stft: onesided output is only possible for a real input and window")
     x = input
-    xp = array_module(x.data)
+    xp = array_module(x._array)
     if center:
         pad = n_fft // 2
         if pad_mode == "reflect" and pad >= length:

@@ -62,7 +62,7 @@ def _overwrite(ctx, input, value):
 @_overwrite.grad
 def _(ctx, g):
     # the old value gets a zero gradient (not None: a leaf overwritten this way still receives one, as in torch)
-    return Tensor._wrap(array_module(g.data).zeros_like(g.data)), g
+    return Tensor._wrap(array_module(g._array).zeros_like(g._array)), g
 
 
 @register("_copy_slices", promote=(0, 1), linear=True,
@@ -89,7 +89,7 @@ def _(ctx, g):
 
 def _region(array, replay):
     """The view ``replay`` makes of ``array`` (an error when it would be a copy instead)."""
-    region = replay(Tensor._wrap(array)).data
+    region = replay(Tensor._wrap(array))._array
     if region.base is None or (region.base is not array and region.base is not array.base):
         raise RuntimeError("in-place write into a view: the view's region of its base cannot be addressed as a "
                            "view of a copy of the base (unusual memory layout); clone() the view first")
@@ -124,7 +124,7 @@ def apply(t, what, compute, direct=None, others=None):
     new = _fit(t, new, what)
     track = (grad_on and (new._requires_grad or t._requires_grad or (base is not None and base._requires_grad))) \
         or new._fw is not None or t._fw is not None or (base is not None and base._fw is not None)
-    t._write(what, new.data, any_cast=True)
+    t._write(what, new._array, any_cast=True)
     if not track:
         return t
     if view is None:
@@ -164,7 +164,7 @@ def _check_writable(t, what):
         if not grad_mode.is_inference_mode_enabled():
             raise RuntimeError(f"{what}: an in-place update to an inference tensor outside inference mode is not "
                                "allowed (it was made under mp.inference_mode()); clone() it first")
-    a = t.data
+    a = t._array
     overlapping = any(stride == 0 and n > 1 for stride, n in zip(a.strides, a.shape))  # NumPy and CuPy alike
     if overlapping or not getattr(getattr(a, "flags", None), "writeable", True):
         raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to tensor refers "
@@ -274,13 +274,13 @@ def _setitem(self, key, value):
     def direct(t):
         v = value
         if isinstance(v, Tensor):
-            v = devices.to_device(v.data, t.device)
+            v = devices.to_device(v._array, t.device)
         if isinstance(v, (int, float, np.generic)):
             v = t.dtype.type(v)
         else:
             v = xp.asarray(v).astype(t.dtype, copy=False)
         try:
-            t.data[_index_key(key)] = v
+            t._array[_index_key(key)] = v
         except ValueError:
             raise RuntimeError(f"__setitem__: a value of shape {tuple(np.shape(v))} cannot be written into the "
                                f"indexed part of a tensor of shape {t.shape}") from None
@@ -292,9 +292,9 @@ def _setitem(self, key, value):
 def _index_key(key):
     """Replace Tensors inside an index by their arrays."""
     if isinstance(key, Tensor):
-        return key.data
+        return key._array
     if isinstance(key, (tuple, list)):
-        return type(key)(k.data if isinstance(k, Tensor) else k for k in key)
+        return type(key)(k._array if isinstance(k, Tensor) else k for k in key)
     return key
 
 

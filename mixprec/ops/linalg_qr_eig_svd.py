@@ -454,9 +454,9 @@ def _nan_where_not_finite(b):
     """A constant: NaN for each matrix of b holding an inf or NaN, else 0. LAPACK's least-squares drivers scale B
     by its largest entry, so an inf anywhere makes torch's whole solution NaN; adding this does the same and leaves
     the gradients what the product gives (torch's come from the pseudo-inverse too)."""
-    xp = array_module(b.data)
-    bad = ~xp.isfinite(b.data).all((-2, -1))
-    return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b.data.dtype), b.data.dtype.type(0))[..., None, None])
+    xp = array_module(b._array)
+    bad = ~xp.isfinite(b._array).all((-2, -1))
+    return Tensor._wrap(xp.where(bad, xp.asarray(xp.nan, dtype=b._array.dtype), b._array.dtype.type(0))[..., None, None])
 
 
 @register("linalg_lstsq", promote=(0, 1), composite=True)

@@ -405,7 +405,7 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
 
 
 def _check_probabilities(name, t, what):
-    device_checks.check((t < 0).logical_or(t > 1).data, ValueError,
+    device_checks.check((t < 0).logical_or(t > 1)._array, ValueError,
                         f"{name}: every element of {what} must be between 0 and 1")
 
 
@@ -489,7 +489,7 @@ def _class_range(name, target, n_classes, lowest=0):
     if target.dtype.kind not in "iu":
         raise TypeError(f"{name}: class-index targets must be an integer tensor, got {target.dtype.name}")
     bad = (target < lowest).logical_or(target >= n_classes)
-    device_checks.check(bad.data, IndexError, f"{name}: a target is out of range for {n_classes} classes (expected "
+    device_checks.check(bad._array, IndexError, f"{name}: a target is out of range for {n_classes} classes (expected "
               f"{lowest} <= target < {n_classes})", culprit=lambda: f"target {int(target[bad][0])}")
 
 

@@ -136,9 +136,9 @@ def _padding_idx(padding_idx, num):
 
 @embedding.grad
 def _(ctx, g):
-    idx = ctx.inputs[0].data.reshape(-1)
+    idx = ctx.inputs[0]._array.reshape(-1)
     dim = g.shape[-1]
-    xp = array_module(g.data)
+    xp = array_module(g._array)
     gw = index_put(Tensor._wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(idx.size, dim),
                    accumulate=True)
     if ctx.padding_idx is not None:

@@ -495,7 +495,7 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     else:
         lengths = [_avg_divisor(sz, o, k, s, p, count_include_pad)
                    for sz, o, k, s, (p, _), in zip(size, g.out, g.kernel, g.stride, g.padding)]
-        divisor = Tensor._wrap(_table(x.data, math.prod(np.ix_(*lengths)).astype(work)))
+        divisor = Tensor._wrap(_table(x._array, math.prod(np.ix_(*lengths)).astype(work)))
     taps = math.prod(g.kernel)
     sums = _im2col(x.to(work), g).reshape(n, c, taps, *g.out).sum(2)   # (N, C, *out)
     y = (sums / divisor).to(x.dtype)
@@ -532,13 +532,13 @@ def _register_adaptive_avg_pool(nd):
         n, c, *size = x.shape
         out = _adaptive_output_size(name, output_size, size)
         flat, valid = _flat_windows(_adaptive_taps(size, out), size)    # (K, L): gather, then mean of the valid
-        index = Tensor._wrap(_table(x.data, flat.reshape(1, 1, flat.size))).expand(n, c, flat.size)
+        index = Tensor._wrap(_table(x._array, flat.reshape(1, 1, flat.size))).expand(n, c, flat.size)
         values = x.to(compute_dtype(x.dtype)).reshape(n, c, math.prod(size)).gather(2, index)
         values = values.reshape(n, c, *flat.shape)
         counts = flat.shape[0] if valid is None else valid.sum(0)
         if valid is not None:  # where, not a product: a NaN or inf elsewhere must not leak in
-            values = where(Tensor._wrap(_table(x.data, valid)), values, zeros_like(values))
-        y = (values.sum(2) / Tensor._wrap(_table(x.data, np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
+            values = where(Tensor._wrap(_table(x._array, valid)), values, zeros_like(values))
+        y = (values.sum(2) / Tensor._wrap(_table(x._array, np.asarray(counts, dtype=values.dtype)))).reshape(n, c, *out)
         y = y.to(x.dtype)
         return y.squeeze(0) if unbatched else y
     forward.__doc__ = (f"Mean over {nd}-D windows sized so the output has output_size (an int, or a tuple with "

@@ -29,7 +29,7 @@ def _q_tensor(name, q, input):
             raise TypeError(f"{name}: q must have the input's dtype ({input.dtype.name}), got {q.dtype.name}")
         if q.ndim > 1:
             raise RuntimeError(f"{name}: q must be a number, a 0-d or a 1-d tensor, got shape {tuple(q.shape)}")
-        values = to_device(q.data, CPU)
+        values = to_device(q._array, CPU)
     elif isinstance(q, (int, float)) and not isinstance(q, bool):
         values = np.asarray(q)
         q = tensor(float(q), dtype=input.dtype, device=input.device)
@@ -55,15 +55,15 @@ def _quantile(name, input, q, dim, keepdim, interpolation, skip_nan):
     else:
         d = dim_index(dim, input.ndim, name)
         x = input.permute(*[i for i in range(input.ndim) if i != d], d) if input.ndim else input.reshape(1)
-    xp = array_module(x.data)
+    xp = array_module(x._array)
     n = x.shape[-1]
-    order = xp.argsort(x.data, axis=-1, kind="stable" if xp is np else None)  # NaNs last (CuPy's sort is stable)
-    nans = xp.isnan(x.data)
+    order = xp.argsort(x._array, axis=-1, kind="stable" if xp is np else None)  # NaNs last (CuPy's sort is stable)
+    nans = xp.isnan(x._array)
     count = (n - nans.sum(-1, keepdims=True)) if skip_nan else xp.full(x.shape[:-1] + (1,), n)
     nothing = (count == 0) if skip_nan else nans.any(-1, keepdims=True)  # the answer is the NaN sorted last
     last = Tensor._wrap((count - 1).astype(input.dtype))
     ranks = where(Tensor._wrap(nothing), float(n - 1), q.reshape(-1) * last)  # (..., nq)
-    r = ranks.data
+    r = ranks._array
     r = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.round}.get(interpolation, lambda a: a)(r)
     lo, hi = xp.floor(r).astype(np.int64), xp.ceil(r).astype(np.int64)
     x_lo = x.gather(-1, Tensor._wrap(xp.take_along_axis(order, lo, -1)))

@@ -201,7 +201,7 @@ def in_places(wanted, values):
 def _conj(p):
     """The complex conjugate of a partial derivative (a Tensor or a number); real ones as they are."""
     if isinstance(p, Tensor):
-        return p.conj() if p.data.dtype.kind == "c" else p
+        return p.conj() if p._array.dtype.kind == "c" else p
     if isinstance(p, complex) or getattr(getattr(p, "dtype", None), "kind", "") == "c":
         return p.conjugate()
     return p

@@ -41,7 +41,7 @@ _PADDING_MODES = ("zeros", "border", "reflection")
 
 
 def _constant(like, array):
-    return Tensor._wrap(array.astype(like.data.dtype, copy=False))
+    return Tensor._wrap(array.astype(like._array.dtype, copy=False))
 
 
 def _clip(coord, size):
@@ -50,9 +50,9 @@ def _clip(coord, size):
     The gradient is the incoming one MULTIPLIED by that slope, as torch's backward does (a selection would
     turn a nan gradient, from a nan pixel, into 0 at the border): the clipped value plus (coord - coord) times
     the slope, with the difference taken on finite coordinates only (an infinite one is clipped, slope 0)."""
-    xp = array_module(coord.data)
+    xp = array_module(coord._array)
     inside = (coord > 0).logical_and(coord < size - 1)
-    finite = where(Tensor._wrap(xp.isfinite(coord.data)), coord, zeros_like(coord))
+    finite = where(Tensor._wrap(xp.isfinite(coord._array)), coord, zeros_like(coord))
     return coord.detach().clamp(0, size - 1) + (finite - finite.detach()) * inside.to(coord.dtype)
 
 
@@ -62,8 +62,8 @@ def _reflect(coord, twice_low, twice_high):
         return coord * 0
     low, span = twice_low / 2, (twice_high - twice_low) / 2
     dist = (coord - low).abs()
-    xp = array_module(dist.data)
-    flips = xp.floor(dist.data / span)
+    xp = array_module(dist._array)
+    flips = xp.floor(dist._array / span)
     extra = dist - _constant(dist, flips * span)  # fmod(dist, span), with the gradient of dist
     even = Tensor._wrap(flips % 2 == 0)
     return where(even, extra + low, (extra * -1) + (span + low))
@@ -85,7 +85,7 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
     n, c, *size = input.shape
     nd = len(size)
     out_shape = tuple(grid.shape[1:-1])
-    xp = array_module(input.data)
+    xp = array_module(input._array)
     points = int(np.prod(out_shape))
     planes = input.reshape(n, c, int(np.prod(size)))
     # coordinate d (first spatial dim first) is grid[..., nd - 1 - d]: the grid is ordered (x, y, z)
@@ -103,9 +103,9 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
         return where(Tensor._wrap(valid), values, zeros_like(values))
 
     if interpolation_mode == 1:  # nearest; rint rounds halves to even, as nearbyint
-        out = read([xp.rint(t.data) for t in coords])
+        out = read([xp.rint(t._array) for t in coords])
     else:
-        lows = [xp.floor(t.data) for t in coords]
+        lows = [xp.floor(t._array) for t in coords]
         fractions = [t - _constant(t, lo) for t, lo in zip(coords, lows)]  # distance to the lower neighbour
         out = None
         for corner in itertools.product((0, 1), repeat=nd):

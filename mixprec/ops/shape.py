@@ -331,7 +331,7 @@ def getitem(ctx, input, key):
 
 @getitem.grad
 def _(ctx, g):
-    key = _array_key(g.data, ctx.inputs[1])
+    key = _array_key(g._array, ctx.inputs[1])
     return index_put(_zeros_of(g, ctx.in_shape), key, g, accumulate=True), None
 
 
@@ -341,7 +341,7 @@ def _array_key(input, key):
 
 
 def _zeros_of(like, shape):
-    xp = array_module(like.data)
+    xp = array_module(like._array)
     return Tensor._wrap(xp.zeros(shape, dtype=like.dtype))
 
 

@@ -109,17 +109,17 @@ class Adam(Optimizer):
         return dict(uses, MAX_EXP_AVG_SQ="max_exp_avg_sq") if rule.amsgrad else uses
 
     def _update(self, p, grad, state, group):
-        xp = array_module(p.data)
+        xp = array_module(p._array)
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         if not state:
             state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(p.data)
-            state["exp_avg_sq"] = xp.zeros_like(p.data)
+            state["exp_avg"] = xp.zeros_like(p._array)
+            state["exp_avg_sq"] = xp.zeros_like(p._array)
         if group["amsgrad"] and "max_exp_avg_sq" not in state:
-            state["max_exp_avg_sq"] = xp.zeros_like(p.data)
+            state["max_exp_avg_sq"] = xp.zeros_like(p._array)
         c = np.float32 if p.dtype in _dt.LOW_PRECISION else p.dtype.type  # the kernels' scalar type
-        param, exp_avg, exp_avg_sq = p.data, state["exp_avg"], state["exp_avg_sq"]
+        param, exp_avg, exp_avg_sq = p._array, state["exp_avg"], state["exp_avg_sq"]
         g = -grad if group["maximize"] else grad
         if xp is not np and not is_array(state["step"]):  # on a GPU the count lives there (so a step can be undone)
             state["step"] = xp.full(1, state["step"], dtype=np.int64)

@@ -43,7 +43,7 @@ def step(kind, rule, params, grads, state, uses, copies, layouts, grad_scale=Non
     """
     buckets = {}
     for p, grad in zip(params, grads):
-        data, copy = p.data, copies.get(id(p))
+        data, copy = p._array, copies.get(id(p))
         if copy is not None or not data.flags.c_contiguous:
             _check(p, copy)
         key = (p.device, data.dtype, None if copy is None else copy.dtype)
@@ -52,8 +52,8 @@ def step(kind, rule, params, grads, state, uses, copies, layouts, grad_scale=Non
             bucket = buckets[key] = ([], [], [], [])
         bucket[0].append(p)
         bucket[1].append(data)
-        bucket[2].append(grad.data)
-        bucket[3].append(None if copy is None else copy.data)
+        bucket[2].append(grad._array)
+        bucket[3].append(None if copy is None else copy._array)
     for key, (ps, data, gs, cs) in buckets.items():
         lists = dict.fromkeys(_layout.LISTS[kind])
         lists.update(PARAM=data, GRAD=gs, WEIGHT_COPY=cs)
@@ -129,12 +129,12 @@ def _flat_state(params, state, key, count, layouts, where):
 def _check(p, copy):
     """What the kernel needs of one parameter and its weight copy (the gradient has the parameter's dtype, shape
     and device: Tensor.grad's setter guarantees it); errors name the parameter."""
-    if not p.data.flags.c_contiguous:
+    if not p._array.flags.c_contiguous:
         raise ValueError(f"a fused optimizer's parameter of shape {tuple(p.shape)} ({p.dtype.name}) is not "
                          "contiguous: the fused kernel updates parameters through their memory (make it contiguous "
                          "before building the optimizer, or use fused=False)")
     if copy is not None and ((p.dtype.name, copy.dtype.name) not in _kernels.OPTIMIZER_TYPES
-                             or copy.shape != p.shape or copy.device != p.device or not copy.data.flags.c_contiguous):
+                             or copy.shape != p.shape or copy.device != p.device or not copy._array.flags.c_contiguous):
         raise TypeError(f"a fused optimizer's parameter of shape {tuple(p.shape)} ({p.dtype.name}): its weight copy "
                         f"({copy.dtype.name}, shape {tuple(copy.shape)}, on {copy.device}) must be a contiguous "
                         "float16 or bfloat16 tensor of a float32 parameter's shape and device")

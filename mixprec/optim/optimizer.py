@@ -161,8 +161,8 @@ class Optimizer:
                 continue
             for p in params:
                 state = self.state.setdefault(p, {})
-                undo = _Undo(p.data, state) if skip is not None else None
-                self._update(p, p.grad.data, state, group)
+                undo = _Undo(p._array, state) if skip is not None else None
+                self._update(p, p.grad._array, state, group)
                 if undo is not None:
                     undo.where(skip)
                 p._bump_version()
@@ -361,7 +361,7 @@ class _Undo:
 def writable_grad(p, contiguous=False) -> Tensor:
     """p.grad, replaced by a copy first when it cannot be written in place (a broadcast view: read-only,
     or with a zero stride, as the gradient of a sum can be), or, if asked, is not contiguous."""
-    data = p.grad.data
+    data = p.grad._array
     if (0 in data.strides[:data.ndim] and data.size > 1 or not getattr(data.flags, "writeable", True)
             or contiguous and not data.flags.c_contiguous):
         with on_device(p.grad.device):
@@ -381,7 +381,7 @@ def _export_count(v) -> int:
 def _import(v, p):
     """A state value of an optimizer that does not declare its layout: arrays move to p's device, as they are."""
     if isinstance(v, Tensor):
-        v = v.data
+        v = v._array
     if is_array(v):
         return to_device(v, p.device).copy()
     return copy.deepcopy(v)
@@ -390,7 +390,7 @@ def _import(v, p):
 def _import_array(v, p, where):
     """A per-parameter state array (a moment, a momentum buffer): p's shape, floating; kept in p's dtype, on p's
     device."""
-    array = v.data if isinstance(v, Tensor) else v
+    array = v._array if isinstance(v, Tensor) else v
     if not is_array(array):
         raise ValueError(f"{where} must be a tensor shaped like its parameter {tuple(p.shape)}, got {_show(v)}")
     if tuple(array.shape) != tuple(p.shape):

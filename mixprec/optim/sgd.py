@@ -47,7 +47,7 @@ class SGD(Optimizer):
         t = p.dtype.type
         d = -grad if group["maximize"] else grad
         if group["weight_decay"]:
-            d = d + t(group["weight_decay"]) * p.data
+            d = d + t(group["weight_decay"]) * p._array
         m = group["momentum"]
         if m:
             buf = state.get("momentum_buffer")
@@ -57,4 +57,4 @@ class SGD(Optimizer):
                 buf *= t(m)
                 buf += t(1 - group["dampening"]) * d
             d = d + t(m) * buf if group["nesterov"] else buf
-        p.data -= t(group["lr"]) * d
+        p._array -= t(group["lr"]) * d

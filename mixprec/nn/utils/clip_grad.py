@@ -30,13 +30,13 @@ def _grads(parameters, name):
 
 def _scale_in_place(g, factor):
     """g *= factor with one rounding (half gradients are scaled in float32)."""
-    xp = _be.array_module(g.data)
+    xp = _be.array_module(g._array)
     factor = devices.to_device(factor, g.device)
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 -> nan, as in PyTorch
         if g.dtype in _dt.LOW_PRECISION:
-            g.data[...] = (g.data.astype(np.float32) * factor.astype(np.float32)).astype(g.dtype)
+            g._array[...] = (g._array.astype(np.float32) * factor.astype(np.float32)).astype(g.dtype)
         else:
-            xp.multiply(g.data, factor.astype(g.dtype), out=g.data)
+            xp.multiply(g._array, factor.astype(g.dtype), out=g._array)
     g._bump_version()
 
 
@@ -59,8 +59,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     acc = np.float64 if any(g.dtype == _dt.float64 for g in grads) else np.float32
     norms = []
     for g in grads:
-        xp = _be.array_module(g.data)
-        a = xp.abs(g.data.astype(acc))
+        xp = _be.array_module(g._array)
+        a = xp.abs(g._array.astype(acc))
         if math.isinf(norm_type):
             n = a.max() if a.size else xp.zeros((), dtype=acc)
         else:
@@ -91,9 +91,9 @@ def clip_grad_value_(parameters, clip_value: float):
     if not clip_value >= 0:
         raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
     for g in grads:
-        xp = _be.array_module(g.data)
+        xp = _be.array_module(g._array)
         t = g.dtype.type
-        g.data[...] = xp.clip(g.data, t(-clip_value), t(clip_value))
+        g._array[...] = xp.clip(g._array, t(-clip_value), t(clip_value))
         g._bump_version()
 
 
