@@ -70,6 +70,31 @@ class Tensor:
     def numel(self) -> int:
         return int(self._array.size)
 
+    # the memory layout in torch's terms (strides and offsets count elements)
+    def stride(self, dim=None):
+        strides = tuple(s // self._array.itemsize for s in self._array.strides)
+        return strides if dim is None else strides[dim]
+
+    def storage_offset(self) -> int:
+        return (self.data_ptr() - _be.data_ptr(_be.owner(self._array))) // self._array.itemsize
+
+    def is_contiguous(self) -> bool:
+        return bool(self._array.flags.c_contiguous)
+
+    def data_ptr(self) -> int:
+        return _be.data_ptr(self._array)
+
+    def untyped_storage(self):
+        return _be.Storage(self._array)
+
+    @property
+    def _base(self):
+        """The tensor this one is a view of (the first one, for a view of a view), or None."""
+        return None if self._view is None else self._view.base
+
+    def _is_view(self) -> bool:
+        return self._view is not None
+
     def __len__(self):
         if self._array.ndim == 0:
             raise TypeError("len() of a 0-d tensor")

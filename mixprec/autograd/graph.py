@@ -222,32 +222,44 @@ def stop_following(t):
 
 class ViewInfo:
     """How a view tensor relates to its root base: ``replay(base)`` makes the view again (the parent view's
-    replay, for a view of a view, then this view's op with its arguments).
+    replay, for a view of a view, then this view's op with its arguments, taking result ``output`` of an op
+    that returns several views).
 
     ``state`` is the base's autograd identity (grad_fn, requires_grad, tangent)
     when the view's own was last derived from it; when the base has changed
     since (an in-place op rebased it), :func:`refresh_view` derives the view's again.
+    ``multi_output``: one of several views one call made (unbind, split, chunk), which
+    autograd cannot let be written in place (torch's rule).
     """
-    __slots__ = ("base", "parent", "op", "rest", "kwargs", "made_without_grad", "state")
+    __slots__ = ("base", "parent", "op", "rest", "kwargs", "output", "made_without_grad", "multi_output", "state")
 
-    def __init__(self, source, op, rest, kwargs, made_without_grad):
+    def __init__(self, source, op, rest, kwargs, made_without_grad, output=None):
         parent = source._view
         self.base = source if parent is None else parent.base
-        self.parent, self.op, self.rest, self.kwargs = parent, op, rest, kwargs
+        self.parent, self.op, self.rest, self.kwargs, self.output = parent, op, rest, kwargs, output
         self.made_without_grad = made_without_grad or (parent is not None and parent.made_without_grad)
+        self.multi_output = output is not None or (parent is not None and parent.multi_output)
         base = self.base
         self.state = (base._grad_fn, base._requires_grad, base._fw)
 
     def replay(self, x):
         if self.parent is not None:
             x = self.parent.replay(x)
-        return self.op(x, *self.rest, **self.kwargs)
+        x = self.op(x, *self.rest, **self.kwargs)
+        return x if self.output is None else x[self.output]
 
 
-def make_view(out, source, op, rest, kwargs, made_without_grad):
-    """``out`` views ``source``'s memory, made by ``op(source, *rest, **kwargs)``: it shares the version counter
-    (made by the caller) and follows the base's autograd identity from now on."""
-    out._view = ViewInfo(source, op, rest, kwargs, made_without_grad)
+def make_view(out, source, op, rest, kwargs, made_without_grad, output=None):
+    """``out`` views ``source``'s memory, made by ``op(source, *rest, **kwargs)`` (its result ``output`` when the op
+    returns several): it shares the version counter (made by the caller) and follows the base's autograd identity."""
+    out._view = ViewInfo(source, op, rest, kwargs, made_without_grad, output)
+
+
+def mark_multi_output(views):
+    """Views one composite call made together (split, chunk) count as one op's several outputs."""
+    for v in views:
+        if v._view is not None:
+            v._view.multi_output = True
 
 
 def refresh_view(view, force=False):

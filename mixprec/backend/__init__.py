@@ -89,6 +89,36 @@ def is_cupy_array(obj) -> bool:
 
 
 # ---- primitives NumPy and CuPy spell differently ----
+def data_ptr(array) -> int:
+    """The address of an array's first element."""
+    return array.data.ptr if is_cupy_array(array) else array.__array_interface__["data"][0]
+
+
+def owner(array):
+    """The array whose memory ``array`` views (itself when it views none): a tensor's storage. The chain of .base
+    may pass through holder objects (as_strided's) and end in a buffer that is not an array (np.frombuffer's)."""
+    found = array
+    while (array := getattr(array, "base", None)) is not None:
+        if is_array(array):
+            found = array
+    return found
+
+
+class Storage:
+    """The memory a tensor's array lies in (torch's untyped storage): its owner's bytes."""
+
+    def __init__(self, array):
+        self._owner = owner(array)
+
+    def data_ptr(self) -> int:
+        return data_ptr(self._owner)
+
+    def nbytes(self) -> int:
+        return int(self._owner.nbytes)
+
+    size = nbytes
+
+
 def scatter_add(target, index, values):
     """target[index] += values, summing repeated indices (in place).
 

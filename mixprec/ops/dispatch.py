@@ -23,6 +23,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .._state import PER_THREAD
 from ..backend import is_array
+from ..backend import owner as _owner
 from ..backend.devices import CPU
 from ..backend.devices import on_device as _on
 from ..autograd import forward_ad as _fwad
@@ -140,7 +141,7 @@ def _run(op, kwargs, found, m):
         out = _new_tensor(data)
     elif type(data) is tuple:
         several = True
-        out = tuple(_wrap(op, d, args, arrays, kwargs, m) for d in data)
+        out = tuple(_wrap(op, d, args, arrays, kwargs, m, i) for i, d in enumerate(data))
     else:
         out = _wrap(op, data, args, arrays, kwargs, m)
     if m.inference:
@@ -160,14 +161,15 @@ def _run(op, kwargs, found, m):
     return out
 
 
-def _wrap(op, data, args, arrays, kwargs, m):
-    """The Tensor of one result array: a view of its input for a view op that returned one."""
+def _wrap(op, data, args, arrays, kwargs, m, output=None):
+    """The Tensor of one result array (result ``output`` of several): a view of its input for a view op that
+    returned one."""
     if isinstance(data, np.generic):
         data = np.asarray(data)  # NumPy reductions return scalars, not 0-d arrays
     if op.view and _is_view_of(data, arrays[0]):
         source = args[0]
         out = Tensor._wrap(data, vc=source._version_counter())
-        make_view(out, source, op, args[1:], kwargs, not m.grad)
+        make_view(out, source, op, args[1:], kwargs, not m.grad, output)
         return out
     return Tensor._wrap(data)
 
@@ -177,9 +179,9 @@ def _any_tangent(args):
 
 
 def _is_view_of(out, a):
-    """Whether array ``out`` is a view into ``a``'s memory (NumPy and CuPy keep the owner in .base)."""
-    base = out.base
-    return base is not None and (base is a or (a.base is not None and base is a.base))
+    """Whether array ``out`` views ``a``'s memory: both lead to the same owner through .base (NumPy and CuPy keep
+    the array a view was made from there; as_strided's views pass through a holder object)."""
+    return _owner(out) is _owner(a)
 
 
 _NDARRAY = np.ndarray

@@ -178,6 +178,10 @@ def _check_grad_rules(t, view, what):
         if base._requires_grad and base._grad_fn is None:
             raise RuntimeError(f"{what}: a view of a leaf tensor that requires grad is being used in an in-place "
                                "operation; use the out-of-place op, or do it under mp.no_grad()")
+        if view.multi_output and base._requires_grad:
+            raise RuntimeError(f"{what}: this view is one of several that one call made (unbind, split, chunk...), "
+                               "and such views cannot be modified in place while autograd tracks them; use the "
+                               "out-of-place op, or index the tensor instead")
         if view.made_without_grad and base._requires_grad:
             raise RuntimeError(f"{what}: a view was made under no_grad and is being modified in place with grad "
                                "mode enabled; this is ambiguous, so it is forbidden: make the view and change it "

@@ -245,13 +245,15 @@ def _diagonal_view(xp, a, d1, d2):
     return xp.moveaxis(a, (d1, d2), (-2, -1))
 
 
-@register("diagonal", methods=("diagonal",), linear=True)
+@register("diagonal", methods=("diagonal",), view=True, linear=True)
 def diagonal(ctx, input, offset=0, dim1=0, dim2=1):
-    """The diagonal ``offset`` of dims dim1/dim2, as the last dim of the result (a copy)."""
-    xp = array_module(input)
-    d1, d2, r, c = _diagonal_index("diagonal", input.shape, offset, dim1, dim2)
+    """The diagonal ``offset`` of dims dim1/dim2, as the last dim of the result (a view, as in torch)."""
+    d1, d2, _, _ = _diagonal_index("diagonal", input.shape, offset, dim1, dim2)
     ctx.in_shape = input.shape
-    return _diagonal_view(xp, input, d1, d2)[..., xp.asarray(r), xp.asarray(c)]
+    out = array_module(input).diagonal(input, offset, d1, d2)
+    if isinstance(out, np.ndarray) and input.flags.writeable:
+        out.flags.writeable = True  # NumPy marks its diagonal view read-only; torch's is writable
+    return out
 
 
 @diagonal.grad

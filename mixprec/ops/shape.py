@@ -13,6 +13,7 @@ from .opmath import compute_dtype
 from .registry import register
 from ..tensor import Tensor
 from ..autograd.engine import sum_to
+from ..autograd.graph import mark_multi_output
 
 
 def dim_index(dim, ndim, op, new_axis=False):
@@ -65,12 +66,10 @@ def clone(ctx, input):
 clone.grad(lambda ctx, g: (g,))
 
 
-@register("contiguous", methods=("contiguous",), linear=True)
+@register("contiguous", methods=("contiguous",), composite=True)
 def contiguous(ctx, input):
-    return array_module(input).ascontiguousarray(input)
-
-
-contiguous.grad(lambda ctx, g: (g,))
+    """input itself when its memory is in C order already, else a copy that is (as in torch)."""
+    return input if input.is_contiguous() else input.clone()
 
 
 def _reshape_grad(ctx, g):
@@ -195,7 +194,7 @@ expand.grad(lambda ctx, g: (g,))  # the engine sums broadcast dims back to the i
 def flip(ctx, input, dims):
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     ctx.dims = tuple(dim_index(d, input.ndim, "flip") for d in dims)
-    return array_module(input).flip(input, axis=ctx.dims)
+    return array_module(input).flip(input, axis=ctx.dims).copy()  # a copy, as in torch (NumPy's flip is a view)
 
 
 flip.grad(lambda ctx, g: (g.flip(ctx.dims),))
@@ -263,6 +262,7 @@ def split(ctx, input, split_size_or_sections, dim=0):
         index[dim] = slice(start, start + s)
         out.append(input[tuple(index)])
         start += s
+    mark_multi_output(out)
     return tuple(out)
 
 
@@ -293,6 +293,108 @@ def select(ctx, input, dim, index):
     return input[tuple(key)]
 
 
+@register("narrow", methods=("narrow",), composite=True)
+def narrow(ctx, input, dim, start, length):
+    """``length`` elements of dim from ``start`` on (a negative start counts from the end): a view."""
+    if input.ndim == 0:
+        raise RuntimeError("narrow: a 0-d tensor has no dim to narrow")
+    d = dim_index(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start, length = operator.index(start), operator.index(length)  # ints, or 0-d integer tensors
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dim {d} of size {n} (expected {-n} <= start "
+                         f"<= {n})")
+    start %= max(n, 1)
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) must lie within dim {d} of size {n}")
+    return input[(slice(None),) * d + (slice(start, start + length),)]
+
+
+@register("unfold", methods=("unfold",), view=True, linear=True)
+def unfold(ctx, input, dimension, size, step):
+    """Every window of ``size`` elements along ``dimension``, ``step`` apart, as a new last dim (a view)."""
+    d = dim_index(dimension, max(input.ndim, 1), "unfold")
+    n = input.shape[d] if input.ndim else 1
+    if not 0 <= size <= n:
+        raise RuntimeError(f"unfold: size {size} does not fit dim {d} of size {n} (expected 0 <= size <= {n})")
+    if step <= 0:
+        raise RuntimeError(f"unfold: step must be positive, got {step}")
+    ctx.in_shape = input.shape
+    if input.ndim == 0:
+        return input[None][:size]
+    shape = input.shape[:d] + ((n - size) // step + 1,) + input.shape[d + 1:] + (size,)
+    strides = input.strides[:d] + (input.strides[d] * step,) + input.strides[d + 1:] + (input.strides[d],)
+    return array_module(input).lib.stride_tricks.as_strided(input, shape, strides)
+
+
+@unfold.grad
+def _(ctx, g):
+    # where each window element came from: the same windows of the input's element numbers
+    numbers = Tensor._wrap(array_module(g._array).arange(int(np.prod(ctx.in_shape))).reshape(ctx.in_shape))
+    return _gather_transposed(g, numbers.unfold(*ctx.inputs[1:]), ctx.in_shape), None, None, None
+
+
+def _gather_transposed(g, positions, shape):
+    """The gradient of ``x.reshape(-1)[positions]`` for an x of ``shape``: g summed into the positions it came from."""
+    flat = _zeros_of(g, (int(np.prod(shape)),))
+    return index_put(flat, (positions.reshape(-1),), g.reshape(-1), accumulate=True).reshape(shape)
+
+
+@register("as_strided", methods=("as_strided",), view=True)
+def as_strided(ctx, input, size, stride, storage_offset=None):
+    """A view of input's storage with the given sizes, strides and offset, in elements (as torch counts them).
+
+    The storage is the memory of the array the input views (itself when it views none); the view must lie
+    inside it, and strides must not be negative."""
+    size, stride = tuple(operator.index(n) for n in size), tuple(operator.index(n) for n in stride)
+    storage, start = _storage(input)
+    offset = start if storage_offset is None else operator.index(storage_offset)
+    if len(size) != len(stride):
+        raise RuntimeError(f"as_strided: size {list(size)} and stride {list(stride)} differ in length")
+    if any(n < 0 for n in size) or any(st < 0 for st in stride) or offset < 0:
+        raise RuntimeError(f"as_strided: sizes, strides and the storage offset must not be negative, got size "
+                           f"{list(size)}, stride {list(stride)}, storage_offset {offset}")
+    needed = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else 0
+    if needed > storage.size:
+        raise RuntimeError(f"as_strided: size {list(size)}, stride {list(stride)} and storage_offset {offset} reach "
+                           f"element {needed - 1} of a storage of {storage.size} elements")
+    ctx.layout, ctx.size, ctx.stride, ctx.offset = (storage.size, input.shape, _element_strides(input), start), \
+        size, stride, offset
+    item = input.itemsize
+    return array_module(input).lib.stride_tricks.as_strided(storage[offset:], size, tuple(st * item for st in stride))
+
+
+def _storage(a):
+    """(a's storage as a flat array of a's dtype, a's offset in it in elements)."""
+    root = _be.owner(a)
+    flat = root.ravel(order="K").view(np.uint8).view(a.dtype)  # an owner is one block of memory, in some order
+    return flat, (_be.data_ptr(a) - _be.data_ptr(flat)) // a.itemsize
+
+
+def _element_strides(a):
+    return tuple(st // a.itemsize for st in a.strides)
+
+
+def _storage_positions(like, n, size, stride, offset):
+    """Where, in a storage of n elements, each element of an (size, stride, offset) view lies."""
+    numbers = array_module(like._array).arange(n)
+    return Tensor._wrap(numbers).as_strided(size, stride, offset)
+
+
+@as_strided.grad
+def _(ctx, g):
+    n, in_shape, in_stride, start = ctx.layout
+    whole = _gather_transposed(g, _storage_positions(g, n, ctx.size, ctx.stride, ctx.offset), (n,))
+    return whole[_storage_positions(g, n, in_shape, in_stride, start)], None, None, None
+
+
+@as_strided.jvp
+def _(ctx, t, *_):
+    n, in_shape, in_stride, start = ctx.layout
+    where = _storage_positions(t, n, in_shape, in_stride, start).reshape(-1)
+    return index_put(_zeros_of(t, (n,)), (where,), t.reshape(-1)).as_strided(ctx.size, ctx.stride, ctx.offset)
+
+
 @register("unbind", methods=("unbind",), view=True, linear=True)
 def unbind(ctx, input, dim=0):
     """Every slice of input along dim, a tuple of views without that dim.
@@ -304,7 +406,7 @@ def unbind(ctx, input, dim=0):
         raise IndexError("unbind: a 0-d tensor has no dim to unbind")
     ctx.dim = dim_index(dim, input.ndim, "unbind")
     ctx.slice_shape = input.shape[:ctx.dim] + input.shape[ctx.dim + 1:]
-    return tuple(input[(slice(None),) * ctx.dim + (i,)] for i in range(input.shape[ctx.dim]))
+    return tuple(input[(slice(None),) * ctx.dim + (i, Ellipsis)] for i in range(input.shape[ctx.dim]))
 
 
 @unbind.grad
@@ -319,14 +421,17 @@ def _(ctx, *grads):
 # ---------------------------------------------------------------- indexing
 @register("__getitem__", methods=("__getitem__",), promote=(), view=True, linear=True, saves=("key",))
 def getitem(ctx, input, key):
-    """Basic (ints, slices, None, ...) and integer/bool array indexing."""
+    """Basic indexing (ints, slices, None, ...) views input, as in torch; integer/bool array indexing copies."""
     ctx.in_shape = input.shape
     key = _array_key(input, key)
     check_key("__getitem__", key, input.shape)
     try:
-        return input[key]
+        out = input[key]
     except IndexError as exc:
         raise IndexError(f"__getitem__: {exc} (tensor of shape {input.shape})") from None
+    if isinstance(out, np.generic):  # an int for every dim: NumPy gives a scalar, the same index plus ... a view
+        out = input[(*key, Ellipsis) if isinstance(key, tuple) else (key, Ellipsis)]
+    return out
 
 
 @getitem.grad
@@ -336,8 +441,21 @@ def _(ctx, g):
 
 
 def _array_key(input, key):
-    """A list index is an integer array index (as NumPy >= 1.23 reads it), not a tuple of indices."""
-    return array_module(input).asarray(key) if isinstance(key, list) else key
+    """The index as NumPy/CuPy should read it: a list is an integer array index (as NumPy >= 1.23 reads it), and a
+    0-d integer tensor is an int (torch reads it as one, so the result is a view)."""
+    if isinstance(key, list):
+        return array_module(input).asarray(key)
+    if isinstance(key, tuple):
+        return tuple(_int_of_0d(k) for k in key) if any(_is_int_0d(k) for k in key) else key
+    return _int_of_0d(key) if _is_int_0d(key) else key
+
+
+def _is_int_0d(k):
+    return _be.is_array(k) and k.ndim == 0 and k.dtype.kind in "iu"
+
+
+def _int_of_0d(k):
+    return int(k) if _is_int_0d(k) else k
 
 
 def _zeros_of(like, shape):
