@@ -374,12 +374,19 @@ class Tensor:
         if not any_cast and _dt.is_floating(value.dtype) and not _dt.is_floating(self.dtype):
             raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
                                f"output type {self.dtype.name}")
+        self._check_overlap(what)
         try:
             _be.xp_of(self.device).copyto(self._array, value.astype(self.dtype, copy=False), casting="unsafe")
         except ValueError:
             raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
                                f"of shape {self.shape} (it must broadcast to that shape)") from None
         self._bump_version()
+
+    def _check_overlap(self, what):
+        # fill_ and zero_ give every element one value, so torch lets them write where elements share memory
+        if what not in ("fill_", "zero_") and any(st == 0 and n > 1 for st, n in zip(self._array.strides, self.shape)):
+            raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to tensor "
+                               "refers to a single memory location (an expand() view); clone() it first")
 
     def _assign(self, what, value):
         """Set this tensor's values to ``value`` (cast to its dtype), as copy_ does; for mixprec's own state

@@ -270,6 +270,10 @@ def refresh_view(view, force=False):
     grad_fn, requires_grad, fw = info.state
     if not force and base._grad_fn is grad_fn and base._requires_grad == requires_grad and base._fw is fw:
         return
+    if info.multi_output and base._requires_grad:
+        raise RuntimeError("a view among several that one call made (unbind, split, chunk...) is used after its base "
+                           "or another view of it was modified in place, which autograd cannot follow; index the "
+                           "tensor instead, or clone the views before the in-place write")
     info.state = (base._grad_fn, base._requires_grad, base._fw)
     with enable_grad():
         fresh = info.replay(base)

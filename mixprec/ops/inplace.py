@@ -90,7 +90,7 @@ def _(ctx, g):
 def _region(array, replay):
     """The view ``replay`` makes of ``array`` (an error when it would be a copy instead)."""
     region = replay(Tensor._wrap(array))._array
-    if region.base is None or (region.base is not array and region.base is not array.base):
+    if _be.owner(region) is not _be.owner(array):
         raise RuntimeError("in-place write into a view: the view's region of its base cannot be addressed as a "
                            "view of a copy of the base (unusual memory layout); clone() the view first")
     return region
@@ -164,12 +164,10 @@ def _check_writable(t, what):
         if not grad_mode.is_inference_mode_enabled():
             raise RuntimeError(f"{what}: an in-place update to an inference tensor outside inference mode is not "
                                "allowed (it was made under mp.inference_mode()); clone() it first")
-    a = t._array
-    overlapping = any(stride == 0 and n > 1 for stride, n in zip(a.strides, a.shape))  # NumPy and CuPy alike
-    if overlapping or not getattr(getattr(a, "flags", None), "writeable", True):
-        raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to tensor refers "
-                           "to a single memory location (an expand() view, or read-only memory); clone() the "
-                           "tensor before the in-place operation")
+    if not getattr(getattr(t._array, "flags", None), "writeable", True):
+        raise RuntimeError(f"{what}: the tensor's memory is read-only; clone() the tensor before the in-place "
+                           "operation")
+    t._check_overlap(what)
 
 
 def _check_grad_rules(t, view, what):
@@ -182,6 +180,8 @@ def _check_grad_rules(t, view, what):
             raise RuntimeError(f"{what}: this view is one of several that one call made (unbind, split, chunk...), "
                                "and such views cannot be modified in place while autograd tracks them; use the "
                                "out-of-place op, or index the tensor instead")
+        if base._requires_grad and what in ("fill_", "zero_"):
+            t._check_overlap("a write into an expand() view of a tensor autograd tracks")  # (torch fails in backward)
         if view.made_without_grad and base._requires_grad:
             raise RuntimeError(f"{what}: a view was made under no_grad and is being modified in place with grad "
                                "mode enabled; this is ambiguous, so it is forbidden: make the view and change it "

@@ -181,10 +181,11 @@ def expand(ctx, input, *shape):
     if lead < 0:
         raise RuntimeError(f"expand: cannot expand shape {input.shape} to fewer dims {shape}")
     full = tuple(input.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(shape))
-    try:
-        return array_module(input).broadcast_to(input, full)
-    except ValueError:
-        raise RuntimeError(f"expand: cannot expand shape {input.shape} to {shape}") from None
+    if any(n != m and n != 1 for n, m in zip(input.shape, full[lead:])) or any(m < 0 for m in full):
+        raise RuntimeError(f"expand: cannot expand shape {input.shape} to {shape}")
+    # a stride of 0 repeats a dim (as broadcast_to's do, but writable: torch's fill_ may write into an expand)
+    kept = tuple(0 if n != m else st for n, m, st in zip(input.shape, full[lead:], input.strides))
+    return array_module(input).lib.stride_tricks.as_strided(input, full, (0,) * lead + kept)
 
 
 expand.grad(lambda ctx, g: (g,))  # the engine sums broadcast dims back to the input's shape
@@ -340,7 +341,7 @@ def _gather_transposed(g, positions, shape):
     return index_put(flat, (positions.reshape(-1),), g.reshape(-1), accumulate=True).reshape(shape)
 
 
-@register("as_strided", methods=("as_strided",), view=True)
+@register("as_strided", methods=("as_strided",), view=True, saves=())
 def as_strided(ctx, input, size, stride, storage_offset=None):
     """A view of input's storage with the given sizes, strides and offset, in elements (as torch counts them).
 
