@@ -8,6 +8,9 @@ subject to all of them with no further work:
   nan, inf   one element of one floating input set to nan, inf or -inf
   dtype      one floating input as int64, as bool or as float32; one integer/bool input as float64
   edit       (cases with gradients) each integer/bool input edited in place between forward and backward
+  alias      every floating input passed as a strided view of a larger tensor (nan in the gaps): the same
+             outputs and gradients as with contiguous inputs, no gradient into the gaps, and no output
+             that shares memory with an input unless it is a view of it (a silent alias)
   device     (GPU only, its own test) one input on the GPU, the others on the CPU
 
 The oracle is torch when the case's function runs under torch unchanged (its ``mp`` and ``F``
@@ -173,6 +176,11 @@ FLOAT32_INSIDE = {
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan
 # inputs the reference is not run (mixprec's svd/eig refuse such input before LAPACK sees it)
+# ops whose result depends on the memory layout of their input, or shares it, by definition (no alias variant)
+LAYOUT_IS_THE_POINT = {
+    "as_strided": "addresses its input's storage by strides and offset, so a padded storage gives other elements",
+    "_overwrite": "the value an in-place write leaves: a broadcast view of the value, written into the target at once",
+}
 REFERENCE_NEVER_RETURNS = {"linalg_svd", "linalg_svdvals", "svd", "linalg_pinv", "pinverse", "linalg_matrix_rank",
                            "linalg_lstsq", "linalg_matrix_norm", "linalg_cond", "linalg_eig", "linalg_eigvals"}
 
@@ -503,7 +511,68 @@ def _campaign(case):
         for k, v in enumerate(case.inputs()):
             if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
                 results.append(("edit", f"edit-input{k}-before-backward", edited_index_failure(case, k)))
+    if case.op not in LAYOUT_IS_THE_POINT and any(isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                                                  for v in case.inputs()):
+        results.append(("alias", "strided-views", aliasing_failure(case)))
     return results
+
+
+# ----------------------------------------------------------------- inputs that are views
+def aliasing_failure(case):
+    """Every floating input as a strided view of a larger tensor (nan between its elements): outputs and gradients
+    must equal those of contiguous inputs, the gaps get no gradient, and an output that is not a view shares no
+    memory with any input. None when it holds, else what to fix."""
+    values = case.inputs()
+
+    def run(strided):
+        bases, inputs = [], []
+        for v in values:
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+                padded = np.full(v.shape + (2,), np.nan)
+                padded[..., 0] = v
+                base = mp.tensor(padded if strided else v, dtype=mp.float64, requires_grad=case.grad)
+                bases.append(base)
+                inputs.append(base[..., 0] if strided else base)
+            else:
+                inputs.append(mp.tensor(v) if isinstance(v, np.ndarray) else v)
+        result = case.fn(*inputs)
+        outs = [o for o in (result if isinstance(result, (tuple, list)) else [result]) if isinstance(o, mp.Tensor)]
+        shared = [k for k, o in enumerate(outs) if not o._is_view() and any(
+            isinstance(t, mp.Tensor) and np.shares_memory(o._array, t._array) for t in inputs)]
+        grads = []
+        wrt = [t for t in bases if t.requires_grad]
+        live = [o for o in outs if o.requires_grad]
+        if case.grad and live and wrt:
+            loss = sum((mp.tensor(_projection(case.id, o.shape)) * o).sum() for o in live)
+            grads = [None if g is None else g.numpy() for g in mp.autograd.grad(loss, wrt, allow_unused=True)]
+        return [o.detach().numpy() for o in outs], grads, shared
+
+    try:
+        want, want_grads, _ = run(strided=False)
+    except Exception:  # noqa: BLE001  (the case's clean run is other tests' business)
+        return None
+    try:
+        got, got_grads, shared = run(strided=True)
+    except Exception as exc:  # noqa: BLE001
+        return f"fails on inputs that are strided views ({type(exc).__name__}: {exc}); contiguous inputs work"
+    if shared:
+        return (f"output {shared[0]} shares memory with an input without being a view of it (writing into one "
+                "changes the other behind autograd's back); copy, or register the op view=True")
+    for k, (g, w) in enumerate(zip(got, want)):
+        diff = _compare(f"output {k}", g, w, 1e-12)
+        if diff is not None:
+            return f"a strided view as input gives another value: {diff}"
+    for i, (g, w) in enumerate(zip(got_grads, want_grads)):
+        if g is None or w is None:
+            if (g is None) != (w is None):
+                return f"the gradient of floating input {i} is missing for one layout only"
+            continue
+        if np.any(g[..., 1] != 0):
+            return f"the gradient of floating input {i} reaches memory between the view's elements"
+        diff = _compare(f"gradient of floating input {i}", g[..., 0], w, 1e-12)
+        if diff is not None:
+            return f"a strided view as input gives another gradient: {diff}"
+    return None
 
 
 # ----------------------------------------------------------------- an index tensor edited before backward
