@@ -12,13 +12,11 @@ import pytest
 
 import mixprec as mp
 
-torch = pytest.importorskip("torch")
-
 # view op: (lib, tensor of shape (3, 4)) -> a view of it
 VIEWS = {
     "int": lambda lib, t: t[1],
     "int-every-dim": lambda lib, t: t[1, 2],
-    "0d-tensor-index": lambda lib, t: t[lib.tensor(2)],
+    "0d-tensor-index": lambda lib, t: t[lib.tensor(2, device=t.device)],
     "slice": lambda lib, t: t[:, 1:3],
     "step-slice": lambda lib, t: t[::2, 1::2],
     "none-and-int": lambda lib, t: t[None, 1],
@@ -62,14 +60,14 @@ VALUES = np.random.default_rng(0).standard_normal((3, 4))
 WEIGHTS = np.random.default_rng(1).standard_normal((3, 4))
 
 
-def run(lib, view, inplace, mode):
+def run(lib, view, inplace, mode, device="cpu"):
     """One row in one library: what it did (values, versions, gradient), or the exception type it raised."""
-    x = lib.tensor(VALUES.copy(), dtype=lib.float64, requires_grad=mode != "plain")
+    x = lib.tensor(VALUES.copy(), dtype=lib.float64, requires_grad=mode != "plain", device=device)
     try:
         if mode == "plain":  # no autograd anywhere
             v = VIEWS[view](lib, x)
             INPLACE[inplace](lib, v)
-            return x.detach().numpy().copy(), v.detach().numpy().copy(), x._version, v._version
+            return x.detach().cpu().numpy().copy(), v.detach().cpu().numpy().copy(), x._version, v._version
         if mode == "leaf-no-grad":  # the parameter-init idiom: write into a view of a leaf under no_grad
             with lib.no_grad():
                 INPLACE[inplace](lib, VIEWS[view](lib, x))
@@ -93,7 +91,7 @@ def run(lib, view, inplace, mode):
 @pytest.mark.parametrize("mode", ["plain", "grad", "leaf-no-grad", "view-made-no-grad"])
 @pytest.mark.parametrize("inplace", list(INPLACE))
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_writes_through_views_match_torch(view, inplace, mode):
+def test_writes_through_views_match_torch(view, inplace, mode, torch):
     mine, theirs = run(mp, view, inplace, mode), run(torch, view, inplace, mode)
     if isinstance(theirs, str) or isinstance(mine, str):
         assert isinstance(mine, str) and isinstance(theirs, str), (mine, theirs)
@@ -103,7 +101,7 @@ def test_writes_through_views_match_torch(view, inplace, mode):
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_a_view_sees_later_writes_to_its_base_and_differentiates_them(view):
+def test_a_view_sees_later_writes_to_its_base_and_differentiates_them(view, torch):
     got = {}
     for lib in (mp, torch):
         x = lib.tensor(VALUES.copy(), dtype=lib.float64, requires_grad=True)
@@ -122,7 +120,7 @@ def test_a_view_sees_later_writes_to_its_base_and_differentiates_them(view):
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_layout_of_every_view_matches_torch(view):
+def test_layout_of_every_view_matches_torch(view, torch):
     a, b = VIEWS[view](mp, mp.tensor(VALUES)), VIEWS[view](torch, torch.tensor(VALUES))
     base = mp.tensor(VALUES)
     v = VIEWS[view](mp, base)
@@ -130,6 +128,17 @@ def test_layout_of_every_view_matches_torch(view):
     stepped = [i for i, n in enumerate(a.shape) if n > 1]  # (a size-1 dim's stride is never used)
     assert (a.shape, [a.stride(i) for i in stepped], a.storage_offset(), a.is_contiguous()) == \
         (tuple(b.shape), [b.stride(i) for i in stepped], b.storage_offset(), b.is_contiguous())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("inplace", ["mul_", "fill_", "copy_", "setitem"])
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_writes_through_views_on_the_gpu_match_the_cpu(view, inplace):
+    mine, there = run(mp, view, inplace, "plain"), run(mp, view, inplace, "plain", device="cuda")
+    assert type(mine) is type(there)
+    if not isinstance(mine, str):
+        for a, b in zip(mine, there):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_advanced_indexing_copies_as_in_torch():
@@ -140,7 +149,7 @@ def test_advanced_indexing_copies_as_in_torch():
         assert a.tolist() == [0.0, 1.0, 2.0] and not c._is_view() and c._base is None
 
 
-def test_views_of_complex_tensors_share_memory():
+def test_views_of_complex_tensors_share_memory(torch):
     z = mp.tensor(np.array([1 + 2j, 3 - 1j]))
     z.real.mul_(10.0)
     z.imag.fill_(0.5)

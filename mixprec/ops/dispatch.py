@@ -23,6 +23,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .._state import PER_THREAD
 from ..backend import is_array
+from ..backend import array_module as _array_module
 from ..backend import owner as _owner
 from ..backend.devices import CPU
 from ..backend.devices import on_device as _on
@@ -180,8 +181,9 @@ def _any_tangent(args):
 
 def _is_view_of(out, a):
     """Whether array ``out`` views ``a``'s memory: both lead to the same owner through .base (NumPy and CuPy keep
-    the array a view was made from there; as_strided's views pass through a holder object)."""
-    return _owner(out) is _owner(a)
+    the array a view was made from there), or, for a view made from raw strides (as_strided: NumPy passes it
+    through a holder object, CuPy keeps no base), its memory overlaps a's (a view op's other results are new)."""
+    return _owner(out) is _owner(a) or _array_module(out).may_share_memory(out, a)
 
 
 _NDARRAY = np.ndarray

@@ -12,6 +12,7 @@ that a stream capture records it instead of running it (see _state.py).
 from __future__ import annotations
 
 import numbers
+import warnings
 import weakref
 
 import numpy as np
@@ -222,6 +223,8 @@ def wrap(result, inputs=(), device=None):
     if isinstance(result, np.ndarray):
         for inp in inputs:
             if isinstance(inp, np.ndarray) and np.may_share_memory(result, inp):
+                if inp.flags.writeable and not result.flags.writeable:
+                    _writable(result)
                 return new(result, device, fresh=False)
         return new(result, device)
     if isinstance(result, np.generic):
@@ -231,6 +234,16 @@ def wrap(result, inputs=(), device=None):
     if isinstance(result, list):
         return [wrap(r, inputs, device) for r in result]
     return result
+
+
+def _writable(view):
+    """CuPy has no read-only arrays: a view of writable memory (NumPy's diagonal, broadcast_to) is writable."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            view.flags.writeable = True
+        except ValueError:  # (NumPy refuses it for some views; writes into those fail as they would on a host)
+            pass
 
 
 def _poisoned(r):
@@ -680,7 +693,10 @@ class ndarray:
             index, indices = _index(key, self.shape)
             a = self._a
             return wrap(compute(lambda: a[index()], (a, *indices)), (), self._device)
-        return _view_of(self, self._a[key])
+        view = self._a[key]
+        if isinstance(view, np.generic):  # an int for every dim: CuPy gives a 0-d view, NumPy a scalar
+            view = self._a[(*key, Ellipsis) if isinstance(key, tuple) else (key, Ellipsis)]
+        return _view_of(self, view)
 
     def __setitem__(self, key, value):
         index, _ = _index(key, self.shape, "assignment")
