@@ -15,6 +15,7 @@ complex64 -> complex128); autocast never casts them (amp only lists real dtypes)
 from __future__ import annotations
 
 import builtins
+import math
 
 import ml_dtypes
 import numpy as np
@@ -121,8 +122,12 @@ def _int_range(dtype):
 
 def check_fits(value, dtype, what):
     """Refuse a number that an integer ``dtype`` cannot hold (RuntimeError naming both): what torch checks when a
-    number is stored (tensor(), full, fill_, t[k] = v) or bounds an op (clamp, where, pow); nan is refused too."""
-    if dtype.kind in "iu" and isinstance(value, (builtins.int, builtins.float, np.number)) \
+    number is stored (tensor(), full, fill_, t[k] = v) or bounds an op (clamp, where, pow); nan is refused too.
+    A floating dtype refuses a finite number beyond its largest (fill_, full and t[k] = v; inf passes)."""
+    if dtype.kind not in "biuc" and isinstance(value, (builtins.int, builtins.float)):  # floating: finite values only
+        if math.isfinite(value) and builtins.abs(value) > builtins.float(ml_dtypes.finfo(dtype).max):
+            raise RuntimeError(f"{what}: value {value!r} cannot be converted to {dtype.name} without overflow")
+    elif dtype.kind in "iu" and isinstance(value, (builtins.int, builtins.float, np.number)) \
             and not isinstance(value, (builtins.bool, np.bool_)):
         lo, hi = _int_range(dtype)
         if not lo <= value <= hi:
@@ -151,7 +156,7 @@ def python_numbers(data, arr, dtype):
         for value in (arr.min(), arr.max()):
             check_fits(value.item(), target, "tensor")
         if target.kind == "u" and arr.dtype.kind == "i":
-            arr = arr % (1 << 8 * target.itemsize)  # the negatives torch lets in wrap around
+            arr = np.asarray(arr % (1 << 8 * target.itemsize))  # the negatives torch lets in wrap around
     return arr
 
 

@@ -209,12 +209,26 @@ def rpow(ctx, input, exponent):
 
 
 def _power(base, exponent):
-    """base ** exponent in opmath; integers stay integers, so a negative integer exponent is refused (as torch)."""
-    if base.dtype.kind in "biu" and exponent.dtype.kind in "biu":
-        negative = exponent < 0
-        device_checks.check(negative if _be.is_array(negative) else np.asarray(negative), RuntimeError,
-                  "pow: integers to negative integer powers are not allowed (cast to a floating dtype first)")
-    return opmath(np.power, base, exponent, ints="keep")
+    """base ** exponent in opmath; integers stay integers (as torch). A negative number exponent of integers is
+    refused; a tensor of them gives what integer arithmetic does: 1 ** -n = 1, (-1) ** -n = +-1, others 0."""
+    scalar = not _be.is_array(exponent)
+    if base.dtype == np.bool_:  # (both are bool after promotion)
+        if scalar and exponent:  # torch's shortcut for x ** 1: x as it is
+            return base.copy()
+        raise NotImplementedError("pow: not implemented for bool tensors (as in torch); convert the mask first: "
+                                  "mask.to(dtype)")
+    if base.dtype.kind not in "iu" or exponent.dtype.kind not in "iu":
+        return opmath(np.power, base, exponent, ints="keep")
+    if scalar:
+        if exponent < 0:
+            raise RuntimeError("pow: integers to negative integer powers are not allowed (cast to a floating dtype "
+                               "first)")
+        return array_module(base).power(base, exponent)
+    xp = array_module(exponent)
+    negative = exponent < 0
+    inverse = xp.where(base == 1, 1, xp.where(base == base.dtype.type(-1) if base.dtype.kind == "i" else False,
+                                              xp.where(exponent % 2 == 0, 1, -1), 0)).astype(exponent.dtype)
+    return xp.where(negative, inverse, xp.power(base, xp.where(negative, exponent.dtype.type(0), exponent)))
 
 
 @pow.partials

@@ -312,9 +312,14 @@ def _setitem(self, key, value):
 
 
 def _number(t, v):
-    """A number written into t, as t's dtype holds it (refused where it does not fit, as torch)."""
+    """A number written into t, as t's dtype holds it: one an integer dtype cannot hold is refused, as torch (a
+    floating one rounds, to inf beyond its range)."""
+    if t.dtype.kind not in "iu":
+        return t.dtype.type(v)
+    if type(v) is int and not -2 ** 63 <= v < 2 ** 63:
+        raise ValueError(f"__setitem__: the Python int {v} does not fit in int64")
     _dt.check_fits(v, t.dtype, "__setitem__")
-    return _dt.as_integer(v, t.dtype) if type(v) is int and t.dtype.kind in "iu" else t.dtype.type(v)
+    return _dt.as_integer(v, t.dtype) if type(v) is int else t.dtype.type(v)
 
 
 def _index_key(key):
