@@ -15,6 +15,7 @@ complex64 -> complex128); autocast never casts them (amp only lists real dtypes)
 from __future__ import annotations
 
 import builtins
+import math
 
 import ml_dtypes
 import numpy as np
@@ -23,27 +24,30 @@ float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+uint8 = np.dtype(np.uint8)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
 
-half, float, double, long, int = float16, float32, float64, int64, int32  # torch-style aliases
+half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # torch-style aliases
 cfloat, cdouble = complex64, complex128
 
 FLOATING = (float16, bfloat16, float32, float64)
 COMPLEX = (complex64, complex128)
 LOW_PRECISION = (float16, bfloat16)
-SUPPORTED = (float16, bfloat16, float32, float64, complex64, complex128, int32, int64, bool_)
+SUPPORTED = (float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, int16, int32, int64, bool_)
 _BY_NAME = {d.name: d for d in SUPPORTED} | {"half": float16, "float": float32, "double": float64,
                                               "cfloat": complex64, "cdouble": complex128,
-                                              "long": int64, "int": int32, "bool": bool_}
+                                              "long": int64, "int": int32, "short": int16, "bool": bool_}
 
 # Rank inside a category; promotion takes the higher category, then the higher rank.
-_CATEGORY = {bool_: 0, int32: 1, int64: 1, float16: 2, bfloat16: 2, float32: 2, float64: 2,
-             complex64: 3, complex128: 3}
-_RANK = {bool_: 0, int32: 1, int64: 2, float16: 1, bfloat16: 1, float32: 2, float64: 3}
+_CATEGORY = {bool_: 0, uint8: 1, int8: 1, int16: 1, int32: 1, int64: 1, float16: 2, bfloat16: 2, float32: 2,
+             float64: 2, complex64: 3, complex128: 3}
+_RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4, float16: 1, bfloat16: 1, float32: 2, float64: 3}
 
 
 def as_dtype(spec) -> np.dtype:
@@ -98,7 +102,81 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
         return a if ca > cb else b
     if {a, b} == {float16, bfloat16}:  # neither holds the other: meet in float32
         return float32
+    if {a, b} == {uint8, int8}:  # likewise: int16 holds both
+        return int16
     return a if _RANK[a] > _RANK[b] else b
+
+
+def can_cast(source: np.dtype, target: np.dtype) -> bool:
+    """Whether an in-place op may write a result of dtype ``source`` into a tensor of dtype ``target``: not into a
+    lower category (complex into real, floating into integer, anything but bool into bool), as torch's rule."""
+    return _CATEGORY[source] <= _CATEGORY[target]
+
+
+def _int_range(dtype):
+    """The Python ints that convert to integer ``dtype`` (torch's overflow check: an unsigned dtype also takes the
+    negatives down to -max, which wrap around)."""
+    info = np.iinfo(dtype)
+    return (-builtins.int(info.max) if dtype.kind == "u" else builtins.int(info.min)), builtins.int(info.max)
+
+
+def check_fits(value, dtype, what):
+    """Refuse a number that an integer ``dtype`` cannot hold (RuntimeError naming both): what torch checks when a
+    number is stored (tensor(), full, fill_, t[k] = v) or bounds an op (clamp, where, pow); nan is refused too.
+    A floating dtype refuses a finite number beyond its largest (fill_, full and t[k] = v; inf passes)."""
+    if dtype.kind not in "biuc" and isinstance(value, (builtins.int, builtins.float)):  # floating: finite values only
+        if math.isfinite(value) and builtins.abs(value) > builtins.float(ml_dtypes.finfo(dtype).max):
+            raise RuntimeError(f"{what}: value {value!r} cannot be converted to {dtype.name} without overflow")
+    elif dtype.kind in "iu" and isinstance(value, (builtins.int, builtins.float, np.number)) \
+            and not isinstance(value, (builtins.bool, np.bool_)):
+        lo, hi = _int_range(dtype)
+        if not lo <= value <= hi:
+            raise RuntimeError(f"{what}: value {value!r} cannot be converted to {dtype.name} without overflow "
+                               f"(it takes {lo} to {hi})")
+
+
+def python_numbers(data, arr, dtype):
+    """``arr``, NumPy's reading of the Python numbers ``data`` that tensor() is given, checked as torch does: an int
+    that int64 cannot hold is refused (ValueError) unless the tensor is to be floating or complex (NumPy reads such
+    ints as uint64, float64 or objects), and a number the integer ``dtype`` asked for cannot hold is refused
+    (RuntimeError, as check_fits)."""
+    target = as_dtype(dtype) if dtype is not None else None
+    if arr.dtype == object or arr.dtype.kind == "u" or (arr.dtype.kind == "f" and arr.size and target is None
+                                                        and np.abs(arr).max() >= 2.0 ** 63):
+        values = list(_flat(data))
+        big = next((v for v in values if type(v) is builtins.int and not -2 ** 63 <= v < 2 ** 63), None)
+        if target is None and any(isinstance(v, (builtins.float, builtins.complex)) for v in values):
+            target = float32  # (what tensor() makes of Python floats)
+        if big is not None:
+            if target is None or target.kind in "biu":
+                raise ValueError(f"tensor: the Python int {big} does not fit in int64 (it takes -2**63 to 2**63 - 1); "
+                                 "give dtype=mp.float32 or mp.float64 to keep it as a float")
+            arr = np.asarray(np.asarray(data, dtype=object).astype(np.float64))
+    if target is not None and target.kind in "iu" and arr.size and arr.dtype.kind in "iuf":
+        for value in (arr.min(), arr.max()):
+            check_fits(value.item(), target, "tensor")
+        if target.kind == "u" and arr.dtype.kind == "i":
+            arr = np.asarray(arr % (1 << 8 * target.itemsize))  # the negatives torch lets in wrap around
+    return arr
+
+
+def _flat(data):
+    """The numbers in (nested lists of) ``data``."""
+    if isinstance(data, (list, tuple)):
+        for x in data:
+            yield from _flat(x)
+    else:
+        yield data
+
+
+def as_integer(value, dtype):
+    """The Python int ``value`` stored as integer ``dtype``, wrapping around (modulo 2**bits) where it does not
+    fit; an int that 64 bits cannot hold at all is refused with OverflowError."""
+    if not -2 ** 63 <= value < 2 ** 64:
+        raise OverflowError(f"the Python int {value} does not fit in 64 bits")
+    bits = 8 * dtype.itemsize
+    value %= 1 << bits
+    return dtype.type(value - (1 << bits) if dtype.kind == "i" and value >> (bits - 1) else value)
 
 
 def scalar_dtype(value) -> np.dtype:

@@ -296,9 +296,28 @@ class Tensor:
         return bool(self.item())
 
     def __index__(self):
-        if _dt.is_floating(self.dtype) or self._array.size != 1:
-            raise TypeError("only integer tensors with one element can be used as an index")
+        if self.dtype.kind not in "biu" or self._array.size != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, this one is "
+                            f"{self.dtype.name} with {self._array.size} elements")
         return int(self.item())
+
+    def __format__(self, spec):
+        # a 0-d tensor formats as its number (f"{loss:.3f}"); any other as an object: only "" (str) works, as torch
+        return format(self.item(), spec) if self._array.ndim == 0 else object.__format__(self, spec)
+
+    def __contains__(self, element):
+        """``x in t``: whether any element of t equals x (a number or a tensor broadcast against t), as torch."""
+        if not isinstance(element, (Tensor, int, float, complex, np.generic)):
+            raise RuntimeError(f"Tensor.__contains__ takes a Tensor or a number, got {type(element).__name__}")
+        return bool((self == element).any())
+
+    def positive(self):
+        """``+t``: this tensor itself, as torch; refused for bool tensors (as torch)."""
+        if self.dtype == _dt.bool_:
+            raise RuntimeError("positive: the `+` operator on a bool tensor is not supported (as in torch)")
+        return self
+
+    __pos__ = positive
 
     def to(self, *args, dtype=None, device=None, copy=False):
         """to(dtype), to(device), to(device, dtype) or to(other_tensor); differentiable."""
@@ -365,13 +384,14 @@ class Tensor:
     def _write(self, what, value, any_cast=False):
         """Write ``value`` (an array or number, broadcast to this shape) into this tensor's memory and bump
         its version. The raw write under every in-place op; no autograd. Like torch, an arithmetic in-place
-        op refuses a floating result for an integer tensor; copies (any_cast) cast anything."""
+        op refuses a result of a higher category (floating into integer, integer into bool: dtypes.can_cast);
+        copies (any_cast) cast anything."""
         if isinstance(value, Tensor):
             value = value._array
         if _be.is_array(value) and devices.device_of_array(value) != self.device:
             value = devices.to_device(value, self.device)
         value = _be.xp_of(self.device).asarray(value)
-        if not any_cast and _dt.is_floating(value.dtype) and not _dt.is_floating(self.dtype):
+        if not any_cast and not _dt.can_cast(value.dtype, self.dtype):
             raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
                                f"output type {self.dtype.name}")
         self._check_overlap(what)
@@ -486,6 +506,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             arr = np.asarray(data.numpy() if hasattr(data, "numpy") and not isinstance(data, (list, tuple)) else data)
         except ValueError:
             arr = np.empty(0, dtype=object)
+        arr = _dt.python_numbers(data, arr, dtype)
         if arr.dtype == object:
             raise TypeError(f"cannot make a tensor from {type(data).__name__} holding mixed or ragged data "
                             "(nested lists must have the same length at each level)")
@@ -548,8 +569,10 @@ def _filled(value, size, dtype, device, requires_grad):
     if dtype is None and not isinstance(value, float):
         dtype = _dt.scalar_dtype(value)
     dtype, device = _resolve(dtype, device)
+    _dt.check_fits(value, dtype, "full")
     with devices.on_device(device):
-        arr = _be.xp_of(device).full(_shape(size), value, dtype=dtype)
+        arr = _be.xp_of(device).full(_shape(size), _dt.as_integer(value, dtype) if dtype.kind in "iu" and
+                                     isinstance(value, int) else value, dtype=dtype)
     return _finish(arr, device, requires_grad)
 
 
@@ -581,6 +604,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     dtype, device = _resolve(dtype, device)
     if dtype == _dt.bool_:
         raise TypeError("arange: dtype bool is not supported; use an integer or floating dtype")
+    if step == 0 or (end - start) * step < 0:
+        raise RuntimeError(f"arange: step must be nonzero and lead from start to end, got start={start}, end={end}, "
+                           f"step={step}")
     with devices.on_device(device):
         arr = _be.xp_of(device).arange(start, end, step, dtype=np.float64 if _dt.is_floating(dtype) else dtype)
     return _finish(arr.astype(dtype, copy=False), device, requires_grad)

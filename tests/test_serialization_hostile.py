@@ -249,7 +249,7 @@ HOSTILE_MANIFESTS = {  # name: ((manifest, buffers), what the error must say)
     # dtypes and shapes
     "unknown dtype": (case(array(dtype="object", shape=[0]), [b""]), "unknown dtype 'object'"),
     "dtype not a string": (case(array(dtype=["f4"], shape=[0]), [b""]), "unknown dtype"),
-    "uint8 tensor": (case(tensor(dtype="uint8", shape=[0]), [b""]), "unknown dtype 'uint8' for a tensor"),
+    "uint16 tensor": (case(tensor(dtype="uint16", shape=[0]), [b""]), "unknown dtype 'uint16' for a tensor"),
     "negative dims": (case(array(shape=[-1, -4]), [F32]), "non-negative ints"),
     "dim 2**63": (case(array(dtype="uint8", shape=[2 ** 63, 0]), [b""]), "larger than any array"),
     "int64 product overflow": (case(array(dtype="uint8", shape=[2 ** 32, 2 ** 32]), [b""]), "larger than any array"),

@@ -124,7 +124,7 @@ def test_dtype_likes_are_accepted_everywhere(spec, expected):
         assert mp.ones(3).softmax(0, dtype=spec).dtype == expected
 
 
-@pytest.mark.parametrize("spec", ["complex256", np.clongdouble, "uint8", np.int8, "float8", object, "bogus"])
+@pytest.mark.parametrize("spec", ["complex256", np.clongdouble, "uint16", np.uint32, "float8", object, "bogus"])
 def test_unsupported_dtype_is_named(spec):
     name = spec if isinstance(spec, str) else getattr(spec, "__name__", str(spec))
     with pytest.raises(TypeError, match=r"unsupported dtype .*" + name + r".*mixprec supports"):
@@ -134,10 +134,10 @@ def test_unsupported_dtype_is_named(spec):
 
 
 def test_unsupported_array_dtypes_are_named():
-    with pytest.raises(TypeError, match="unsupported dtype.*uint8"):
-        mp.tensor(np.ones(2, dtype=np.uint8))
-    with pytest.raises(TypeError, match="unsupported dtype.*uint8"):
-        mp.from_numpy(np.ones(2, dtype=np.uint8))
+    with pytest.raises(TypeError, match="unsupported dtype.*uint16"):
+        mp.tensor(np.ones(2, dtype=np.uint16))
+    with pytest.raises(TypeError, match="unsupported dtype.*uint16"):
+        mp.from_numpy(np.ones(2, dtype=np.uint16))
     with pytest.raises(TypeError, match="unsupported dtype.*complex256"):
         mp.ones(2) + np.ones(2, dtype=np.clongdouble)
 

@@ -7,7 +7,7 @@ is all it takes for mp.<name> and Tensor methods to see them, and an entry in
 policies.py gives one an autocast policy.
 """
 from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
-from . import elementwise, reduce, shape, matmul, activation  # noqa: F401,E402  (registration)
+from . import elementwise, bitwise, reduce, shape, matmul, activation  # noqa: F401,E402  (registration)
 from . import nn_layers, pooling, padding, sampling  # noqa: F401,E402  (layers; pools; pad; grid_sample)
 from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (math, convolutions, norms, losses)
 from . import attention, einsum  # noqa: F401,E402  (transformer ops)

@@ -456,7 +456,7 @@ def _promote(op, args):
         return _promote_mixed(op, args)
     args = list(args)
     for i in numbers:
-        args[i] = target.type(args[i])
+        args[i] = _scalar(op, args[i], target)
     return tuple(args)
 
 
@@ -488,27 +488,38 @@ def _promote_mixed(op, args):
             continue
         a = args[i]
         if isinstance(a, (list, tuple)):
-            args[i] = [_cast_or_scalar(x, target) for x in a]
+            args[i] = [_cast_or_scalar(op, x, target) for x in a]
         else:
-            args[i] = _cast_or_scalar(a, target)
+            args[i] = _cast_or_scalar(op, a, target)
     return tuple(args)
 
 
 def _refuse_bools(op, args):
-    """TypeError if a data arg is a bool tensor or a Python bool (ops registered with bools=False)."""
+    """RuntimeError if a data arg is a bool tensor or a Python bool (ops registered with bools=False)."""
     for i in data_positions(op, len(args)):
         x = args[i] if i < len(args) else None
         if isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype == np.bool_):
-            raise TypeError(f"{op.name}: bool operands are not supported (as in torch); to invert a mask use ~ or "
-                            "logical_not(), to count with one convert it first: mask.to(dtype)")
+            raise RuntimeError(f"{op.name}: bool operands are not supported (as in torch); to invert a mask use ~ or "
+                               "logical_not(), to count with one convert it first: mask.to(dtype)")
 
 
-def _cast_or_scalar(x, dtype):
+def _cast_or_scalar(op, x, dtype):
     if isinstance(x, Tensor):
         return x if x.dtype == dtype else x.to(dtype)
     if isinstance(x, SCALARS):
-        return dtype.type(x)
+        return _scalar(op, x, dtype)
     return x
+
+
+def _scalar(op, x, dtype):
+    """A weak number as a scalar of ``dtype``. An int the integer dtype cannot hold wraps around, as in torch's
+    arithmetic (``int8 + 1000``); an op registered ``exact_scalars`` refuses it instead (``clamp(max=1000)``)."""
+    try:
+        return dtype.type(x)
+    except OverflowError:
+        if op is not None and op.exact_scalars:
+            _dt.check_fits(x, dtype, op.name)
+        return _dt.as_integer(x, dtype)
 
 
 def _check_broadcast(op, arrays):

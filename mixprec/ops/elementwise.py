@@ -43,6 +43,7 @@ def _(ctx, g):
 @register("sub", methods=("sub", "__sub__"), promote=(0, 1), broadcast=True, linear=True, bools=False)
 def sub(ctx, input, other, alpha=1):
     """input - alpha * other."""
+    _no_bool_difference(input)
     ctx.alpha = alpha
     return input - other if alpha == 1 else input - other * input.dtype.type(alpha)
 
@@ -55,16 +56,25 @@ def _(ctx, g):
 @register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True, linear=True, bools=False)
 def rsub(ctx, input, other):
     """other - input, for ``2 - x``: called as rsub(2, x)."""
+    _no_bool_difference(input)
     return input - other
 
 
 rsub.grad(lambda ctx, g: (g, -g))
 
 
+def _no_bool_difference(input):
+    """Two bool tensors reach sub's forward unpromoted (one bool beside other data is refused by dispatch)."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("sub: subtraction, the `-` operator, of two bool tensors is not supported (as in torch); "
+                           "for the elements where exactly one is True use the `^` operator or logical_xor()")
+
+
 @register("neg", methods=("neg", "__neg__"), linear=True)
 def neg(ctx, input):
     if input.dtype == np.bool_:
-        raise TypeError("neg: negation of a bool tensor is not supported; to invert a mask use ~ or logical_not()")
+        raise RuntimeError("neg: negation, the `-` operator, of a bool tensor is not supported (as in torch); to "
+                           "invert a mask use ~ or logical_not()")
     return -input
 
 
@@ -114,14 +124,84 @@ def _(ctx):
     return _partial(a, 1 / b), _partial(b, -(a / b) / b)
 
 
+# ---------------------------------------------------------------- floor division and remainders
+@register("floor_divide", methods=("floor_divide", "__floordiv__"), rmethods=("__rfloordiv__",), promote=(0, 1),
+          broadcast=True)
+def floor_divide(ctx, input, other):
+    """input // other, rounded toward -inf (Python's rule); integers stay integers, and dividing one by zero is an
+    error (a float gives inf or nan)."""
+    return opmath(lambda a, b: _xp(a, b).floor_divide(a, b), *_divisible("floor_divide", input, other), ints="keep")
+
+
+@floor_divide.grad
+def _(ctx, g):
+    raise RuntimeError("floor_divide: the derivative is not implemented (as in torch); detach its inputs first")
+
+
+@floor_divide.jvp
+def _(ctx, *tangents):
+    raise RuntimeError("floor_divide: forward-mode AD is not implemented (as in torch); detach its inputs first")
+
+
+@register("remainder", methods=("remainder", "__mod__"), rmethods=("__rmod__",), promote=(0, 1), broadcast=True)
+def remainder(ctx, input, other):
+    """input % other with the sign of other (Python's rule): input - floor(input / other) * other."""
+    a, b = _divisible("remainder", input, other)
+    if a.dtype.kind in "iu":
+        return _xp(a, b).remainder(a, b)
+
+    def f(a, b):  # fmod, moved into other's sign (so -0.0 % 3 stays -0.0 and -5 % inf is inf, as torch)
+        xp = _xp(a, b)
+        m = xp.fmod(a, b)
+        return xp.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+    return opmath(f, a, b)
+
+
+@register("fmod", methods=("fmod",), promote=(0, 1), broadcast=True)
+def fmod(ctx, input, other):
+    """The remainder of input / other with the sign of input (C's fmod): input - trunc(input / other) * other."""
+    return opmath(lambda a, b: _xp(a, b).fmod(a, b), *_divisible("fmod", input, other), ints="keep")
+
+
+@remainder.partials
+def _(ctx):
+    a, b = (x.detach() if isinstance(x, Tensor) else x for x in ctx.inputs)
+    return _partial(ctx.inputs[0], 1.0), _partial(ctx.inputs[1], -floor_divide(a, b))
+
+
+@fmod.partials
+def _(ctx):
+    a, b = (x.detach() if isinstance(x, Tensor) else x for x in ctx.inputs)
+    q = div(a, b)._array
+    return _partial(ctx.inputs[0], 1.0), _partial(ctx.inputs[1], -Tensor._wrap(array_module(q).trunc(q)))
+
+
+def _xp(a, b):
+    """numpy or cupy, for two operands of which one may be a scalar."""
+    return array_module(a if _be.is_array(a) else b)
+
+
+def _divisible(name, a, b):
+    """(a, b) after refusing what torch cannot divide: bool and complex operands, and integer division by zero."""
+    kind = a.dtype.kind
+    if kind in "bc":
+        raise NotImplementedError(f"{name}: not implemented for {a.dtype.name} operands (as in torch); it takes "
+                                  "integer and floating tensors")
+    if kind in "iu":
+        zero = b == 0
+        device_checks.check(zero if _be.is_array(zero) else np.asarray(zero), RuntimeError,
+                            f"{name}: integer division by zero (ZeroDivisionError)")
+    return a, b
+
+
 @register("pow", methods=("pow", "__pow__"), aliases=("__pow__",), promote=(0, 1), broadcast=True,
-          saves=("input", "exponent", "output"))
+          exact_scalars=True, saves=("input", "exponent", "output"))
 def pow(ctx, input, exponent):
     """input ** exponent (float32 under CUDA autocast); integers stay integers."""
     return _power(input, exponent)
 
 
-@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), broadcast=True,
+@register("__rpow__", rmethods=("__rpow__",), promote=(0, 1), broadcast=True, exact_scalars=True,
           saves=("input", "exponent", "output"))
 def rpow(ctx, input, exponent):
     """``2 ** x``, called as rpow(2, x)."""
@@ -129,12 +209,26 @@ def rpow(ctx, input, exponent):
 
 
 def _power(base, exponent):
-    """base ** exponent in opmath; integers stay integers, so a negative integer exponent is refused (as torch)."""
-    if base.dtype.kind in "biu" and exponent.dtype.kind in "biu":
-        negative = exponent < 0
-        device_checks.check(negative if _be.is_array(negative) else np.asarray(negative), RuntimeError,
-                  "pow: integers to negative integer powers are not allowed (cast to a floating dtype first)")
-    return opmath(np.power, base, exponent, ints="keep")
+    """base ** exponent in opmath; integers stay integers (as torch). A negative number exponent of integers is
+    refused; a tensor of them gives what integer arithmetic does: 1 ** -n = 1, (-1) ** -n = +-1, others 0."""
+    scalar = not _be.is_array(exponent)
+    if base.dtype == np.bool_:  # (both are bool after promotion)
+        if scalar and exponent:  # torch's shortcut for x ** 1: x as it is
+            return base.copy()
+        raise NotImplementedError("pow: not implemented for bool tensors (as in torch); convert the mask first: "
+                                  "mask.to(dtype)")
+    if base.dtype.kind not in "iu" or exponent.dtype.kind not in "iu":
+        return opmath(np.power, base, exponent, ints="keep")
+    if scalar:
+        if exponent < 0:
+            raise RuntimeError("pow: integers to negative integer powers are not allowed (cast to a floating dtype "
+                               "first)")
+        return array_module(base).power(base, exponent)
+    xp = array_module(exponent)
+    negative = exponent < 0
+    inverse = xp.where(base == 1, 1, xp.where(base == base.dtype.type(-1) if base.dtype.kind == "i" else False,
+                                              xp.where(exponent % 2 == 0, 1, -1), 0)).astype(exponent.dtype)
+    return xp.where(negative, inverse, xp.power(base, xp.where(negative, exponent.dtype.type(0), exponent)))
 
 
 @pow.partials
@@ -336,7 +430,7 @@ maximum.partials(_selection_partials(lambda x, y: x < y))
 minimum.partials(_selection_partials(lambda x, y: x > y))
 
 
-@register("where", promote=(1, 2), broadcast=True, linear=True, saves=("condition",))
+@register("where", promote=(1, 2), broadcast=True, linear=True, exact_scalars=True, saves=("condition",))
 def where(ctx, condition, input, other):
     """input where condition holds, else other."""
     if condition.dtype != np.bool_:
@@ -351,7 +445,8 @@ def _(ctx, g):
     return None, where(c, g, zero), where(c, zero, g)
 
 
-@register("clamp", methods=("clamp", "clip"), aliases=("clip",), promote=(0, 1, 2), broadcast=True)
+@register("clamp", methods=("clamp", "clip"), aliases=("clip",), promote=(0, 1, 2), broadcast=True,
+          exact_scalars=True)
 def clamp(ctx, input, min=None, max=None):
     """Limit values to [min, max]; either bound may be None, a number or a tensor."""
     if min is None and max is None:
@@ -400,28 +495,24 @@ gt = _compare("gt", lambda a, b: a > b, "__gt__")
 ge = _compare("ge", lambda a, b: a >= b, "__ge__")
 
 
-@register("logical_and", methods=("logical_and", "__and__"), promote=(), differentiable=False, broadcast=True)
+@register("logical_and", methods=("logical_and",), promote=(), differentiable=False, broadcast=True)
 def logical_and(ctx, input, other):
     return array_module(input).logical_and(input, other)
 
 
-@register("logical_or", methods=("logical_or", "__or__"), promote=(), differentiable=False, broadcast=True)
+@register("logical_or", methods=("logical_or",), promote=(), differentiable=False, broadcast=True)
 def logical_or(ctx, input, other):
     return array_module(input).logical_or(input, other)
+
+
+@register("logical_xor", methods=("logical_xor",), promote=(), differentiable=False, broadcast=True)
+def logical_xor(ctx, input, other):
+    return array_module(input).logical_xor(input, other)
 
 
 @register("logical_not", methods=("logical_not",), promote=(), differentiable=False)
 def logical_not(ctx, input):
     return array_module(input).logical_not(input)
-
-
-@register("bitwise_not", methods=("bitwise_not", "__invert__"), promote=(), differentiable=False)
-def bitwise_not(ctx, input):
-    """~x: every bit flipped for integers, logical not for bool (as torch); floats have no bits to flip."""
-    if input.dtype.kind not in "biu":
-        raise TypeError(f"bitwise_not: ~ is only for integer and bool tensors, got {input.dtype.name} "
-                        "(for a mask from floats use logical_not())")
-    return array_module(input).invert(input)
 
 
 @register("isfinite", methods=("isfinite",), differentiable=False)

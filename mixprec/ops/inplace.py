@@ -39,7 +39,7 @@ from .. import dtypes as _dt
 from .._state import modes
 from ..tensor import Tensor
 from ..autograd import grad_mode, graph
-from .registry import register
+from .registry import is_operand, register
 from .elementwise import where
 from .shape import index_put
 
@@ -214,7 +214,7 @@ def _fit(t, new, what):
 
 
 def _check_cast(t, dtype, what):
-    if _dt.is_floating(dtype) and not _dt.is_floating(t.dtype):
+    if not _dt.can_cast(dtype, t.dtype):
         raise RuntimeError(f"{what}: result type {dtype.name} can't be cast to the desired output type "
                            f"{t.dtype.name}")
 
@@ -223,8 +223,14 @@ def _check_cast(t, dtype, what):
 _FROM_OUT_OF_PLACE = ("add", "sub", "mul", "div", "true_divide", "pow", "clamp", "clip", "neg", "abs", "sign", "exp",
                       "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
                       "tan", "sinh", "cosh", "asin", "acos", "atan2", "tanh", "sigmoid", "relu", "erf", "erfinv",
-                      "addcmul", "addcdiv")
-_OPERATORS = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div", "__ipow__": "pow"}
+                      "addcmul", "addcdiv", "floor_divide", "remainder", "fmod", "bitwise_and", "bitwise_or",
+                      "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "logical_and",
+                      "logical_or", "logical_xor", "logical_not")
+# (no __imatmul__, as torch: ``a @= b`` rebinds a to the new tensor a @ b)
+_OPERATORS = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div", "__ipow__": "pow",
+              "__ifloordiv__": "floor_divide", "__imod__": "remainder", "__iand__": "bitwise_and",
+              "__ior__": "bitwise_or", "__ixor__": "bitwise_xor", "__ilshift__": "bitwise_left_shift",
+              "__irshift__": "bitwise_right_shift"}
 
 
 def _method(name, out_of_place):
@@ -233,6 +239,21 @@ def _method(name, out_of_place):
         return apply(self, name, lambda src: getattr(src, out_of_place)(*args, **kwargs), others=others)
     method.__name__ = name
     method.__doc__ = f"In-place {out_of_place}: self = self.{out_of_place}(...) in self's memory (autograd follows)."
+    return method
+
+
+def _operator(name, out_of_place):
+    """``a op= b``: refuses a result type a cannot hold before computing, as torch; a non-operand (a list)
+    returns NotImplemented, so Python tries ``a op b`` and then raises its TypeError."""
+    inplace = _method(name, out_of_place)
+
+    def method(self, other):
+        if not is_operand(other):
+            return NotImplemented
+        _check_cast(self, _dt.result_type(self, other), name)
+        return inplace(self, other)
+    method.__name__ = name
+    method.__doc__ = inplace.__doc__
     return method
 
 
@@ -246,12 +267,13 @@ def _copy_(self, src):
 
 def _fill_(self, value):
     """Set every element to ``value`` (a number or a one-element tensor)."""
+    _dt.check_fits(value, self.dtype, "fill_")
     return apply(self, "fill_", lambda t: _overwrite(t, value), lambda t: t._write("fill_", value, any_cast=True),
                  others=[value])
 
 
 def _zero_(self):
-    return apply(self, "zero_", lambda t: _overwrite(t, 0), lambda t: t._write("zero_", 0), others=[])
+    return apply(self, "zero_", lambda t: _overwrite(t, 0), lambda t: t._write("zero_", 0, any_cast=True), others=[])
 
 
 def _setitem(self, key, value):
@@ -266,7 +288,7 @@ def _setitem(self, key, value):
             v = v.to(device=t.device) if v.device != t.device else v
             v = v.to(t.dtype) if v.dtype != t.dtype else v
         elif isinstance(v, (int, float, np.generic)):
-            v = t.dtype.type(v)
+            v = _number(t, v)
         else:
             v = Tensor._wrap(xp.asarray(v).astype(t.dtype, copy=False))
         try:
@@ -280,7 +302,7 @@ def _setitem(self, key, value):
         if isinstance(v, Tensor):
             v = devices.to_device(v._array, t.device)
         if isinstance(v, (int, float, np.generic)):
-            v = t.dtype.type(v)
+            v = _number(t, v)
         else:
             v = xp.asarray(v).astype(t.dtype, copy=False)
         try:
@@ -291,6 +313,17 @@ def _setitem(self, key, value):
         t._bump_version()
     keys = key if isinstance(key, tuple) else (key,)
     apply(self, "__setitem__", compute, direct, others=[value, *keys])
+
+
+def _number(t, v):
+    """A number written into t, as t's dtype holds it: one an integer dtype cannot hold is refused, as torch (a
+    floating one rounds, to inf beyond its range)."""
+    if t.dtype.kind not in "iu":
+        return t.dtype.type(v)
+    if type(v) is int and not -2 ** 63 <= v < 2 ** 63:
+        raise ValueError(f"__setitem__: the Python int {v} does not fit in int64")
+    _dt.check_fits(v, t.dtype, "__setitem__")
+    return _dt.as_integer(v, t.dtype) if type(v) is int else t.dtype.type(v)
 
 
 def _index_key(key):
@@ -307,7 +340,7 @@ def _bind_methods():
         if hasattr(Tensor, name):
             setattr(Tensor, name + "_", _method(name + "_", name))
     for name, out_of_place in _OPERATORS.items():
-        setattr(Tensor, name, _method(name, out_of_place))
+        setattr(Tensor, name, _operator(name, out_of_place))
     Tensor.copy_, Tensor.fill_, Tensor.zero_, Tensor.__setitem__ = _copy_, _fill_, _zero_, _setitem
 
 

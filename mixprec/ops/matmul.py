@@ -22,7 +22,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import array_module
+from ..backend import array_module, is_array
 from . import gemm
 from .opmath import opmath
 from .reduce import _add_reduce
@@ -80,6 +80,9 @@ def _check(name, cond, a, b, what):
           same_dtype=True)
 def matmul(ctx, input, other):
     """Matrix product with NumPy's rules for 1-D operands and batch broadcasting."""
+    for name, x in (("input", input), ("other", other)):
+        if not is_array(x):
+            raise TypeError(f"matmul: {name} must be a Tensor, got {type(x).__name__}")
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError("matmul: both arguments need at least 1 dimension, got a 0-d tensor")
     k_other = other.shape[0] if other.ndim == 1 else other.shape[-2]

@@ -57,7 +57,8 @@ class Op:
     floating inputs, so its tangent is the op applied to their tangents);
     ``inplace``; ``view`` (the output may share input 0's memory, then also its
     version counter); ``broadcast`` (elementwise: shape errors name every shape);
-    ``bools=False`` refuse bool data inputs before promotion would hide them (torch's ``-``).
+    ``bools=False`` refuse bool data inputs before promotion would hide them (torch's ``-``);
+    ``exact_scalars`` refuse an int the data's integer dtype cannot hold (others wrap it around, as torch).
 
     ``saves`` names what backward reads: forward arguments by name and
     ``"output"`` (every output) or ``"output1"`` (one of several). Only those are
@@ -72,7 +73,7 @@ class Op:
 
     def __init__(self, name, forward, *, promote=(0,), same_dtype=False,
                  differentiable=True, composite=False, linear=False, inplace=False, view=False, broadcast=False,
-                 bools=True, saves=None, doc=None):
+                 bools=True, exact_scalars=False, saves=None, doc=None):
         if list(promote) != sorted(promote):
             raise ValueError(f"op {name!r}: promote positions must be in increasing order, got {promote}")
         self.name = name
@@ -87,7 +88,7 @@ class Op:
         self.inplace = inplace
         self.view = view
         self.broadcast = broadcast
-        self.bools = bools
+        self.bools, self.exact_scalars = bools, exact_scalars
         code = forward.__code__
         self.arg_names = code.co_varnames[1:code.co_argcount]  # positional params after ctx
         varargs = bool(code.co_flags & inspect.CO_VARARGS)
@@ -270,7 +271,7 @@ def _method(op, name):
             return dispatch(op, (self,), {})
     elif name.startswith("__") and name != "__getitem__":
         def method(self, other):
-            if type(other) is not Tensor and not _is_operand(other):  # (a Tensor: asked first)
+            if type(other) is not Tensor and not is_operand(other):  # (a Tensor: asked first)
                 return NotImplemented
             return dispatch(op, (self, other), {})
     else:
@@ -284,7 +285,7 @@ def _method(op, name):
 
 def _rmethod(op, name):
     def method(self, other):
-        if type(other) is not Tensor and not _is_operand(other):
+        if type(other) is not Tensor and not is_operand(other):
             return NotImplemented
         return dispatch(op, (other, self), {})
     method.__name__ = name
@@ -292,11 +293,11 @@ def _rmethod(op, name):
     return method
 
 
-_OPERAND_TYPES = (Tensor, list, tuple) + SCALARS
+_OPERAND_TYPES = (Tensor,) + SCALARS
 
 
-def _is_operand(x):
-    """What an operator accepts next to a Tensor: tensors, numbers, arrays (and nested lists of numbers)."""
+def is_operand(x):
+    """What an operator accepts next to a Tensor: tensors, numbers and arrays (a list is refused, as torch)."""
     return isinstance(x, _OPERAND_TYPES) or is_array(x)
 
 

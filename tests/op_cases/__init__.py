@@ -4,12 +4,12 @@ A new op gets its cases in the module named like the file that defines it.
 test_ops.test_every_registered_op_has_a_case fails while any registered op is
 not exercised by some case, so no op can land untested.
 """
-from . import activation, conv, elementwise, inplace, losses, math_ops, matmul, nn_layers, norm_ops, reduce, shape
+from . import activation, bitwise, conv, elementwise, inplace, losses, math_ops, matmul, nn_layers, norm_ops, reduce, shape
 from . import attention, complex_ops, ctc, einsum, fft, linalg_lu_cholesky, linalg_qr_eig_svd, padding, pooling
 from . import quantile, rnn, sampling
 from .case import EPS, Case  # noqa: F401
 
-MODULES = (elementwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
+MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
            attention, einsum, rnn, ctc, complex_ops, fft, linalg_lu_cholesky, linalg_qr_eig_svd, quantile, pooling,
            padding, sampling)
 CASES = [case for module in MODULES for case in module.CASES]
