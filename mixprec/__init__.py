@@ -18,8 +18,8 @@ from .backend.devices import Device, device, get_default_device, set_default_dev
 from .dtypes import (bfloat16, bool_, cdouble, cfloat, complex64, complex128, double, float, float16,  # noqa: F401
                      float32, float64, half, int8, int16, int32, int64, long, result_type, short, uint8)
 from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
-                     full_like, linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
-                     randn_like, randperm, tensor, zeros, zeros_like)
+                     full_like, linspace, ones, ones_like, tensor, zeros, zeros_like)
+from .random import manual_seed, rand, rand_like, randint, randn, randn_like, randperm  # noqa: F401
 from .autograd import (enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,  # noqa: F401
                        is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
 from . import autograd, amp, nn, optim  # noqa: F401

@@ -1,4 +1,5 @@
-"""The state of mixprec's random generator, for checkpoints that resume bit for bit.
+"""mixprec's random generator: the draws that make tensors, the seed, and the state for checkpoints that resume
+bit for bit.
 
 Every random draw in mixprec (rand, randn, randint, randperm, init, dropout)
 comes from one host-side NumPy generator, so its state is the whole story on
@@ -9,7 +10,63 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tensor import _rng_state
+from . import dtypes as _dt
+from .backend import curand, devices
+from .tensor import Tensor, _finish, _like, _resolve, _shape
+
+_rng_state = {"np": np.random.default_rng()}
+
+
+def manual_seed(seed: int):
+    """Seed every generator mixprec draws from (NumPy's and, with a GPU, CuPy's)."""
+    _rng_state["np"] = np.random.default_rng(seed)
+    curand.manual_seed(seed)
+
+
+def _random(kind, size, dtype, device, requires_grad):
+    dtype, device = _resolve(dtype, device)
+    if not _dt.is_floating(dtype):
+        raise TypeError(f"{kind} needs a floating dtype, got {dtype.name}")
+    size = _shape(size)
+    # Draw in float32 or float64 on the host generator so a seed gives the same
+    # numbers on every device, then round to the requested dtype.
+    gen = _rng_state["np"]
+    draw_dtype = np.float64 if dtype == _dt.float64 else np.float32
+    arr = gen.random(size, dtype=draw_dtype) if kind == "rand" else gen.standard_normal(size, dtype=draw_dtype)
+    with devices.on_device(device):
+        arr = devices.to_device(arr, device).astype(dtype, copy=False)
+    return _finish(arr, device, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("rand", size, dtype, device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", size, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
+    """Integers drawn uniformly from [low, high); randint(high, size) as in torch."""
+    if isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    dtype, device = _resolve(dtype, device, _dt.int64)
+    arr = _rng_state["np"].integers(low, high, size=size, dtype=np.int64)
+    return _finish(devices.to_device(arr, device).astype(dtype, copy=False), device, False)
+
+
+def randperm(n, device=None) -> Tensor:
+    _, device = _resolve(None, device)
+    return _finish(devices.to_device(_rng_state["np"].permutation(n), device), device, False)
+
+
+rand_like, randn_like = map(_like, (rand, randn))
+
+
 
 _BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,
                    "Philox": np.random.Philox, "SFC64": np.random.SFC64}

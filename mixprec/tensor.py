@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend as _be
-from .backend import curand, devices, dlpack
+from .backend import devices, dlpack
 from .backend.bfloat16 import require_dtype_support
 from . import _state
 from . import dtypes as _dt
@@ -464,15 +464,6 @@ def zero_grads(tensors, set_to_none=True):
 
 
 # ----------------------------------------------------------- creation
-_rng_state = {"np": np.random.default_rng()}
-
-
-def manual_seed(seed: int):
-    """Seed every generator mixprec draws from (NumPy's and, with a GPU, CuPy's)."""
-    _rng_state["np"] = np.random.default_rng(seed)
-    curand.manual_seed(seed)
-
-
 def _resolve(dtype, device, default_dtype=_dt.float32):
     dtype = _dt.as_dtype(dtype) if dtype is not None else default_dtype
     device = devices.as_device(device) if device is not None else devices.get_default_device()
@@ -626,47 +617,6 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(arr, device, requires_grad)
 
 
-def _random(kind, size, dtype, device, requires_grad):
-    dtype, device = _resolve(dtype, device)
-    if not _dt.is_floating(dtype):
-        raise TypeError(f"{kind} needs a floating dtype, got {dtype.name}")
-    size = _shape(size)
-    # Draw in float32 or float64 on the host generator so a seed gives the same
-    # numbers on every device, then round to the requested dtype.
-    gen = _rng_state["np"]
-    draw_dtype = np.float64 if dtype == _dt.float64 else np.float32
-    arr = gen.random(size, dtype=draw_dtype) if kind == "rand" else gen.standard_normal(size, dtype=draw_dtype)
-    with devices.on_device(device):
-        arr = devices.to_device(arr, device).astype(dtype, copy=False)
-    return _finish(arr, device, requires_grad)
-
-
-def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Uniform samples in [0, 1)."""
-    return _random("rand", size, dtype, device, requires_grad)
-
-
-def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Standard normal samples."""
-    return _random("randn", size, dtype, device, requires_grad)
-
-
-def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
-    """Integers drawn uniformly from [low, high); randint(high, size) as in torch."""
-    if isinstance(high, (tuple, list)):
-        low, high, size = 0, low, high
-    elif high is None:
-        low, high = 0, low
-    dtype, device = _resolve(dtype, device, _dt.int64)
-    arr = _rng_state["np"].integers(low, high, size=size, dtype=np.int64)
-    return _finish(devices.to_device(arr, device).astype(dtype, copy=False), device, False)
-
-
-def randperm(n, device=None) -> Tensor:
-    _, device = _resolve(None, device)
-    return _finish(devices.to_device(_rng_state["np"].permutation(n), device), device, False)
-
-
 def _like(fn):
     def like(t, dtype=None, device=None, requires_grad=False, **kw):
         return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
@@ -675,7 +625,7 @@ def _like(fn):
     return like
 
 
-zeros_like, ones_like, empty_like, rand_like, randn_like = map(_like, (zeros, ones, empty, rand, randn))
+zeros_like, ones_like, empty_like = map(_like, (zeros, ones, empty))
 
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):

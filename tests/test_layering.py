@@ -20,8 +20,8 @@ PACKAGE = Path(mixprec.__file__).resolve().parent
 LAYERS = (  # (name, module prefixes), lowest first; the longest matching prefix decides
     ("base", ("mixprec._state", "mixprec.dtypes", "mixprec.hooks", "mixprec._text", "mixprec.backend",
               "mixprec.strict_cupy", "mixprec.amp._host_build")),
-    ("core", ("mixprec.tensor", "mixprec.autograd.graph", "mixprec.autograd.engine", "mixprec.autograd.grad_mode",
-              "mixprec.autograd.forward_ad", "mixprec.observers", "mixprec.ops.autocast")),
+    ("core", ("mixprec.tensor", "mixprec.random", "mixprec.autograd.graph", "mixprec.autograd.engine",
+              "mixprec.autograd.grad_mode", "mixprec.autograd.forward_ad", "mixprec.observers", "mixprec.ops.autocast")),
     ("ops", ("mixprec.ops", "mixprec.autograd")),
     ("library", ("mixprec",)),
 )

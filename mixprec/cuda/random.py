@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .. import random as _random
 from ._runtime import device_index
-from ..tensor import manual_seed as _seed
+from ..random import manual_seed as _seed
 from ..backend.availability import device_count
 
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, _rng_state
+from ..random import _rng_state
+from ..tensor import Tensor
 
 
 def _check(tensor, name):
