@@ -229,3 +229,14 @@ def test_gather_backward_and_bfloat16_where_run_on_cupy():
         c = mp.tensor([True, False], device="cuda")
         out = mp.where(c, mp.tensor([1.5, 2.5], dtype=mp.bfloat16, device="cuda"), 0.25)
         assert out.dtype == mp.bfloat16 and out.tolist() == [1.5, 0.25]
+
+
+def test_numpy_scalars_are_host_values_whether_or_not_cupy_is_installed():
+    # 0-d arithmetic gives NumPy scalars, not arrays: they are the CPU's, never taken for CuPy arrays
+    assert backend.array_module(np.float32(1.0)) is np and backend.array_module(np.ones(1)) is np
+    assert devices.device_of_array(np.int64(3)) is devices.CPU
+    assert mp.polar(mp.tensor(2.0), mp.tensor(0.0)).tolist() == 2 + 0j
+    assert mp.nn.functional.embedding(mp.tensor(1), mp.arange(6.0).reshape(3, 2)).tolist() == [2.0, 3.0]
+    assert mp.nn.functional.dropout(mp.tensor(1.5), 0.5, training=False).item() == 1.5
+    with pytest.raises(IndexError, match="embedding"):
+        mp.nn.functional.embedding(mp.tensor(5), mp.ones(3, 2))

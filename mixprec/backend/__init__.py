@@ -80,8 +80,8 @@ def is_array(obj) -> bool:
 
 
 def array_module(a):
-    """numpy or cupy, whichever owns array ``a``."""
-    return np if isinstance(a, np.ndarray) else _cupy
+    """numpy or cupy, whichever owns array ``a`` (numpy for NumPy scalars and other host values)."""
+    return _cupy if _cupy is not None and isinstance(a, _cupy.ndarray) else np
 
 
 def is_cupy_array(obj) -> bool:

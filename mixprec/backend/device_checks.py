@@ -37,8 +37,8 @@ def check(bad, error: type, message: str, culprit=None) -> None:
     Stream/Event.synchronize, or a copy to the host. torch's device-side
     asserts are reported the same way, late.
     """
-    if isinstance(bad, np.ndarray):
-        if bad.size and bad.any():
+    if not backend.is_cupy_array(bad):  # NumPy arrays and scalars (0-d arithmetic gives NumPy scalars)
+        if np.size(bad) and np.any(bad):
             raise error(message if culprit is None else f"{message}; got {culprit()}")
         return
     if bad.size == 0:

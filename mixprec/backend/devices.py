@@ -86,7 +86,8 @@ def as_device(spec) -> Device:
 
 
 def device_of_array(a) -> Device:
-    if isinstance(a, np.ndarray):
+    """The device an array lives on: a CuPy array's GPU, the CPU for NumPy arrays and scalars."""
+    if isinstance(a, (np.ndarray, np.generic)) or not backend.is_cupy_array(a):
         return CPU
     return _cuda_devices.get(a.device.id) or as_device(f"cuda:{a.device.id}")
 
