@@ -65,6 +65,7 @@ class Node:
     _visible = None        # which slots next_functions shows (None: all)
     trace = None           # the forward call's stack, in anomaly mode
     freed = False
+    _plain = True          # no hooks, no retain_grad, not a Function's: the engine may take its plain path
     user_backward = False  # True for custom Functions: their gradients may alias user tensors
 
     def __init__(self):
@@ -91,11 +92,13 @@ class Node:
     def register_prehook(self, fn):
         """Call ``fn(grad_outputs)`` before this node runs; a returned tuple replaces the gradients."""
         self._pre_hooks, handle = add_hook(self._pre_hooks, fn, "register_prehook")
+        self._plain = False
         return handle
 
     def register_hook(self, fn):
         """Call ``fn(grad_inputs, grad_outputs)`` after this node ran; a returned tuple replaces grad_inputs."""
         self._post_hooks, handle = add_hook(self._post_hooks, fn, "register_hook")
+        self._plain = False
         return handle
 
     def _add_tensor_hook(self, output_nr, fn):
@@ -103,12 +106,14 @@ class Node:
             self._tensor_hooks = {}
         hooks, handle = add_hook(self._tensor_hooks.get(output_nr), fn, "register_hook")
         self._tensor_hooks[output_nr] = hooks
+        self._plain = False
         return handle
 
     def _retain(self, output_nr, tensor):
         if self._retained is None:
             self._retained = {}
         self._retained[output_nr] = weakref.ref(tensor)
+        self._plain = False
 
     def _check_alive(self):
         if self.freed:
@@ -536,6 +541,7 @@ def record(op, ctx, args, kwargs, outs, differentiable=None, saves=None, attach_
     else:
         output_ids = {id(o) for o in outs}
         node.saved = tuple(None if t is None else SavedTensor(t, id(t) in output_ids, saving) for t in saves)
+        node._plain = False  # (a Function's: its gradients may be the user's tensors)
     if PER_THREAD.modes.anomaly if anomaly is None else anomaly:
         node.trace = _caller_stack()
     return node
