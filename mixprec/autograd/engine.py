@@ -94,12 +94,13 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     ready = [(-entry[0]._seq, key, entry[0]) for key, entry in pending.items() if entry[1] == 0]
     heapq.heapify(ready)
     plain = execute is None and not observed and not run.anomaly  # then a node without hooks takes _run_plain
+    pop, push = heapq.heappop, heapq.heappush
     engine = _engine()
     engine.runs = engine.runs + (run,)
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
             while ready:
-                node = heapq.heappop(ready)[2]
+                node = pop(ready)[2]
                 entry = pending[id(node)]
                 grads, entry[2], result = entry[2], None, None
                 if grads is not None:
@@ -118,7 +119,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
                     entry[1] -= 1
                     if not entry[1]:
                         child = entry[0]
-                        heapq.heappush(ready, (-child._seq, id(child), child))
+                        push(ready, (-child._seq, id(child), child))
             for fn in run.callbacks:
                 fn()
     finally:
@@ -144,7 +145,8 @@ def _collect(roots):
             stack.append(node)
     while stack:
         node = stack.pop()
-        node._check_alive()
+        if node.freed:
+            node._check_alive()
         for edge in node._next_edges:
             if edge is not None:
                 child = edge[0]

@@ -557,7 +557,8 @@ def _edges_and_saved_inputs(node, op, args, saving):
         if isinstance(a, Tensor):  # the common case first
             saved.append(SavedTensor(a, False, saving) if i in positions else _UNSAVED)
             if a._requires_grad:
-                edges.append(gradient_edge(a))
+                fn = a._grad_fn  # (gradient_edge's answer for an output that is no view, without the call)
+                edges.append((fn, a.output_nr) if fn is not None and a._view is None else gradient_edge(a))
                 metas.append((a._array.shape, a._array.dtype))
             else:
                 edges.append(None)
@@ -675,10 +676,11 @@ class OpNode(Node):
         return tuple(None if s is None else s.unpack(self, i) for i, s in enumerate(self.saved))
 
     def _unpack_inputs(self):
-        self._check_alive()
+        if self.freed:
+            self._check_alive()
         out = []
         for i, a in enumerate(self.saved):
-            if isinstance(a, SavedTensor):
+            if type(a) is SavedTensor:
                 out.append(a.unpack(self, i))
             elif a is _UNSAVED:
                 out.append(NotSaved(self, i))
