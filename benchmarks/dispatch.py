@@ -360,8 +360,11 @@ def main(argv=None):
         windows = 10 * args.repeat
         rows = [(f"{name}: add 4x4 float32", ours[name], theirs[name], max(args.number // 10, 20))
                 for name in ("op", "op+grad")]
+        rows.append(("cross_entropy", cross_entropy_workload(mp), cross_entropy_workload(other),
+                     max(args.number // 40, 5)))
         rows += [(name, training_step(mp, sizes, loss), training_step(other, sizes, loss), max(args.number // 200, 5))
                  for name, (_, sizes, loss) in STEPS.items()]
+        rows.append(("generic step", generic_step(mp), generic_step(other), max(args.number // 100, 5)))
         for label, fn, fn_other, number in rows:
             cur, base, ratio = paired(lambda: window(fn, number), lambda: window(fn_other, number), windows)
             print(f"{label:44} {cur * 1e6:11.2f} {base * 1e6:12.2f} {ratio:22.3f}")

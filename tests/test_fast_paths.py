@@ -1,4 +1,6 @@
 """Each shortcut of the hot path gives what its plain equivalent gives (the shortcut sits beside it in the code)."""
+import numpy as np
+
 import mixprec as mp
 from mixprec.ops import dispatch
 from mixprec.ops.registry import _REGISTRY
@@ -45,3 +47,27 @@ def test_promotion_of_weak_numbers_beside_one_dtype_agrees_with_the_general_rule
             assert [a.dtype for a in fast] == [a.dtype for a in general], (dtype, args)
             assert [a.tolist() if isinstance(a, mp.Tensor) else a for a in fast] == \
                 [a.tolist() if isinstance(a, mp.Tensor) else a for a in general], (dtype, args)
+
+
+def test_the_engine_plain_path_gives_what_the_general_one_gives(monkeypatch):
+    # _run_plain (a node without hooks, in a pass without capture, observers or anomaly mode) and _run_node give the
+    # same gradients: broadcast and cast ones (_fit), an op with two outputs, a leaf reached twice
+    from mixprec.autograd import engine, graph
+
+    def gradients():
+        rng = np.random.default_rng(0)
+        w = mp.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+        b = mp.tensor(rng.standard_normal(4).astype(np.float32), requires_grad=True)  # promoted, summed back
+        h = (mp.tensor(rng.standard_normal((5, 3))) @ w + b).relu()
+        values, _ = h.max(dim=1)
+        loss = mp.nn.functional.cross_entropy(h, mp.tensor([0, 1, 2, 3, 0]), label_smoothing=0.1)
+        (loss + values.sum() + (w * w).sum()).backward()
+        return [t.grad.numpy().tobytes() for t in (w, b)]
+
+    plain, run_plain = [], engine._run_plain
+    monkeypatch.setattr(engine, "_run_plain", lambda run, node, grads: plain.append(node) or run_plain(run, node, grads))
+    fast = gradients()
+    assert len(plain) > 8 and any(isinstance(n, graph.AccumulateGrad) for n in plain)
+    monkeypatch.setattr(graph.Node, "_plain", False)  # every node takes the general path
+    plain.clear()
+    assert gradients() == fast and not plain

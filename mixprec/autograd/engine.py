@@ -87,35 +87,39 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
             node, nr = gradient_edge(t)
             targets.setdefault((id(node), nr), []).append(k)
     run = _Run(create_graph, retain_graph, accumulate, targets, {id(g._array) for g in grad_outputs}, observed)
-    nodes, deps = _collect([node for node, _ in roots])
-    execute = _to_execute(nodes, targets, accumulate, inputs)
-    buffers = {}
+    pending = _collect([node for node, _ in roots])
+    execute = _to_execute(pending, targets, accumulate, inputs)
     for (node, nr), g in zip(roots, grad_outputs):
-        _deliver(buffers, node, nr, g)
-    ready = [(-node._seq, id(node), node) for node in nodes.values() if deps.get(id(node), 0) == 0]
+        _deliver(pending[id(node)], nr, g)
+    ready = [(-entry[0]._seq, key, entry[0]) for key, entry in pending.items() if entry[1] == 0]
     heapq.heapify(ready)
+    plain = execute is None and not observed and not run.anomaly  # then a node without hooks takes _run_plain
+    pop, push = heapq.heappop, heapq.heappush
     engine = _engine()
     engine.runs = engine.runs + (run,)
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
             while ready:
-                node = heapq.heappop(ready)[2]
-                grads = buffers.pop(id(node), None)
-                result = None
+                node = pop(ready)[2]
+                entry = pending[id(node)]
+                grads, entry[2], result = entry[2], None, None
                 if grads is not None:
-                    result = _run_node(run, node, grads, execute is None or id(node) in execute)
+                    if plain and node._plain:
+                        result = _run_plain(run, node, grads)
+                    else:
+                        result = _run_node(run, node, grads, execute is None or id(node) in execute)
                     if result is not None and not retain_graph:
                         node._release()
                 for i, edge in enumerate(node._next_edges):
                     if edge is None:
                         continue
-                    child = edge[0]
+                    entry = pending[id(edge[0])]
                     if result is not None and result[i] is not None:
-                        _deliver(buffers, child, edge[1], result[i])
-                    key = id(child)
-                    deps[key] -= 1
-                    if not deps[key]:
-                        heapq.heappush(ready, (-child._seq, key, child))
+                        _deliver(entry, edge[1], result[i])
+                    entry[1] -= 1
+                    if not entry[1]:
+                        child = entry[0]
+                        push(ready, (-child._seq, id(child), child))
             for fn in run.callbacks:
                 fn()
     finally:
@@ -132,24 +136,30 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
 
 
 def _collect(roots):
-    """Every node reachable from ``roots`` (by id) and how many edges lead into each."""
-    nodes, deps, stack = {}, {}, list(roots)
+    """Every node reachable from ``roots``: {id(node): [node, how many edges lead into it, its gradients (None
+    until one arrives)]}."""
+    pending, stack = {}, []
+    for node in roots:
+        if id(node) not in pending:
+            pending[id(node)] = [node, 0, None]
+            stack.append(node)
     while stack:
         node = stack.pop()
-        if id(node) in nodes:
-            continue
-        node._check_alive()
-        nodes[id(node)] = node
+        if node.freed:
+            node._check_alive()
         for edge in node._next_edges:
             if edge is not None:
                 child = edge[0]
-                deps[id(child)] = deps.get(id(child), 0) + 1
-                if id(child) not in nodes:
+                entry = pending.get(id(child))
+                if entry is None:
+                    pending[id(child)] = [child, 1, None]
                     stack.append(child)
-    return nodes, deps
+                else:
+                    entry[1] += 1
+    return pending
 
 
-def _to_execute(nodes, targets, accumulate, inputs):
+def _to_execute(pending, targets, accumulate, inputs):
     """Ids of the nodes that must run (None: all): with ``inputs``, those that lead to one of them,
     and the accumulators of leaves among them in accumulate mode."""
     if targets is None:
@@ -170,19 +180,42 @@ def _to_execute(nodes, targets, accumulate, inputs):
             leads[id(node)] = False
             stack.append((node, True))
             stack.extend((e[0], False) for e in node._next_edges if e is not None and id(e[0]) not in leads)
-    for node in nodes.values():
+    nodes = [entry[0] for entry in pending.values()]
+    for node in nodes:
         reaches(node)
     run = {key for key, yes in leads.items() if yes}
     if accumulate:
-        run |= {id(n) for n in nodes.values() if isinstance(n, AccumulateGrad) and id(n) in target_nodes}
+        run |= {id(n) for n in nodes if isinstance(n, AccumulateGrad) and id(n) in target_nodes}
     return run
 
 
-def _deliver(buffers, node, nr, grad):
-    grads = buffers.get(id(node))
+def _deliver(entry, nr, grad):
+    grads = entry[2]
     if grads is None:
-        grads = buffers[id(node)] = [None] * node._n_outputs
+        grads = entry[2] = [None] * entry[0]._n_outputs
     grads[nr] = grad if grads[nr] is None else grads[nr] + grad
+
+
+def _run_plain(run, node, grads):
+    """_run_node for a node with no hooks and no retain_grad and not a Function's, in a pass that captures nothing,
+    with no observer and not in anomaly mode (the common case: the same results with fewer checks)."""
+    if type(node) is AccumulateGrad:
+        variable = node._variable()
+        if variable is None or variable._hooks:
+            return _run_node(run, node, grads, True)
+        _accumulate(run, variable, grads[0])
+        return ()
+    result = node.op.run_backward(node, grads)
+    if len(result) != len(node._next_edges):
+        _check_count(node, result)
+    metas = node._metas
+    for i, g in enumerate(result):
+        if g is not None and metas[i] is not None:
+            shape, dtype = metas[i]
+            a = g._array
+            if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                result[i] = _fit(node, i, g, shape, dtype)
+    return result
 
 
 def _run_node(run, node, grads, execute):

@@ -65,6 +65,7 @@ class Node:
     _visible = None        # which slots next_functions shows (None: all)
     trace = None           # the forward call's stack, in anomaly mode
     freed = False
+    _plain = True          # no hooks, no retain_grad, not a Function's: the engine may take its plain path
     user_backward = False  # True for custom Functions: their gradients may alias user tensors
 
     def __init__(self):
@@ -91,11 +92,13 @@ class Node:
     def register_prehook(self, fn):
         """Call ``fn(grad_outputs)`` before this node runs; a returned tuple replaces the gradients."""
         self._pre_hooks, handle = add_hook(self._pre_hooks, fn, "register_prehook")
+        self._plain = False
         return handle
 
     def register_hook(self, fn):
         """Call ``fn(grad_inputs, grad_outputs)`` after this node ran; a returned tuple replaces grad_inputs."""
         self._post_hooks, handle = add_hook(self._post_hooks, fn, "register_hook")
+        self._plain = False
         return handle
 
     def _add_tensor_hook(self, output_nr, fn):
@@ -103,12 +106,14 @@ class Node:
             self._tensor_hooks = {}
         hooks, handle = add_hook(self._tensor_hooks.get(output_nr), fn, "register_hook")
         self._tensor_hooks[output_nr] = hooks
+        self._plain = False
         return handle
 
     def _retain(self, output_nr, tensor):
         if self._retained is None:
             self._retained = {}
         self._retained[output_nr] = weakref.ref(tensor)
+        self._plain = False
 
     def _check_alive(self):
         if self.freed:
@@ -552,6 +557,7 @@ def record(op, ctx, args, kwargs, outs, differentiable=None, saves=None, attach_
     else:
         output_ids = {id(o) for o in outs}
         node.saved = tuple(None if t is None else SavedTensor(t, id(t) in output_ids, saving) for t in saves)
+        node._plain = False  # (a Function's: its gradients may be the user's tensors)
     if PER_THREAD.modes.anomaly if anomaly is None else anomaly:
         node.trace = _caller_stack()
     return node
@@ -567,7 +573,8 @@ def _edges_and_saved_inputs(node, op, args, saving):
         if isinstance(a, Tensor):  # the common case first
             saved.append(SavedTensor(a, False, saving) if i in positions else _UNSAVED)
             if a._requires_grad:
-                edges.append(gradient_edge(a))
+                fn = a._grad_fn  # (gradient_edge's answer for an output that is no view, without the call)
+                edges.append((fn, a.output_nr) if fn is not None and a._view is None else gradient_edge(a))
                 metas.append((a._array.shape, a._array.dtype))
             else:
                 edges.append(None)
@@ -685,10 +692,11 @@ class OpNode(Node):
         return tuple(None if s is None else s.unpack(self, i) for i, s in enumerate(self.saved))
 
     def _unpack_inputs(self):
-        self._check_alive()
+        if self.freed:
+            self._check_alive()
         out = []
         for i, a in enumerate(self.saved):
-            if isinstance(a, SavedTensor):
+            if type(a) is SavedTensor:
                 out.append(a.unpack(self, i))
             elif a is _UNSAVED:
                 out.append(NotSaved(self, i))

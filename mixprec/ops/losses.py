@@ -16,7 +16,7 @@ import numpy as np
 from .. import backend as _be
 from ..backend import array_module, device_checks
 from .. import dtypes as _dt
-from .activation import log_softmax
+from .activation import _log_softmax_backward, log_softmax
 from .elementwise import clamp, softplus, where
 from .math_ops import pairwise_distance
 from .opmath import opmath
@@ -344,6 +344,50 @@ def _(ctx, tg, tt, tw, *_):
     return tangent + moved / _total_weight(target, weight, ctx.ignore_index)
 
 
+@register("_cross_entropy_core", promote=(0, 2), saves=("target", "weight", "output"))
+def _cross_entropy_core(ctx, input, target, weight, ignore_index, reduction):
+    """cross_entropy of class-index targets on checked arguments, as one op: log_softmax over the class dim, then
+    _nll_loss_core's loss of it. Returns (loss, log-probabilities).
+
+    Each half is the forward of its op, run on arrays, so the values are bit for bit those of the two ops in
+    turn; one dispatch and one graph node instead of two. The log-probabilities are the second output, saved
+    for backward; label smoothing reads them too (their gradient joins backward's as ``g_logp``).
+    """
+    _check_floating("cross_entropy", input)
+    logp = log_softmax.forward(ctx, input, _class_dim("cross_entropy", input))
+    return _nll_loss_core.forward(ctx, logp, target, weight, ignore_index, reduction), logp
+
+
+@_cross_entropy_core.grad
+def _(ctx, g, g_logp):
+    # the chain of the two ops' rules: _nll_loss_core's gradient (with whatever reached logp directly), then
+    # log_softmax's
+    target, weight = ctx.inputs[1:3]
+    loss, logp = ctx.outputs
+    total = None if g is None else _nll_loss_backward(g, target, weight, ctx.n_classes, ctx.cdim, ctx.ignore_index,
+                                                      ctx.reduction)
+    if g_logp is not None:
+        total = g_logp if total is None else total + g_logp
+    gw = None
+    if g is not None and weight is not None and weight.requires_grad:
+        gw = _class_weight_grad(logp, target, weight, g, loss, cdim=ctx.cdim, **_options(ctx))
+    gx = _log_softmax_backward(total.to(logp.dtype), logp, ctx.dim) if ctx.needs_input_grad[0] else None
+    return gx, None, gw
+
+
+@_cross_entropy_core.jvp
+def _(ctx, tx, tt, tw, *_):
+    # log_softmax's tangent rule, then _nll_loss_core's on it
+    target, weight = ctx.inputs[1:3]
+    loss, logp = ctx.outputs
+    tx = tx.to(logp.dtype)
+    t_logp = tx - (logp.exp() * tx).sum(dim=ctx.dim, keepdim=True)
+    t_loss = _nll_loss_core(t_logp, target, weight, **_options(ctx))
+    if weight is not None:
+        t_loss = t_loss + _weight_tangent(logp, target, weight, tw, loss, _options(ctx))
+    return t_loss, t_logp
+
+
 @register("nll_loss", functional=True, promote=(0, 2), composite=True)
 def nll_loss(ctx, input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of class-index targets, given log-probabilities (C,), (N, C) or (N, C, d...).
@@ -374,10 +418,10 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
     cdim = _class_dim("cross_entropy", input)
     n_classes = input.shape[cdim]
     _check_class_weight("cross_entropy", weight, input, cdim)
-    logp = log_softmax(input, cdim)
     share = label_smoothing / n_classes if n_classes else 0.0  # each class's part of the smoothing
     w_b = None if weight is None else weight.reshape((n_classes,) + (1,) * (input.ndim - cdim - 1))
     if _dt.is_floating(target.dtype):  # class probabilities
+        logp = log_softmax(input, cdim)
         if tuple(target.shape) != tuple(input.shape):
             raise RuntimeError(f"cross_entropy: probability targets must have the input's shape "
                                f"{tuple(input.shape)}, got {tuple(target.shape)}")
@@ -388,7 +432,7 @@ def cross_entropy(ctx, input, target, weight=None, size_average=None, ignore_ind
         if reduction == "mean":
             return per_sample.sum() / (per_sample.numel() if n_classes else math.nan)  # (torch: 0 / 0 classes)
         return _reduce(per_sample, reduction)
-    nll = _nll_loss_core(logp, target, weight, ignore_index, reduction)  # (what nll_loss would call)
+    nll, logp = _cross_entropy_core(input, target, weight, ignore_index, reduction)
     if label_smoothing == 0:
         return nll
     valid = target != ignore_index

@@ -152,7 +152,7 @@ class Op:
     def run_backward(self, node, grads):
         """Call backward on ``node``'s saved tensors; one gradient per input slot (autograd/graph.py)."""
         result = self.backward(node.rule_ctx(), *grads)
-        if not isinstance(result, (tuple, list)):
+        if type(result) is not tuple and not isinstance(result, (tuple, list)):
             result = (result,)
         return flatten_grads(result, node._layout)
 

@@ -20,6 +20,13 @@ def _nll_core(reduction):
     return run
 
 
+def _ce_core(reduction):
+    """The op _cross_entropy_core itself: (loss, log-probabilities)."""
+    def run(x, t, w=None):
+        return mp.ops.get("_cross_entropy_core")(x, t, w, ignore_index=-100, reduction=reduction)
+    return run
+
+
 def _nll_ref(x, t, w=None, reduction="mean", cdim=1):
     """nll_loss written out sample by sample: -w[t] x[t] over the class dim cdim, ignored targets (-100) add 0."""
     x = np.moveaxis(x, cdim, -1)
@@ -30,6 +37,15 @@ def _nll_ref(x, t, w=None, reduction="mean", cdim=1):
     if reduction == "none":
         return losses.reshape(np.shape(t))
     return losses.sum() if reduction == "sum" else losses.sum() / weights.sum()
+
+
+def _ce_core_ref(x, t, w=None, reduction="mean"):
+    """(nll_loss of log_softmax(x), log_softmax(x)) over the class dim."""
+    cdim = 0 if x.ndim == 1 else 1
+    logp = log_softmax_ref(x, cdim)
+    if x.ndim == 1:  # one sample: its class dim is the only one
+        return -(1.0 if w is None else w[t]) * logp[t], logp
+    return _nll_ref(logp, t, w, reduction, cdim), logp
 
 
 def _nll_grad_ref(x, g, t, w=None, reduction="mean"):
@@ -58,6 +74,13 @@ CASES = [
     Case("_nll_loss_backward-none", "_nll_loss_backward", [rnd(4, 3), rnd(4), classes(3, 4, ignore_at=1)],
          grad_wrt_first(lambda x, t: F.nll_loss(x, t, reduction="none")),
          lambda x, g, t: _nll_grad_ref(x, g, t, reduction="none"), lowp_ulps=2, lowp_spread=2),
+    Case("_cross_entropy_core-mean-weight-ignore", "_cross_entropy_core",
+         [rnd(6, 4), classes(4, 6, ignore_at=2), uni(4, lo=0.2, hi=2.0)], _ce_core("mean"),
+         lambda x, t, w: _ce_core_ref(x, t, w), lowp_ulps=8, lowp_spread=8, second_order=True),
+    Case("_cross_entropy_core-none-3d", "_cross_entropy_core", [rnd(2, 3, 4), classes(3, 2, 4, ignore_at=5)],
+         _ce_core("none"), lambda x, t: _ce_core_ref(x, t, reduction="none"), lowp_ulps=8, lowp_spread=8),
+    Case("_cross_entropy_core-sum-unbatched", "_cross_entropy_core", [rnd(5), const(np.array(3))], _ce_core("sum"),
+         lambda x, t: _ce_core_ref(x, t, reduction="sum"), lowp_ulps=8, lowp_spread=8),
     Case("cross_entropy", "cross_entropy", [rnd(5, 4), classes(4, 5)], lambda x, t: F.cross_entropy(x, t.long()),
          lambda x, t: ce_ref(x, t), lowp_ulps=8, lowp_spread=8),
     Case("cross_entropy-weight-ignore-smoothing", "cross_entropy",
