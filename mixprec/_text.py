@@ -1,5 +1,5 @@
-"""How mixprec's AMP tools (mp.amp.trace, mp.profiler, mp.amp.inspect) print things: one place for
-dtype short names, autocast rules, times and tables, so the three tools read alike."""
+"""How mixprec prints things: a tensor's repr, and for the AMP tools (mp.amp.trace, mp.profiler,
+mp.amp.inspect) dtype short names, autocast rules, times and tables, so the three tools read alike."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +7,22 @@ import numpy as np
 SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int64": "i64",
                 "int32": "i32", "bool": "bool"}
 DTYPE_LEGEND = "f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64"
+
+
+def tensor_repr(t) -> str:
+    """``tensor([...], dtype=..., device=..., grad_fn=<...>)``, as torch prints a tensor (4 digits)."""
+    arr = t.numpy()
+    if arr.dtype.name == "bfloat16":
+        arr = arr.astype(np.float32)
+    body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
+    extra = [f"dtype={t.dtype.name}"] if t.dtype.name not in ("float32", "int64", "complex64") else []
+    if t.device.type != "cpu":
+        extra.append(f"device='{t.device}'")
+    if t.grad_fn is not None:
+        extra.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t.requires_grad:
+        extra.append("requires_grad=True")
+    return f"tensor({body}{''.join(', ' + e for e in extra)})"
 
 
 def short(dtype) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 from . import backend as _be
 from .backend import devices, dlpack
 from .backend.bfloat16 import require_dtype_support
-from . import _state
+from . import _state, _text
 from . import dtypes as _dt
 
 _new = object.__new__  # (Tensor._wrap's allocation, without __init__'s checks)
@@ -437,30 +437,7 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def __repr__(self):
-        arr = self.numpy()
-        if self.dtype == _dt.bfloat16:
-            arr = arr.astype(np.float32)
-        body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
-        extra = [f"dtype={self.dtype.name}"] if self.dtype not in (_dt.float32, _dt.int64, _dt.complex64) else []
-        if self.device != devices.CPU:
-            extra.append(f"device='{self.device}'")
-        if self.grad_fn is not None:
-            extra.append(f"grad_fn=<{self.grad_fn.name()}>")
-        elif self.requires_grad:
-            extra.append("requires_grad=True")
-        return f"tensor({body}{''.join(', ' + e for e in extra)})"
-
-
-def zero_grads(tensors, set_to_none=True):
-    """Clear the .grad of each tensor: drop it (default), or zero it in place (a version bump)."""
-    for t in tensors:
-        if t.grad is None:
-            continue
-        if set_to_none:
-            t.grad = None
-        else:
-            t.grad._array[...] = 0
-            t.grad._bump_version()
+        return _text.tensor_repr(self)
 
 
 # ----------------------------------------------------------- creation

@@ -27,8 +27,8 @@ import numpy as np
 from .. import backend as _be
 from ..backend import devices
 from ..autograd.grad_mode import no_grad
-from ..optim.optimizer import writable_grad
-from ..tensor import Tensor, zero_grads
+from ..optim.optimizer import writable_grad, zero_grads
+from ..tensor import Tensor
 from . import functional as _F
 
 __all__ = ["MasterWeights", "master_params"]

@@ -20,7 +20,8 @@ from .. import dtypes as _dt
 from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..hooks import RemovableHandle
-from ..tensor import Tensor, zero_grads
+from ..optim.optimizer import zero_grads
+from ..tensor import Tensor
 from .parameter import Parameter
 from ..autograd.graph import add_hook
 

@@ -12,7 +12,7 @@ from ..autograd.grad_mode import enable_grad, no_grad
 from ..backend import array_module, is_array
 from ..backend.capture import is_capturing
 from ..backend.devices import CPU, on_device, to_device
-from ..tensor import Tensor, zero_grads
+from ..tensor import Tensor
 from . import fused as _fused
 
 
@@ -356,6 +356,18 @@ class _Undo:
                 elif not is_array(before):  # a host number the step turned into a device array
                     before = xp.full_like(value, before)
                 xp.copyto(value, before, where=skip)
+
+
+def zero_grads(tensors, set_to_none=True):
+    """Clear the .grad of each tensor: drop it (default), or zero it in place (a version bump)."""
+    for t in tensors:
+        if t.grad is None:
+            continue
+        if set_to_none:
+            t.grad = None
+        else:
+            t.grad._array[...] = 0
+            t.grad._bump_version()
 
 
 def writable_grad(p, contiguous=False) -> Tensor:
