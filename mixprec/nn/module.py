@@ -159,12 +159,13 @@ class Module:
                                      f"ran; call super().__init__() first in {type(self).__name__}.__init__")
             object.__setattr__(self, name, value)
             return
-        if isinstance(value, Parameter):
-            self._forget(name)
-            params[name] = value
-        elif isinstance(value, Module):
-            self._forget(name)
-            d["_modules"][name] = value
+        if isinstance(value, (Parameter, Module)):
+            # Replacing a parameter (a child) keeps its place in the order, as in torch: an optimizer's
+            # checkpoint matches parameters by their position in parameters().
+            store = params if isinstance(value, Parameter) else d["_modules"]
+            if name not in store:
+                self._forget(name)
+            store[name] = value
         elif name in params:
             if value is not None:
                 raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
@@ -222,9 +223,8 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r} "
                             "(an mp.nn.Parameter or None is expected; wrap tensors in mp.nn.Parameter)")
-        if name in self.__dict__:
+        if name in self.__dict__ or name in self._buffers or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists")
-        self._forget(name)
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True):
@@ -236,7 +236,9 @@ class Module:
         if name in self.__dict__ or name in self._parameters or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists")
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name: str, module: Module | None):
