@@ -196,3 +196,21 @@ def test_bad_params():
     p = mp.ones(1, requires_grad=True)
     with pytest.raises(ValueError, match="more than one parameter group"):
         mp.optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
+
+
+def test_params_that_are_not_an_iterable_of_tensors_are_refused_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        with pytest.raises(TypeError, match="iterable of Tensors"):
+            lib.optim.SGD(lib.nn.Parameter(lib.ones(3)), lr=0.1)  # one tensor, not a list of them
+        p = lib.nn.Parameter(lib.ones(3))
+        opt = lib.optim.SGD([p], lr=0.1)
+        with pytest.raises(TypeError, match="ordered collections|ordered collection"):
+            opt.add_param_group({"params": {lib.nn.Parameter(lib.ones(1))}})  # a set: no stable order
+        with pytest.raises(TypeError, match="must be a dict"):
+            opt.add_param_group([p])
+        assert len(opt.param_groups) == 1 and opt.param_groups[0]["params"] == [p]
+    with pytest.raises(TypeError, match="SGD: params must be an iterable"):
+        mp.optim.SGD(3, lr=0.1)
+    with pytest.raises(KeyError, match="SGD.add_param_group: the parameter group has no 'params'"):
+        mp.optim.SGD([mp.nn.Parameter(mp.ones(1))], lr=0.1).add_param_group({"lr": 0.1})

@@ -17,42 +17,30 @@ nothing unless optimizer.step() really ran since the previous scheduler step:
     scheduler = LinearLR(optimizer, start_factor=0.1, total_iters=100, skip_unstepped=True)
     scaler.step(optimizer); scaler.update(); scheduler.step()
 
-The scheduler counts real optimizer steps by wrapping ``optimizer.step``
-(PyTorch's schedulers wrap it too, to warn about call order), so this works
-for any reason a step is skipped, not only the scaler's. A fused optimizer
-stepped by a GradScaler is the exception: its step is always called and skips
-on the device, which the host never learns, so skip_unstepped=True refuses it.
+The scheduler reads the count of step() calls the optimizer keeps itself, so
+this works for any reason a step is skipped, not only the scaler's. Nothing is
+wrapped (torch wraps optimizer.step on the instance), so a deep copy of an
+optimizer steps its own parameters only. A fused optimizer stepped by a
+GradScaler is the exception: its step is always called and skips on the
+device, which the host never learns, so skip_unstepped=True refuses it.
 A per-tensor optimizer on a GPU would skip on the device too; such a scheduler
 asks the GradScaler to read found_inf for it instead (one host wait a step).
+
+Calling scheduler.step() before the optimizer ever stepped warns (a
+UserWarning, as in torch): the first learning rate of the schedule is then
+never used. A skip_unstepped scheduler does not warn, it waits for that step.
 """
 from __future__ import annotations
 
 import bisect
 import copy
 import math
+import warnings
 from collections.abc import Mapping
 
 from .optimizer import Optimizer, _is_int, check_like
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "SequentialLR"]
-
-
-def _track_steps(optimizer):
-    """Make optimizer count the step() calls that really ran (once per optimizer)."""
-    if getattr(optimizer.step, "_counts_steps", False):
-        return
-    inner = optimizer.step
-
-    def step(*args, **kwargs):
-        out = inner(*args, **kwargs)
-        optimizer._steps_taken += 1
-        if kwargs.get("found_inf") is not None:  # whether it really stepped was decided on the device
-            optimizer._steps_decided_on_device = True
-        return out
-    step._counts_steps = True
-    step.__doc__ = inner.__doc__
-    optimizer._steps_taken = 0
-    optimizer.step = step
 
 
 class LRScheduler:
@@ -81,7 +69,6 @@ class LRScheduler:
         self.skipped_steps = 0
         if self.skip_unstepped:  # a GradScaler then reads found_inf for a per-tensor optimizer (see Optimizer)
             optimizer.step_decided_on_host = True
-        _track_steps(optimizer)
         self._seen_optimizer_steps = optimizer._steps_taken
         self._step_count = 0
         self._initial_step()
@@ -100,8 +87,12 @@ class LRScheduler:
 
     def step(self):
         """Advance the schedule by one (or do nothing, see skip_unstepped)."""
+        if self._step_count == 1 and not self.skip_unstepped and self.optimizer._steps_taken == 0:
+            warnings.warn(f"{type(self).__name__}.step() was called before the optimizer ever stepped: the "
+                          "schedule's first learning rate is skipped. Call optimizer.step() first, then "
+                          "scheduler.step(), in every iteration", UserWarning, stacklevel=2)
         if self.skip_unstepped:
-            if getattr(self.optimizer, "_steps_decided_on_device", False):
+            if self.optimizer._steps_decided_on_device:
                 raise RuntimeError("skip_unstepped=True cannot tell whether the optimizer stepped: a fused optimizer "
                                    "stepped by a GradScaler skips on the device, and nothing is read back. Use "
                                    "skip_unstepped=False (torch's behaviour) or fused=False")
