@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import math
 import os
@@ -124,6 +125,8 @@ def save(obj, f) -> None:
                 "buffers": [{"nbytes": int(b.nbytes), "sha256": hashlib.sha256(b).hexdigest()} for b in buffers]}
     if isinstance(f, (str, os.PathLike)):
         _save_to_path(os.fspath(f), manifest, buffers)
+    elif isinstance(f, io.TextIOBase):
+        raise TypeError("mp.save: the file object is open in text mode; open it in binary mode (\"wb\")")
     elif hasattr(f, "write"):
         _write_zip(f, manifest, buffers)
     else:
@@ -183,6 +186,9 @@ def _create_temporary(directory, base):
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
         except FileExistsError:
             continue
+        except OSError as exc:  # (the same error type, naming the file the caller asked for, not the temporary)
+            raise type(exc)(exc.errno, f"mp.save: cannot create the checkpoint in {directory!r}: {exc.strerror}",
+                            os.path.join(directory, base)) from None
     raise FileExistsError(f"mp.save: could not create a temporary file in {directory}")
 
 

@@ -232,3 +232,30 @@ def test_a_scheduler_wraps_nothing_on_the_optimizer():
     p, opt, sched = _trained()
     assert "step" not in vars(opt)
     assert type(opt).step is mp.optim.SGD.step
+
+
+def test_arguments_of_the_wrong_type_are_clear_type_errors():
+    with pytest.raises(TypeError, match="StepLR: last_epoch must be an int >= -1"):
+        S.StepLR(optimizer(), 1, last_epoch="3")
+    with pytest.raises(TypeError, match="StepLR: gamma must be a real number, got '0.5'"):
+        S.StepLR(optimizer(), 1, gamma="0.5")
+    with pytest.raises(TypeError, match="CosineAnnealingLR: eta_min must be a real number"):
+        S.CosineAnnealingLR(optimizer(), 4, eta_min=None)
+    with pytest.raises(TypeError, match="LinearLR: start_factor must be a real number"):
+        S.LinearLR(optimizer(), start_factor="0.1")
+    with pytest.raises(TypeError, match="SequentialLR: schedulers must be a list, got int"):
+        S.SequentialLR(optimizer(), 3, [1])
+    with pytest.raises(TypeError, match="StepLR: list is not an mp.optim.Optimizer"):
+        S.StepLR([], 1)
+
+
+def test_a_lambda_that_fails_leaves_the_schedule_where_it_was():
+    opt = optimizer()
+    sched = S.LambdaLR(opt, lambda e: "high" if e == 2 else 1.0 / (1 + e))
+    opt.step()
+    sched.step()
+    before = (sched.last_epoch, sched._step_count, opt.param_groups[0]["lr"], sched.get_last_lr())
+    opt.step()
+    with pytest.raises(TypeError, match="LambdaLR: lr_lambda\\[0\\]\\(2\\) must be a real number, got 'high'"):
+        sched.step()
+    assert (sched.last_epoch, sched._step_count, opt.param_groups[0]["lr"], sched.get_last_lr()) == before

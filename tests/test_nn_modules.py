@@ -276,3 +276,27 @@ def test_load_state_dict_writes_into_the_existing_parameters_as_torch_does():
         sd = m.state_dict()
         assert all(np.shares_memory(sd[n].numpy(), p.detach().numpy()) for n, p in m.named_parameters())
         assert not any(t.requires_grad for t in sd.values())
+
+
+def test_module_dict_takes_a_dict_or_name_module_pairs_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        assert list(lib.nn.ModuleDict([("b", lib.nn.ReLU()), ("a", lib.nn.Tanh())])) == ["b", "a"]
+        with pytest.raises(TypeError):
+            lib.nn.ModuleDict([1])
+    with pytest.raises(TypeError, match="ModuleDict: entry 0 must be a \\(name, Module\\) pair, got int"):
+        nn.ModuleDict([1])
+    with pytest.raises(TypeError, match="ModuleDict expects a dict of name -> Module or \\(name, Module\\) pairs"):
+        nn.ModuleDict(3)
+
+
+def test_arguments_of_the_wrong_type_name_the_method():
+    m = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="Linear.apply: fn must be a function of a module, got int"):
+        m.apply(3)
+    with pytest.raises(TypeError, match="Linear.state_dict: prefix must be a str, got int"):
+        m.state_dict(prefix=3)
+    with pytest.raises(TypeError, match="Linear.named_parameters: prefix must be a str"):
+        list(m.named_parameters(prefix=3))
+    with pytest.raises(TypeError, match="Linear.named_buffers: prefix must be a str"):
+        list(m.named_buffers(prefix=None))

@@ -204,3 +204,16 @@ def test_a_checkpoint_resumes_each_moment_on_its_own_parameter_after_a_reassignm
         final[lib.__name__] = {n: p.detach().numpy() for n, p in resumed.named_parameters()}
     for name, value in final["torch"].items():
         np.testing.assert_allclose(final["mixprec"][name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(lr="1e-3"), "Adam: lr must be a real number, got '1e-3'"), (dict(eps=None), "Adam: eps must be a real"),
+    (dict(betas=None), "Adam: betas must be a pair"), (dict(betas="ab"), "Adam: betas must be a pair"),
+    (dict(betas=(0.9, "x")), "Adam: betas\\[1\\] must be a real number"),
+])
+def test_hyper_parameters_of_the_wrong_type_are_type_errors_as_in_torch(kw, message):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError):
+        torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], **kw)
+    with pytest.raises(TypeError, match=message):
+        mp.optim.Adam([mp.nn.Parameter(mp.ones(1))], **kw)

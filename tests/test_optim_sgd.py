@@ -214,3 +214,35 @@ def test_params_that_are_not_an_iterable_of_tensors_are_refused_as_torch_does():
         mp.optim.SGD(3, lr=0.1)
     with pytest.raises(KeyError, match="SGD.add_param_group: the parameter group has no 'params'"):
         mp.optim.SGD([mp.nn.Parameter(mp.ones(1))], lr=0.1).add_param_group({"lr": 0.1})
+
+
+def test_hyper_parameters_that_are_not_numbers_and_a_closure_that_is_not_callable_are_type_errors_as_in_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        p = lib.nn.Parameter(lib.ones(2))
+        with pytest.raises(TypeError):
+            lib.optim.SGD([p], lr="0.1")
+        with pytest.raises(TypeError):
+            lib.optim.SGD([p], lr=0.1).step(3)
+    p = mp.nn.Parameter(mp.ones(2))
+    with pytest.raises(TypeError, match="SGD: lr must be a real number, got '0.1'"):
+        mp.optim.SGD([p], lr="0.1")
+    with pytest.raises(TypeError, match="SGD: momentum must be a real number, got None"):
+        mp.optim.SGD([p], lr=0.1, momentum=None)
+    opt = mp.optim.SGD([p], lr=0.1)
+    p.grad = mp.ones(2)
+    with pytest.raises(TypeError, match="SGD.step: closure must be a function"):
+        opt.step(3)
+    assert p.tolist() == [1.0, 1.0] and not opt.state  # nothing stepped
+
+
+def test_a_failed_load_names_the_optimizer_and_what_was_wrong():
+    p = mp.nn.Parameter(mp.ones(2))
+    opt = mp.optim.SGD([p], lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="SGD.load_state_dict: state_dict\\['param_groups'\\]\\[0\\]\\['lr'\\] is "
+                                         "'x', expected a number"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"params": [0], "lr": "x"}]})
+    with pytest.raises(ValueError, match="SGD.load_state_dict: state_dict\\['state'\\]\\[0\\]\\['momentum_buffer'\\] "
+                                         "has shape \\(3,\\), its parameter has shape \\(2,\\)"):
+        opt.load_state_dict({"state": {0: {"momentum_buffer": np.zeros(3)}}, "param_groups": [{"params": [0]}]})
+    assert opt.param_groups[0]["lr"] == 0.1 and not opt.state

@@ -249,3 +249,12 @@ def test_a_tensor_updated_by_another_thread_while_saving_is_saved_as_one_consist
         stop.set()
         thread.join()
     assert last[0] > 0  # the writer did run during the saves
+
+
+def test_a_text_mode_file_or_a_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(TypeError, match="mp.save: the file object is open in text mode"):
+        mp.save({"w": mp.ones(2)}, io.StringIO())
+    target = tmp_path / "missing" / "ck.mp"
+    with pytest.raises(FileNotFoundError, match="mp.save: cannot create the checkpoint in") as info:
+        mp.save({"w": mp.ones(2)}, target)
+    assert info.value.filename == str(target)  # the file asked for, not the temporary one next to it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -280,6 +280,8 @@ class Module:
             yield c
 
     def _named_members(self, store, prefix, recurse, remove_duplicate=True):
+        if not isinstance(prefix, str):
+            raise TypeError(f"{type(self).__name__}.named{store}: prefix must be a str, got {type(prefix).__name__}")
         seen = set()
         modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for mod_prefix, module in modules:
@@ -306,6 +308,9 @@ class Module:
 
     def apply(self, fn):
         """Call fn(module) on every child (recursively), then on self; returns self."""
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__}.apply: fn must be a function of a module, got "
+                            f"{type(fn).__name__}")
         for child in self.children():
             child.apply(fn)
         fn(self)
@@ -426,6 +431,8 @@ class Module:
         The tensors share memory with the module (detached unless keep_vars), as
         in PyTorch: save or copy them if the module will keep changing.
         """
+        if not isinstance(prefix, str):
+            raise TypeError(f"{type(self).__name__}.state_dict: prefix must be a str, got {type(prefix).__name__}")
         out = OrderedDict() if destination is None else destination
         for event, module, head in self._walk(prefix + "." if prefix else ""):
             if event == "enter":
@@ -628,8 +635,16 @@ class ModuleDict(Module):
 
     def __init__(self, modules=None):
         super().__init__()
-        for name, m in (modules or {}).items():
-            self.add_module(name, m)
+        if modules is None:
+            return
+        items = modules.items() if isinstance(modules, Mapping) else modules
+        if isinstance(modules, (str, bytes)) or not isinstance(items, Iterable):
+            raise TypeError(f"ModuleDict expects a dict of name -> Module or (name, Module) pairs, got "
+                            f"{type(modules).__name__}")
+        for i, item in enumerate(items):
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise TypeError(f"ModuleDict: entry {i} must be a (name, Module) pair, got {type(item).__name__}")
+            self.add_module(*item)
 
     def __getitem__(self, key):
         return self._modules[key]

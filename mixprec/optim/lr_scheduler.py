@@ -36,9 +36,9 @@ import bisect
 import copy
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from .optimizer import Optimizer, _is_int, check_like
+from .optimizer import Optimizer, _is_int, check_like, check_real
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "SequentialLR"]
 
@@ -52,8 +52,11 @@ class LRScheduler:
     """
 
     def __init__(self, optimizer, last_epoch: int = -1, skip_unstepped: bool = False):
+        name = type(self).__name__
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an mp.optim.Optimizer")
+            raise TypeError(f"{name}: {type(optimizer).__name__} is not an mp.optim.Optimizer")
+        if not _is_int(last_epoch) or last_epoch < -1:
+            raise TypeError(f"{name}: last_epoch must be an int >= -1 (-1 starts a new schedule), got {last_epoch!r}")
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -106,7 +109,13 @@ class LRScheduler:
     def _take_step(self):
         self._step_count += 1
         self.last_epoch += 1
-        self._set(self.get_lr())
+        try:
+            lrs = self.get_lr()
+        except BaseException:  # (a user's lr_lambda raised: the schedule stays where it was)
+            self._step_count -= 1
+            self.last_epoch -= 1
+            raise
+        self._set(lrs)
 
     def _set(self, lrs):
         for group, lr in zip(self.optimizer.param_groups, lrs):
@@ -174,6 +183,7 @@ class StepLR(LRScheduler):
                  skip_unstepped: bool = False):
         if not isinstance(step_size, int) or step_size < 1:
             raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        check_real("StepLR", gamma=gamma)
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch, skip_unstepped)
 
@@ -197,6 +207,7 @@ class CosineAnnealingLR(LRScheduler):
                  skip_unstepped: bool = False):
         if not isinstance(T_max, int) or T_max < 1:
             raise ValueError(f"CosineAnnealingLR: T_max must be a positive int, got {T_max!r}")
+        check_real("CosineAnnealingLR", eta_min=eta_min)
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch, skip_unstepped)
 
@@ -224,6 +235,7 @@ class LinearLR(LRScheduler):
 
     def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0, total_iters: int = 5,
                  last_epoch: int = -1, skip_unstepped: bool = False):
+        check_real("LinearLR", start_factor=start_factor, end_factor=end_factor)
         if not 0 < start_factor <= 1:
             raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor}")
         if not 0 <= end_factor <= 1:
@@ -268,7 +280,10 @@ class LambdaLR(LRScheduler):
         return self._closed_form(self.last_epoch)
 
     def _closed_form(self, epoch):
-        return [base * f(epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+        factors = [f(epoch) for f in self.lr_lambdas]
+        for i, factor in enumerate(factors):
+            check_real("LambdaLR", **{f"lr_lambda[{i}]({epoch})": factor})
+        return [base * factor for base, factor in zip(self.base_lrs, factors)]
 
 
 class SequentialLR(LRScheduler):
@@ -279,6 +294,9 @@ class SequentialLR(LRScheduler):
     """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1, skip_unstepped: bool = False):
+        for what, value in (("schedulers", schedulers), ("milestones", milestones)):
+            if not isinstance(value, Iterable):
+                raise TypeError(f"SequentialLR: {what} must be a list, got {type(value).__name__}")
         schedulers, milestones = list(schedulers), list(milestones)
         if not schedulers:
             raise ValueError("SequentialLR: expected at least one scheduler")

@@ -154,6 +154,9 @@ class Optimizer:
         grad_scale, found_inf = (None if a is None else _fused.device_scalar(a, name)
                                  for a, name in ((grad_scale, "grad_scale"), (found_inf, "found_inf")))
         skip = None if found_inf is None or self.fused else found_inf.reshape(()) != 0  # (per-tensor steps)
+        if closure is not None and not callable(closure):
+            raise TypeError(f"{type(self).__name__}.step: closure must be a function that recomputes the loss, got "
+                            f"{_show(closure)}")
         loss = None
         if closure is not None:
             with enable_grad():
@@ -273,7 +276,10 @@ class Optimizer:
         optimizer exactly as it was. State arrays move to their parameter's device;
         floating ones take the parameter's dtype, as in torch.
         """
-        state, settings = self._checked_load(state_dict)
+        try:
+            state, settings = self._checked_load(state_dict)
+        except ValueError as exc:  # (the message names the call, and nothing is chained)
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {exc}") from None
         self.state = state
         for group, new in zip(self.param_groups, settings):
             group.update(new)
@@ -432,6 +438,14 @@ def _is_int(v) -> bool:
 def _show(value, limit=60):
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_real(who, **values):
+    """Raise TypeError unless every value is a real number (not a bool): hyper-parameters, checked before they
+    are compared or used."""
+    for key, value in values.items():
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{who}: {key} must be a real number, got {_show(value)}")
 
 
 def check_like(current, value, where):
