@@ -246,3 +246,19 @@ def test_a_failed_load_names_the_optimizer_and_what_was_wrong():
                                          "has shape \\(3,\\), its parameter has shape \\(2,\\)"):
         opt.load_state_dict({"state": {0: {"momentum_buffer": np.zeros(3)}}, "param_groups": [{"params": [0]}]})
     assert opt.param_groups[0]["lr"] == 0.1 and not opt.state
+
+
+def test_load_state_dict_keeps_the_optimizers_own_parameters_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        ps = [lib.nn.Parameter(lib.ones(2)), lib.nn.Parameter(lib.ones(3))]
+        opt = lib.optim.SGD([{"params": [ps[0]]}, {"params": [ps[1]], "lr": 0.5}], lr=0.1, momentum=0.9)
+        for p in ps:
+            p.grad = lib.ones(p.shape)
+        opt.step()
+        others = [lib.nn.Parameter(lib.zeros(2)), lib.nn.Parameter(lib.zeros(3))]
+        fresh = lib.optim.SGD([{"params": [others[0]]}, {"params": [others[1]]}], lr=0.1, momentum=0.9)
+        fresh.load_state_dict(opt.state_dict())
+        assert all(g["params"][0] is p for g, p in zip(fresh.param_groups, others))  # the same objects
+        assert set(map(id, fresh.state)) == set(map(id, others)) and fresh.param_groups[1]["lr"] == 0.5
+        assert all(np.asarray(fresh.state[p]["momentum_buffer"]).shape == tuple(p.shape) for p in others)
