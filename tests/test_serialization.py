@@ -217,9 +217,10 @@ def test_training_state_round_trip(tmp_path):
 
 def test_a_tensor_updated_by_another_thread_while_saving_is_saved_as_one_consistent_value(tmp_path):
     """save() snapshots each tensor and hashes and writes that snapshot: every file loads and matches its
-    checksums. Small tensors are updated under the GIL, so each one saved holds a single value; a large one is
-    filled outside the GIL (NumPy releases it), so its elements may come from successive fills (as with
-    torch.save; writers that must not interleave with a save need a lock), but each is a value written."""
+    checksums. A small tensor's update and its copy are each far shorter than a switch between threads, so each
+    small tensor saved holds a single value; a large one is filled outside the GIL (NumPy releases it), so its
+    elements may come from successive fills (as with torch.save; writers that must not interleave with a save
+    need a lock), but each is a value written."""
     small = [mp.nn.Parameter(mp.zeros(64)) for _ in range(8)]
     big = mp.nn.Parameter(mp.zeros(200_000))
     stop, last = threading.Event(), [0]
@@ -228,9 +229,9 @@ def test_a_tensor_updated_by_another_thread_while_saving_is_saved_as_one_consist
         v = 0
         while not stop.is_set():
             v += 1
+            last[0] = v  # announced before it is written: no saved value exceeds it
             for p in small + [big]:
                 p.data.fill_(v)  # in place, as an optimizer step does
-            last[0] = v
     thread = threading.Thread(target=writer)
     thread.start()
     try:
