@@ -73,8 +73,7 @@ def _state():
 
 
 def enter_region(device_type, dtype, enabled, cache_enabled, owner):
-    """Enter ``owner``'s region: ``device_type`` ops run with ``dtype`` as the lower type (or not autocast,
-    enabled=False)."""
+    """Enter owner's region: ``device_type`` ops run with ``dtype`` as the lower type (or none, enabled=False)."""
     s, m = _state(), modes()
     if s.entered is None:
         s.entered = []
