@@ -42,6 +42,11 @@ also mp.CheckpointError) naming the file and the problem; no other exception
 type comes out of a bad file. (A tensor saved on a GPU this machine lacks
 raises mp.DeviceUnavailableError: that file is fine, pass map_location.)
 
+Saving snapshots each tensor: its bytes are copied, and the copy is hashed and
+written, so a tensor another thread updates during save() still gives a file
+whose buffers match their checksums (each tensor is copied on its own, not all
+of them at one instant; see docs/nn.md, "Saving while training").
+
 Saving to a path is atomic: the archive is written to a temporary file in the
 target's directory, flushed to disk (fsync) and renamed over the target with
 os.replace, so a crash or a failed write leaves the previous checkpoint
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import math
 import os
@@ -119,6 +125,8 @@ def save(obj, f) -> None:
                 "buffers": [{"nbytes": int(b.nbytes), "sha256": hashlib.sha256(b).hexdigest()} for b in buffers]}
     if isinstance(f, (str, os.PathLike)):
         _save_to_path(os.fspath(f), manifest, buffers)
+    elif isinstance(f, io.TextIOBase):
+        raise TypeError("mp.save: the file object is open in text mode; open it in binary mode (\"wb\")")
     elif hasattr(f, "write"):
         _write_zip(f, manifest, buffers)
     else:
@@ -178,6 +186,9 @@ def _create_temporary(directory, base):
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
         except FileExistsError:
             continue
+        except OSError as exc:  # (the same error type, naming the file the caller asked for, not the temporary)
+            raise type(exc)(exc.errno, f"mp.save: cannot create the checkpoint in {directory!r}: {exc.strerror}",
+                            os.path.join(directory, base)) from None
     raise FileExistsError(f"mp.save: could not create a temporary file in {directory}")
 
 
@@ -192,8 +203,15 @@ def _write_zip(fh, manifest, buffers):
 
 
 def _add_buffer(array, buffers):
-    """Append the raw little-endian bytes of a host array; returns its buffer index."""
-    a = np.ascontiguousarray(array)
+    """Append a snapshot of an array's raw little-endian bytes; returns its buffer index.
+
+    The bytes are copied first and the copy is what gets hashed and written, so a tensor another thread
+    updates while save() runs is stored as one consistent value that matches its checksum.
+    """
+    if _be.is_cupy_array(array):
+        a = np.ascontiguousarray(devices.to_device(array, devices.CPU))  # (a new host array: already a copy)
+    else:
+        a = np.array(array, order="C", copy=True)
     if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big"):
         a = a.byteswap()
     buffers.append(memoryview(a.reshape(-1).view(np.uint8)))
@@ -238,14 +256,14 @@ def _encode(obj, buffers, memo, where, enclosing):
     if isinstance(obj, Tensor):
         if id(obj) in memo:
             return memo[id(obj)][0]
-        node = {"t": "tensor", **_array_fields(obj._array, where), "device": str(obj.device),
+        array = obj._array  # read once: its fields and its bytes describe the same array
+        node = {"t": "tensor", **_array_fields(array, where), "device": str(obj.device),
                 "requires_grad": bool(obj.requires_grad), "parameter": isinstance(obj, Parameter),
-                "buffer": _add_buffer(devices.to_device(obj._array, devices.CPU), buffers)}
+                "buffer": _add_buffer(array, buffers)}
         memo[id(obj)] = (node, obj)  # keep obj alive so its id stays unique while saving
         return node
     if _be.is_array(obj):
-        return {"t": "ndarray", **_array_fields(obj, where),
-                "buffer": _add_buffer(devices.to_device(obj, devices.CPU), buffers)}
+        return {"t": "ndarray", **_array_fields(obj, where), "buffer": _add_buffer(obj, buffers)}
     if isinstance(obj, (list, tuple, dict)):
         if id(obj) in enclosing:
             raise ValueError(f"mp.save: {where} contains itself (a reference cycle); a checkpoint holds a tree of "

@@ -761,3 +761,29 @@ def test_policies_gradients_cache_and_values_on_each_device(device):
     u = 2.0 ** -8 if lower == BF16 else 2.0 ** -11
     assert abs(loss.item() - ref.item()) <= 64 * u * max(1.0, abs(ref.item()))
     assert np.abs(w.grad.numpy() - p64[0].grad.numpy()).max() <= 64 * u
+
+
+def test_leaving_an_autocast_region_or_override_that_was_not_entered_is_a_clear_error():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(AttributeError):  # torch: a raw error from inside its __exit__
+        torch.autocast("cpu").__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match="autocast\\('cpu'.*\\.__exit__: this thread's innermost autocast region "
+                                           "is not this one"):
+        mp.autocast("cpu").__exit__(None, None, None)
+    outer, inner = mp.autocast("cpu"), mp.autocast("cpu", enabled=False)
+    with outer:
+        inner.__enter__()
+        with pytest.raises(RuntimeError, match="innermost autocast region is not this one"):
+            outer.__exit__(None, None, None)  # out of order: refused, and nothing was left
+        assert not mp.amp.is_autocast_enabled("cpu")  # still inside inner
+        inner.__exit__(None, None, None)
+        assert mp.amp.is_autocast_enabled("cpu")
+    assert not mp.amp.is_autocast_enabled("cpu") and PER_THREAD.autocast.entered == []
+    layer = mp.amp.override({"softmax": "fp32"})
+    with pytest.raises(RuntimeError, match="override.__exit__: this thread's innermost mp.amp.override"):
+        layer.__exit__(None, None, None)
+    with mp.amp.override({"relu": "fp32"}):
+        with pytest.raises(RuntimeError, match="override.__exit__"):
+            layer.__exit__(None, None, None)  # would have dropped the other override
+        assert len(PER_THREAD.autocast.overrides) == 1
+    assert PER_THREAD.autocast.overrides == ()

@@ -46,6 +46,13 @@ line), not chained to another exception the traceback would show, whose message 
 the case's op, an op running when it was raised, or any op written as ``<op>:`` (an error raised
 outside every op, by a Tensor method the case called, names that method).
 
+Stateful calls (the end of this file) are judged on what a failed call leaves behind: each case runs a
+call that must fail, against a small training setup (a model, Adam with state, a scheduler, a checkpoint
+on disk), and holds when the error is clear (as above, naming the call instead of an op), or is the
+user's own error passing through, and the parameters, the optimizer's and scheduler's state and the
+checkpoint file are exactly as before, so that the next training step gives what it gives without the
+failed call.
+
 Deliberate differences from torch are listed in DEVIATIONS with the reason. ``PYTHONPATH=tests:.
 python tests/test_fault_campaign.py`` prints how many hostile variants run and how many hold, per op.
 """
@@ -645,6 +652,157 @@ def test_an_input_on_another_device_is_refused_clearly(case):
             if why is not None:
                 failures.append(f"{case.id} [input{i}-on-cuda] {why}")
     assert not failures, "\n".join(failures)
+
+
+# ----------------------------------------------------------------- stateful calls
+class _UserError(Exception):
+    """An error of the user's own code (a callback), which must come out unchanged."""
+
+
+def _raise_user_error(*args):
+    raise _UserError("the user's callback failed")
+
+
+class _Setup:
+    """A model, Adam after two steps (so it has state), a StepLR and a checkpoint of all three on disk."""
+
+    def __init__(self, path):
+        mp.manual_seed(0)
+        self.model = mp.nn.Sequential(mp.nn.Linear(3, 3), mp.nn.LayerNorm(3))
+        self.model[1].weight = mp.nn.Parameter(mp.full((3,), 0.5))  # a reassigned parameter keeps its place
+        self.opt = mp.optim.Adam(self.model.parameters(), lr=0.1)
+        self.sched = mp.optim.lr_scheduler.StepLR(self.opt, step_size=1, gamma=0.5)
+        self.x, self.path = mp.randn(4, 3), path
+        for _ in range(2):
+            self.train_step()
+        mp.save(self.checkpoint(), path)
+
+    def checkpoint(self):
+        return {"model": self.model.state_dict(), "optim": self.opt.state_dict(), "sched": self.sched.state_dict()}
+
+    def train_step(self):
+        self.opt.zero_grad()
+        (self.model(self.x) ** 2).sum().backward()
+        self.opt.step()
+        self.sched.step()
+
+    def picture(self):
+        """Everything a failed call must leave as it was, as comparable values."""
+        params = [(n, p.numpy().tobytes(), p.requires_grad, type(p)) for n, p in self.model.named_parameters()]
+        optim = self.opt.state_dict()
+        state = sorted((i, k, np.asarray(v.numpy() if isinstance(v, mp.Tensor) else v).tobytes())
+                       for i, s in optim["state"].items() for k, v in s.items())
+        groups = [{k: v for k, v in g.items()} for g in optim["param_groups"]]
+        ids = [id(p) for g in self.opt.param_groups for p in g["params"]]
+        with open(self.path, "rb") as fh:
+            on_disk = fh.read()
+        return {"params": params, "param identities": ids, "optimizer state": state, "param groups": groups,
+                "scheduler": self.sched.state_dict(), "checkpoint": on_disk,
+                "autocast": mp.amp.is_autocast_enabled("cpu"), "profiling": observers.observing()}
+
+
+def _broken_optim_state(s):
+    state = s.opt.state_dict()
+    state["state"][0]["exp_avg"] = np.zeros((5, 5), dtype=np.float32)
+    state["state"][1]["exp_avg_sq"] = np.zeros(7, dtype=np.float32)  # late in the order: nothing applied first
+    return state
+
+
+def _profile_with_a_failing_handler(s):
+    with mp.profiler.profile(on_trace_ready=_raise_user_error):
+        s.model(s.x)
+
+
+def _profile_a_schedule_with_a_failing_handler(s):
+    with mp.profiler.profile(schedule=mp.profiler.schedule(wait=0, warmup=0, active=1),
+                             on_trace_ready=_raise_user_error) as prof:
+        s.model(s.x)
+        prof.step()  # the cycle ends here: the handler raises inside step(), then again as the profiler exits
+
+
+# name -> (the failing call, the error it must raise, what its message must name; None: the user's error)
+STATEFUL = {
+    "optimizer of one tensor": (lambda s: mp.optim.Adam(s.model[0].weight, lr=0.1), TypeError,
+                                "Adam: params must be an iterable"),
+    "param group as a set": (lambda s: s.opt.add_param_group({"params": {mp.nn.Parameter(mp.ones(1))}}),
+                             TypeError, "Adam.add_param_group"),
+    "param group repeating a parameter": (lambda s: s.opt.add_param_group({"params": [s.model[0].bias]}),
+                                          ValueError, "Adam.add_param_group"),
+    "hyper-parameter of the wrong type": (lambda s: mp.optim.Adam(s.model.parameters(), lr="0.1"), TypeError,
+                                          "Adam: lr"),
+    "step closure not callable": (lambda s: s.opt.step(closure=1.0), TypeError, "Adam.step"),
+    "optimizer state of the wrong shape": (lambda s: s.opt.load_state_dict(_broken_optim_state(s)), ValueError,
+                                           "Adam.load_state_dict"),
+    "optimizer state of another optimizer": (
+        lambda s: s.opt.load_state_dict({"state": {0: {"momentum_buffer": np.zeros((3, 3))}},
+                                         "param_groups": s.opt.state_dict()["param_groups"]}),
+        ValueError, "Adam.load_state_dict"),
+    "module state of the wrong shape": (
+        lambda s: s.model.load_state_dict({**s.model.state_dict(), "1.bias": mp.zeros(4)}), RuntimeError,
+        "size mismatch for 1.bias"),
+    "module state with a missing key": (
+        lambda s: s.model.load_state_dict({k: v for k, v in s.model.state_dict().items() if k != "0.bias"}),
+        RuntimeError, 'Missing key(s) in state_dict: "0.bias"'),
+    "module state not a dict": (lambda s: s.model.load_state_dict(list(s.model.state_dict().items())), TypeError,
+                                "load_state_dict"),
+    "scheduler state of the wrong type": (lambda s: s.sched.load_state_dict({**s.sched.state_dict(), "gamma": "x"}),
+                                          ValueError, "StepLR state_dict['gamma']"),
+    "scheduler argument of the wrong type": (lambda s: mp.optim.lr_scheduler.StepLR(s.opt, 1, gamma="x"), TypeError,
+                                             "StepLR: gamma"),
+    "saving what a checkpoint cannot hold": (lambda s: mp.save({**s.checkpoint(), "extra": {1, 2}}, s.path),
+                                             TypeError, "mp.save"),
+    "saving to a text-mode file": (lambda s: mp.save(s.checkpoint(), __import__("io").StringIO()), TypeError,
+                                   "mp.save"),
+    "autocast left without entering": (lambda s: mp.autocast("cpu").__exit__(None, None, None), RuntimeError,
+                                       "__exit__"),
+    "override left without entering": (lambda s: mp.amp.override({"relu": "fp32"}).__exit__(None, None, None),
+                                       RuntimeError, "override.__exit__"),
+    "profiler whose on_trace_ready raises": (_profile_with_a_failing_handler, _UserError, None),
+    "scheduled profiler whose on_trace_ready raises": (_profile_a_schedule_with_a_failing_handler, _UserError, None),
+}
+
+
+def stateful_failure(name, tmp_path):
+    """Why the failing call ``name`` is not handled cleanly, or None."""
+    call, expected, names = STATEFUL[name]
+    setup, twin = _Setup(tmp_path / "a.mp"), _Setup(tmp_path / "b.mp")
+    before = setup.picture()
+    try:
+        call(setup)
+    except Exception as exc:  # noqa: BLE001
+        error = exc
+    else:
+        return "did not fail"
+    if not isinstance(error, expected):
+        return f"raised {type(error).__name__}: {error}, expected a {expected.__name__}"
+    if names is not None:
+        why = unclear(_StatefulCall(names), Outcome(error=error))
+        if why is not None:
+            return why
+    after = setup.picture()
+    changed = [key for key in before if after[key] != before[key]]
+    if changed:
+        return f"the failed call changed {', '.join(changed)}"
+    mp.load(setup.path)  # the checkpoint on disk still loads
+    setup.train_step()
+    twin.train_step()  # the next step gives what it gives without the failed call
+    ours, theirs = setup.picture(), twin.picture()
+    differ = [key for key in ("params", "optimizer state", "param groups", "scheduler") if ours[key] != theirs[key]]
+    if differ:
+        return f"the training step after the failed call differs from one without it in {', '.join(differ)}"
+    return None
+
+
+@dataclass
+class _StatefulCall:
+    """What unclear() reads of a case: the name its message must hold."""
+    op: str
+
+
+@pytest.mark.parametrize("name", list(STATEFUL))
+def test_a_failed_stateful_call_leaves_training_state_intact(name, tmp_path):
+    failure = stateful_failure(name, tmp_path)
+    assert failure is None, f"{name}: {failure}"
 
 
 def summary():

@@ -1,6 +1,9 @@
 """Learning-rate schedulers: closed forms, torch parity, chaining, skipped optimizer steps, state_dict."""
+import copy
 import math
+import warnings
 
+import numpy as np
 import pytest
 
 import mixprec as mp
@@ -75,7 +78,8 @@ def test_skip_unstepped_does_not_advance_when_the_optimizer_skipped():
         history.append(sched.last_epoch)
     assert history == [1, 1, 1, 2, 3, 4] and sched.skipped_steps == 2
     assert math.isclose(opt.param_groups[0]["lr"], 0.5)
-    plain.step()
+    with pytest.warns(UserWarning, match="before the optimizer ever stepped"):
+        plain.step()
     assert plain.last_epoch == 1  # without skip_unstepped, step() always advances (torch's behaviour)
 
 
@@ -146,3 +150,112 @@ def test_matches_torch():
             ours.step()
             theirs.step()
             assert ours.get_last_lr() == theirs.get_last_lr()
+
+
+def test_stepping_the_scheduler_before_the_optimizer_warns_as_torch_does():
+    torch = pytest.importorskip("torch")
+
+    def warnings_of(lib, optimizer_first, **kw):
+        p = lib.nn.Parameter(lib.zeros(2))
+        p.grad = lib.ones(2)
+        opt = lib.optim.SGD([p], lr=0.5)
+        sched = lib.optim.lr_scheduler.StepLR(opt, 1, **kw)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                if optimizer_first:
+                    opt.step()
+                sched.step()
+        return [w.category for w in caught]
+
+    assert warnings_of(mp, False) == warnings_of(torch, False) == [UserWarning]  # once, at the first step
+    assert warnings_of(mp, True) == warnings_of(torch, True) == []
+    # a skip_unstepped scheduler waits for the optimizer's first step rather than skipping a learning rate
+    assert warnings_of(mp, False, skip_unstepped=True) == []
+
+
+def _trained(lr=0.5, steps=2):
+    p = mp.nn.Parameter(mp.zeros(2))
+    opt = mp.optim.SGD([p], lr=lr, momentum=0.9)
+    sched = S.StepLR(opt, step_size=1, gamma=0.5, skip_unstepped=True)
+    for _ in range(steps):
+        p.grad = mp.ones(2)
+        opt.step()
+        sched.step()
+    return p, opt, sched
+
+
+def _picture(p, opt, sched):
+    return (p.numpy().tolist(), opt.param_groups[0]["lr"], sched.last_epoch,
+            opt.state[p]["momentum_buffer"].tolist())
+
+
+def _step_both(opt, sched):
+    for p in opt.param_groups[0]["params"]:
+        p.grad = mp.ones(2)
+    opt.step()
+    sched.step()
+
+
+@pytest.mark.parametrize("how", ["deepcopy optimizer", "deepcopy scheduler", "state_dict"])
+def test_a_copy_of_an_optimizer_with_a_scheduler_is_independent(how):
+    p, opt, sched = _trained()
+    if how == "deepcopy optimizer":
+        opt2 = copy.deepcopy(opt)
+        sched2 = S.StepLR(opt2, step_size=1, gamma=0.5, skip_unstepped=True)
+        sched2.load_state_dict(sched.state_dict())
+    elif how == "deepcopy scheduler":
+        sched2 = copy.deepcopy(sched)
+        opt2 = sched2.optimizer
+    else:  # the pickle-free path: a new optimizer over new parameters, loaded from state_dicts
+        q = mp.nn.Parameter(p.detach().clone())
+        opt2 = mp.optim.SGD([q], lr=0.5, momentum=0.9)
+        opt2.load_state_dict(opt.state_dict())
+        sched2 = S.StepLR(opt2, step_size=1, gamma=0.5, skip_unstepped=True)
+        sched2.load_state_dict(sched.state_dict())
+    p2 = opt2.param_groups[0]["params"][0]
+    assert opt2 is not opt and p2 is not p and sched2.optimizer is opt2
+    before = _picture(p, opt, sched)
+    _step_both(opt2, sched2)  # steps the copy's parameters, learning rate and schedule only
+    assert _picture(p, opt, sched) == before
+    assert _picture(p2, opt2, sched2) != before
+    # and the original, stepped the same way, reaches the same place: the copy was exact
+    _step_both(opt, sched)
+    np.testing.assert_array_equal(p.numpy(), p2.numpy())
+    assert _picture(p, opt, sched) == _picture(p2, opt2, sched2)
+    # each scheduler counts its own optimizer's steps (skip_unstepped)
+    sched.step()
+    assert sched.skipped_steps == 1 and sched2.skipped_steps == 0
+
+
+def test_a_scheduler_wraps_nothing_on_the_optimizer():
+    p, opt, sched = _trained()
+    assert "step" not in vars(opt)
+    assert type(opt).step is mp.optim.SGD.step
+
+
+def test_arguments_of_the_wrong_type_are_clear_type_errors():
+    with pytest.raises(TypeError, match="StepLR: last_epoch must be an int >= -1"):
+        S.StepLR(optimizer(), 1, last_epoch="3")
+    with pytest.raises(TypeError, match="StepLR: gamma must be a real number, got '0.5'"):
+        S.StepLR(optimizer(), 1, gamma="0.5")
+    with pytest.raises(TypeError, match="CosineAnnealingLR: eta_min must be a real number"):
+        S.CosineAnnealingLR(optimizer(), 4, eta_min=None)
+    with pytest.raises(TypeError, match="LinearLR: start_factor must be a real number"):
+        S.LinearLR(optimizer(), start_factor="0.1")
+    with pytest.raises(TypeError, match="SequentialLR: schedulers must be a list, got int"):
+        S.SequentialLR(optimizer(), 3, [1])
+    with pytest.raises(TypeError, match="StepLR: list is not an mp.optim.Optimizer"):
+        S.StepLR([], 1)
+
+
+def test_a_lambda_that_fails_leaves_the_schedule_where_it_was():
+    opt = optimizer()
+    sched = S.LambdaLR(opt, lambda e: "high" if e == 2 else 1.0 / (1 + e))
+    opt.step()
+    sched.step()
+    before = (sched.last_epoch, sched._step_count, opt.param_groups[0]["lr"], sched.get_last_lr())
+    opt.step()
+    with pytest.raises(TypeError, match="LambdaLR: lr_lambda\\[0\\]\\(2\\) must be a real number, got 'high'"):
+        sched.step()
+    assert (sched.last_epoch, sched._step_count, opt.param_groups[0]["lr"], sched.get_last_lr()) == before

@@ -216,3 +216,87 @@ def test_apply_and_requires_grad():
     assert seen[-1] == "Sequential" and "Linear" in seen
     m.requires_grad_(False)
     assert not any(p.requires_grad for p in m.parameters())
+
+
+def _reassigned(lib):
+    """A module whose parameter, buffer and child are each replaced after registration, in `lib` (mp or torch)."""
+    m = lib.nn.Module()
+    m.a = lib.nn.Parameter(lib.ones(2))
+    m.b = lib.nn.Parameter(lib.ones(2))
+    m.register_buffer("x", lib.zeros(2))
+    m.register_buffer("y", lib.zeros(2), persistent=False)
+    m.first = lib.nn.Linear(2, 2)
+    m.second = lib.nn.Linear(2, 2)
+    m.a = lib.nn.Parameter(lib.zeros(2))                # a parameter replaced by attribute assignment
+    m.x = lib.ones(2)                                    # a buffer replaced by attribute assignment
+    m.register_buffer("y", lib.ones(2))                 # a buffer registered again, now persistent
+    m.first = lib.nn.Linear(2, 2)                        # a child replaced
+    m.b = None                                           # a parameter slot emptied, then filled again
+    m.b = lib.nn.Parameter(lib.ones(2))
+    return m
+
+
+def test_replacing_a_parameter_buffer_or_child_keeps_its_place_as_in_torch():
+    torch = pytest.importorskip("torch")
+    ours, theirs = _reassigned(mp), _reassigned(torch)
+    for what in ("named_parameters", "named_buffers", "named_children", "named_modules"):
+        assert [n for n, _ in getattr(ours, what)()] == [n for n, _ in getattr(theirs, what)()], what
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == [
+        "a", "b", "x", "y", "first.weight", "first.bias", "second.weight", "second.bias"]
+    assert ours.a is dict(ours.named_parameters())["a"] and not ours.a.numpy().any()
+
+
+def test_register_parameter_refuses_a_buffer_or_child_name_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (mp, torch):
+        m = lib.nn.Module()
+        m.register_buffer("x", lib.zeros(1))
+        m.child = lib.nn.Linear(1, 1)
+        for name in ("x", "child"):
+            with pytest.raises(KeyError, match=f"attribute '{name}' already exists"):
+                m.register_parameter(name, lib.nn.Parameter(lib.zeros(1)))
+        assert [n for n, _ in m.named_buffers()] == ["x"] and "child" in dict(m.named_children())
+
+
+def test_load_state_dict_writes_into_the_existing_parameters_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (mp, torch):
+        m = lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.BatchNorm1d(2))
+        held = dict(m.named_parameters()), dict(m.named_buffers())
+        source = lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.BatchNorm1d(2))
+        with lib.no_grad():
+            for p in source.parameters():
+                p.add_(1)
+        m.load_state_dict(source.state_dict())
+        for name, p in m.named_parameters():
+            assert p is held[0][name] and type(p) is lib.nn.Parameter and p.requires_grad, name
+            assert np.array_equal(np.asarray(p.detach().numpy()), source.state_dict()[name].numpy()), name
+        assert all(b is held[1][name] for name, b in m.named_buffers())
+        # the state_dict's tensors are views of those same parameters, outside autograd
+        sd = m.state_dict()
+        assert all(np.shares_memory(sd[n].numpy(), p.detach().numpy()) for n, p in m.named_parameters())
+        assert not any(t.requires_grad for t in sd.values())
+
+
+def test_module_dict_takes_a_dict_or_name_module_pairs_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        assert list(lib.nn.ModuleDict([("b", lib.nn.ReLU()), ("a", lib.nn.Tanh())])) == ["b", "a"]
+        with pytest.raises(TypeError):
+            lib.nn.ModuleDict([1])
+    with pytest.raises(TypeError, match="ModuleDict: entry 0 must be a \\(name, Module\\) pair, got int"):
+        nn.ModuleDict([1])
+    with pytest.raises(TypeError, match="ModuleDict expects a dict of name -> Module or \\(name, Module\\) pairs"):
+        nn.ModuleDict(3)
+
+
+def test_arguments_of_the_wrong_type_name_the_method():
+    m = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="Linear.apply: fn must be a function of a module, got int"):
+        m.apply(3)
+    with pytest.raises(TypeError, match="Linear.state_dict: prefix must be a str, got int"):
+        m.state_dict(prefix=3)
+    with pytest.raises(TypeError, match="Linear.named_parameters: prefix must be a str"):
+        list(m.named_parameters(prefix=3))
+    with pytest.raises(TypeError, match="Linear.named_buffers: prefix must be a str"):
+        list(m.named_buffers(prefix=None))

@@ -1,4 +1,5 @@
 """Adam and AdamW against a hand-written float64 reference (the paper's formulas) and against torch."""
+import copy
 import math
 
 import numpy as np
@@ -160,3 +161,59 @@ def test_a_skipped_step_on_the_device_keeps_state_even_a_count_loaded_from_a_che
         np.testing.assert_array_equal(after[key].numpy(), before[key].numpy())
     resumed.step(found_inf=mp.zeros(1, device="cuda")._array)  # a clear step goes on from 3
     assert resumed.state_dict()["state"][0]["step"] == 4 and not np.array_equal(p.numpy(), weights)
+
+
+def test_a_checkpoint_resumes_each_moment_on_its_own_parameter_after_a_reassignment():
+    """LayerNorm's weight and bias have one shape: resuming Adam by position puts their moments on the wrong
+    one, silently, unless reassigning a parameter keeps its place in parameters() (as in torch)."""
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((4, 3))
+    target = rng.standard_normal((4, 3))
+
+    def model(lib, init):
+        ln = lib.nn.LayerNorm(3)
+        if init:  # a first run initialises the weight; a resumed one loads it
+            ln.weight = lib.nn.Parameter(lib.tensor(np.array([0.5, 1.0, 2.0], dtype=np.float32)))
+        return ln
+
+    def train(lib, ln, opt, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            ((ln(lib.tensor(x, dtype=lib.float32)) - lib.tensor(target, dtype=lib.float32)) ** 2).sum().backward()
+            opt.step()
+
+    final = {}
+    for lib in (mp, torch):
+        ln = model(lib, init=True)
+        opt = lib.optim.Adam(ln.parameters(), lr=0.1)
+        train(lib, ln, opt, 2)
+        saved = copy.deepcopy({"model": ln.state_dict(), "optim": opt.state_dict()})  # as if on disk (torch's
+        # state_dicts share memory with the live model and optimizer)
+        resumed = model(lib, init=False)  # a new process: the model is built again, then loaded
+        resumed_opt = lib.optim.Adam(resumed.parameters(), lr=0.1)
+        resumed.load_state_dict(saved["model"])
+        resumed_opt.load_state_dict(saved["optim"])
+        for name, p in resumed.named_parameters():
+            moment = resumed_opt.state[p]["exp_avg"]  # (mixprec keeps raw arrays, torch tensors)
+            original = opt.state[dict(ln.named_parameters())[name]]["exp_avg"]
+            np.testing.assert_array_equal(np.asarray(moment), np.asarray(original))
+        train(lib, ln, opt, 2)
+        train(lib, resumed, resumed_opt, 2)
+        for name, p in resumed.named_parameters():
+            np.testing.assert_array_equal(p.detach().numpy(), dict(ln.named_parameters())[name].detach().numpy())
+        final[lib.__name__] = {n: p.detach().numpy() for n, p in resumed.named_parameters()}
+    for name, value in final["torch"].items():
+        np.testing.assert_allclose(final["mixprec"][name], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(lr="1e-3"), "Adam: lr must be a real number, got '1e-3'"), (dict(eps=None), "Adam: eps must be a real"),
+    (dict(betas=None), "Adam: betas must be a pair"), (dict(betas="ab"), "Adam: betas must be a pair"),
+    (dict(betas=(0.9, "x")), "Adam: betas\\[1\\] must be a real number"),
+])
+def test_hyper_parameters_of_the_wrong_type_are_type_errors_as_in_torch(kw, message):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError):
+        torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], **kw)
+    with pytest.raises(TypeError, match=message):
+        mp.optim.Adam([mp.nn.Parameter(mp.ones(1))], **kw)

@@ -196,3 +196,69 @@ def test_bad_params():
     p = mp.ones(1, requires_grad=True)
     with pytest.raises(ValueError, match="more than one parameter group"):
         mp.optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
+
+
+def test_params_that_are_not_an_iterable_of_tensors_are_refused_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        with pytest.raises(TypeError, match="iterable of Tensors"):
+            lib.optim.SGD(lib.nn.Parameter(lib.ones(3)), lr=0.1)  # one tensor, not a list of them
+        p = lib.nn.Parameter(lib.ones(3))
+        opt = lib.optim.SGD([p], lr=0.1)
+        with pytest.raises(TypeError, match="ordered collections|ordered collection"):
+            opt.add_param_group({"params": {lib.nn.Parameter(lib.ones(1))}})  # a set: no stable order
+        with pytest.raises(TypeError, match="must be a dict"):
+            opt.add_param_group([p])
+        assert len(opt.param_groups) == 1 and opt.param_groups[0]["params"] == [p]
+    with pytest.raises(TypeError, match="SGD: params must be an iterable"):
+        mp.optim.SGD(3, lr=0.1)
+    with pytest.raises(KeyError, match="SGD.add_param_group: the parameter group has no 'params'"):
+        mp.optim.SGD([mp.nn.Parameter(mp.ones(1))], lr=0.1).add_param_group({"lr": 0.1})
+
+
+def test_hyper_parameters_that_are_not_numbers_and_a_closure_that_is_not_callable_are_type_errors_as_in_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        p = lib.nn.Parameter(lib.ones(2))
+        with pytest.raises(TypeError):
+            lib.optim.SGD([p], lr="0.1")
+        with pytest.raises(TypeError):
+            lib.optim.SGD([p], lr=0.1).step(3)
+    p = mp.nn.Parameter(mp.ones(2))
+    with pytest.raises(TypeError, match="SGD: lr must be a real number, got '0.1'"):
+        mp.optim.SGD([p], lr="0.1")
+    with pytest.raises(TypeError, match="SGD: momentum must be a real number, got None"):
+        mp.optim.SGD([p], lr=0.1, momentum=None)
+    opt = mp.optim.SGD([p], lr=0.1)
+    p.grad = mp.ones(2)
+    with pytest.raises(TypeError, match="SGD.step: closure must be a function"):
+        opt.step(3)
+    assert p.tolist() == [1.0, 1.0] and not opt.state  # nothing stepped
+
+
+def test_a_failed_load_names_the_optimizer_and_what_was_wrong():
+    p = mp.nn.Parameter(mp.ones(2))
+    opt = mp.optim.SGD([p], lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="SGD.load_state_dict: state_dict\\['param_groups'\\]\\[0\\]\\['lr'\\] is "
+                                         "'x', expected a number"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"params": [0], "lr": "x"}]})
+    with pytest.raises(ValueError, match="SGD.load_state_dict: state_dict\\['state'\\]\\[0\\]\\['momentum_buffer'\\] "
+                                         "has shape \\(3,\\), its parameter has shape \\(2,\\)"):
+        opt.load_state_dict({"state": {0: {"momentum_buffer": np.zeros(3)}}, "param_groups": [{"params": [0]}]})
+    assert opt.param_groups[0]["lr"] == 0.1 and not opt.state
+
+
+def test_load_state_dict_keeps_the_optimizers_own_parameters_as_torch_does():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, mp):
+        ps = [lib.nn.Parameter(lib.ones(2)), lib.nn.Parameter(lib.ones(3))]
+        opt = lib.optim.SGD([{"params": [ps[0]]}, {"params": [ps[1]], "lr": 0.5}], lr=0.1, momentum=0.9)
+        for p in ps:
+            p.grad = lib.ones(p.shape)
+        opt.step()
+        others = [lib.nn.Parameter(lib.zeros(2)), lib.nn.Parameter(lib.zeros(3))]
+        fresh = lib.optim.SGD([{"params": [others[0]]}, {"params": [others[1]]}], lr=0.1, momentum=0.9)
+        fresh.load_state_dict(opt.state_dict())
+        assert all(g["params"][0] is p for g, p in zip(fresh.param_groups, others))  # the same objects
+        assert set(map(id, fresh.state)) == set(map(id, others)) and fresh.param_groups[1]["lr"] == 0.5
+        assert all(np.asarray(fresh.state[p]["momentum_buffer"]).shape == tuple(p.shape) for p in others)

@@ -260,3 +260,63 @@ def test_nvtx_ranges_stay_balanced_also_when_ranges_are_left_open(monkeypatch):
     pushes = [e for e in log if e[0] == "push"]
     assert [p[1] for p in pushes] == ["outer", "add", "left open", "mul"] and log.count(("pop",)) == len(pushes)
     assert all(e.end_us is not None for e in events)
+
+
+class _TraceHandlerError(Exception):
+    pass
+
+
+def _failing_handler(prof):
+    raise _TraceHandlerError("the user's handler failed")
+
+
+
+def test_an_on_trace_ready_that_raises_propagates_and_leaves_the_profiler_stopped():
+    model, x, y = _mlp()
+    with pytest.raises(_TraceHandlerError):  # the user's error, not one of the profiler's
+        with profile(on_trace_ready=_failing_handler) as prof:
+            _step(model, x, y)
+    assert prof.current_action is ProfilerAction.NONE and not mp.profiler.profiler._active().recorders
+    assert prof.events()  # the cycle was finished before its handler ran
+    prof.start()  # stopped cleanly: it can start again, and so can a new one
+    _step(model, x, y)
+    prof.on_trace_ready = None
+    prof.stop()
+    with profile() as fresh:
+        _step(model, x, y)
+    assert fresh.key_averages()
+    # with a schedule the handler runs in step(): it raises there, the loop may go on, exit stops the profiler
+    seen = []
+
+    def flaky(p):
+        seen.append(p.step_num)
+        if len(seen) == 1:
+            raise _TraceHandlerError("first cycle")
+
+    with profile(schedule=schedule(wait=0, warmup=0, active=1, repeat=2), on_trace_ready=flaky) as prof:
+        _step(model, x, y)
+        with pytest.raises(_TraceHandlerError):
+            prof.step()
+        _step(model, x, y)
+        prof.step()  # the second cycle is recorded and handed over as scheduled
+        _step(model, x, y)
+    assert seen == [1, 2] and not mp.profiler.profiler._active().recorders
+    assert "ProfilerStep#1" in {e.name for e in prof.events()}
+
+
+def test_leaving_a_profiler_or_range_that_was_not_entered_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="record_function\\('x'\\).__exit__: it was not entered"):
+        record_function("x").__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match="profile.stop: the profiler is not running"):
+        profile().__exit__(None, None, None)
+
+
+def test_the_handlers_error_propagates_as_in_torch():
+    torch = pytest.importorskip("torch")
+    for lib, x in ((torch, torch.ones(3)), (mp, mp.ones(3))):
+        with pytest.raises(_TraceHandlerError):
+            with lib.profiler.profile(on_trace_ready=_failing_handler):
+                x + 1
+        with lib.profiler.profile() as fresh:  # a new profiler starts after it
+            x + 1
+        assert len(fresh.events()) > 0

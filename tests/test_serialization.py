@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import threading
 import zipfile
 
 import ml_dtypes
@@ -212,3 +213,49 @@ def test_training_state_round_trip(tmp_path):
     assert back["rng"] == state["rng"]
     for k, v in state["model"].items():
         assert bits(back["model"][k]) == bits(v)
+
+
+def test_a_tensor_updated_by_another_thread_while_saving_is_saved_as_one_consistent_value(tmp_path):
+    """save() snapshots each tensor and hashes and writes that snapshot: every file loads and matches its
+    checksums. A small tensor's update and its copy are each far shorter than a switch between threads, so each
+    small tensor saved holds a single value; a large one is filled outside the GIL (NumPy releases it), so its
+    elements may come from successive fills (as with torch.save; writers that must not interleave with a save
+    need a lock), but each is a value written."""
+    small = [mp.nn.Parameter(mp.zeros(64)) for _ in range(8)]
+    big = mp.nn.Parameter(mp.zeros(200_000))
+    stop, last = threading.Event(), [0]
+
+    def writer():
+        v = 0
+        while not stop.is_set():
+            v += 1
+            last[0] = v  # announced before it is written: no saved value exceeds it
+            for p in small + [big]:
+                p.data.fill_(v)  # in place, as an optimizer step does
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for i in range(60):
+            target = io.BytesIO() if i % 2 else tmp_path / f"ck{i}.mp"
+            mp.save({"small": small, "big": big}, target)
+            if i % 2:
+                target.seek(0)
+            back = mp.load(target)  # raises CheckpointError if a buffer's bytes differ from its checksum
+            for t in back["small"]:
+                a = t.numpy()
+                assert (a == a[0]).all(), f"save {i}: a small tensor holds values of several updates"
+            a = back["big"].numpy()
+            assert (a == np.round(a)).all() and 0 <= a.min() and a.max() <= last[0]
+    finally:
+        stop.set()
+        thread.join()
+    assert last[0] > 0  # the writer did run during the saves
+
+
+def test_a_text_mode_file_or_a_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(TypeError, match="mp.save: the file object is open in text mode"):
+        mp.save({"w": mp.ones(2)}, io.StringIO())
+    target = tmp_path / "missing" / "ck.mp"
+    with pytest.raises(FileNotFoundError, match="mp.save: cannot create the checkpoint in") as info:
+        mp.save({"w": mp.ones(2)}, target)
+    assert info.value.filename == str(target)  # the file asked for, not the temporary one next to it

@@ -98,11 +98,11 @@ class autocast(contextlib.ContextDecorator):
         self.cache_enabled = bool(cache_enabled)
 
     def __enter__(self):
-        _ac.enter_region(self.device_type, self.fast_dtype, self.enabled, self.cache_enabled)
+        _ac.enter_region(self.device_type, self.fast_dtype, self.enabled, self.cache_enabled, self)
         return self
 
     def __exit__(self, *exc):
-        _ac.exit_region()
+        _ac.exit_region(self)
         return False
 
     def __repr__(self):
@@ -207,7 +207,7 @@ class override(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc):
-        _ac.pop_overrides()  # (this thread's innermost layer is this one)
+        _ac.pop_overrides(self.layer)
         return False
 
 

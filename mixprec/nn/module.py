@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -160,12 +160,13 @@ class Module:
                                      f"ran; call super().__init__() first in {type(self).__name__}.__init__")
             object.__setattr__(self, name, value)
             return
-        if isinstance(value, Parameter):
-            self._forget(name)
-            params[name] = value
-        elif isinstance(value, Module):
-            self._forget(name)
-            d["_modules"][name] = value
+        if isinstance(value, (Parameter, Module)):
+            # Replacing a parameter (a child) keeps its place in the order, as in torch: an optimizer's
+            # checkpoint matches parameters by their position in parameters().
+            store = params if isinstance(value, Parameter) else d["_modules"]
+            if name not in store:
+                self._forget(name)
+            store[name] = value
         elif name in params:
             if value is not None:
                 raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
@@ -223,9 +224,8 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r} "
                             "(an mp.nn.Parameter or None is expected; wrap tensors in mp.nn.Parameter)")
-        if name in self.__dict__:
+        if name in self.__dict__ or name in self._buffers or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists")
-        self._forget(name)
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True):
@@ -237,7 +237,9 @@ class Module:
         if name in self.__dict__ or name in self._parameters or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists")
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name: str, module: Module | None):
@@ -279,6 +281,8 @@ class Module:
             yield c
 
     def _named_members(self, store, prefix, recurse, remove_duplicate=True):
+        if not isinstance(prefix, str):
+            raise TypeError(f"{type(self).__name__}.named{store}: prefix must be a str, got {type(prefix).__name__}")
         seen = set()
         modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for mod_prefix, module in modules:
@@ -305,6 +309,9 @@ class Module:
 
     def apply(self, fn):
         """Call fn(module) on every child (recursively), then on self; returns self."""
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__}.apply: fn must be a function of a module, got "
+                            f"{type(fn).__name__}")
         for child in self.children():
             child.apply(fn)
         fn(self)
@@ -425,6 +432,8 @@ class Module:
         The tensors share memory with the module (detached unless keep_vars), as
         in PyTorch: save or copy them if the module will keep changing.
         """
+        if not isinstance(prefix, str):
+            raise TypeError(f"{type(self).__name__}.state_dict: prefix must be a str, got {type(prefix).__name__}")
         out = OrderedDict() if destination is None else destination
         for event, module, head in self._walk(prefix + "." if prefix else ""):
             if event == "enter":
@@ -627,8 +636,16 @@ class ModuleDict(Module):
 
     def __init__(self, modules=None):
         super().__init__()
-        for name, m in (modules or {}).items():
-            self.add_module(name, m)
+        if modules is None:
+            return
+        items = modules.items() if isinstance(modules, Mapping) else modules
+        if isinstance(modules, (str, bytes)) or not isinstance(items, Iterable):
+            raise TypeError(f"ModuleDict expects a dict of name -> Module or (name, Module) pairs, got "
+                            f"{type(modules).__name__}")
+        for i, item in enumerate(items):
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise TypeError(f"ModuleDict: entry {i} must be a (name, Module) pair, got {type(item).__name__}")
+            self.add_module(*item)
 
     def __getitem__(self, key):
         return self._modules[key]

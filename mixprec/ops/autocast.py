@@ -72,12 +72,12 @@ def _state():
     return PER_THREAD.autocast
 
 
-def enter_region(device_type, dtype, enabled, cache_enabled):
-    """Enter a region: ``device_type`` ops run with ``dtype`` as the lower type (or not autocast, enabled=False)."""
+def enter_region(device_type, dtype, enabled, cache_enabled, owner):
+    """Enter owner's region: ``device_type`` ops run with ``dtype`` as the lower type (or none, enabled=False)."""
     s, m = _state(), modes()
     if s.entered is None:
         s.entered = []
-    s.entered.append((m.autocast_regions, s.cache_enabled, enabled))
+    s.entered.append((m.autocast_regions, s.cache_enabled, enabled, owner))
     regions = dict(m.autocast_regions or {})
     if enabled:
         regions[device_type] = dtype
@@ -93,10 +93,13 @@ def active_regions():
     return modes().autocast_regions
 
 
-def exit_region():
-    """Leave the innermost region, restoring exactly what it replaced."""
+def exit_region(owner):
+    """Leave the innermost region, ``owner``'s, restoring exactly what it replaced."""
     s = _state()
-    modes().autocast_regions, s.cache_enabled, enabled = s.entered.pop()
+    if not s.entered or s.entered[-1][3] is not owner:
+        raise RuntimeError(f"{owner!r}.__exit__: this thread's innermost autocast region is not this one (an "
+                           "__exit__ without its __enter__, or regions left in another order than entered)")
+    modes().autocast_regions, s.cache_enabled, enabled, _ = s.entered.pop()
     if enabled:
         s.enabled_depth -= 1
         if s.enabled_depth == 0:
@@ -119,9 +122,12 @@ def push_overrides(layer):
     s.overrides = s.overrides + (layer,)
 
 
-def pop_overrides():
-    """Leave the innermost scoped override."""
+def pop_overrides(layer):
+    """Leave the innermost scoped override, ``layer``."""
     s = _state()
+    if not s.overrides or s.overrides[-1] is not layer:
+        raise RuntimeError("override.__exit__: this thread's innermost mp.amp.override is not this one (an "
+                           "__exit__ without its __enter__, or overrides left in another order than entered)")
     s.overrides = s.overrides[:-1]
 
 

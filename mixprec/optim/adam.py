@@ -28,13 +28,14 @@ corrections are float64 device arithmetic), so a GradScaler can skip it there.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..amp._layout import AdamRule
 from ..backend import array_module, is_array
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_real
 
 
 def _opmath(a):
@@ -77,11 +78,15 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  maximize=False, decoupled_weight_decay=False, fused=False):
         name = type(self).__name__
+        check_real(name, lr=lr, eps=eps, weight_decay=weight_decay)
+        if isinstance(betas, (str, bytes)) or not isinstance(betas, Iterable):
+            raise TypeError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+        betas = tuple(betas)
+        check_real(name, **{f"betas[{i}]": b for i, b in enumerate(betas)})
         if not 0.0 <= lr:
             raise ValueError(f"{name}: invalid learning rate {lr} (must be >= 0)")
         if not 0.0 <= eps:
             raise ValueError(f"{name}: invalid epsilon {eps} (must be >= 0)")
-        betas = tuple(betas)
         if len(betas) != 2:
             raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
         for i, b in enumerate(betas):

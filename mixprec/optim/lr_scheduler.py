@@ -17,42 +17,30 @@ nothing unless optimizer.step() really ran since the previous scheduler step:
     scheduler = LinearLR(optimizer, start_factor=0.1, total_iters=100, skip_unstepped=True)
     scaler.step(optimizer); scaler.update(); scheduler.step()
 
-The scheduler counts real optimizer steps by wrapping ``optimizer.step``
-(PyTorch's schedulers wrap it too, to warn about call order), so this works
-for any reason a step is skipped, not only the scaler's. A fused optimizer
-stepped by a GradScaler is the exception: its step is always called and skips
-on the device, which the host never learns, so skip_unstepped=True refuses it.
+The scheduler reads the count of step() calls the optimizer keeps itself, so
+this works for any reason a step is skipped, not only the scaler's. Nothing is
+wrapped (torch wraps optimizer.step on the instance), so a deep copy of an
+optimizer steps its own parameters only. A fused optimizer stepped by a
+GradScaler is the exception: its step is always called and skips on the
+device, which the host never learns, so skip_unstepped=True refuses it.
 A per-tensor optimizer on a GPU would skip on the device too; such a scheduler
 asks the GradScaler to read found_inf for it instead (one host wait a step).
+
+Calling scheduler.step() before the optimizer ever stepped warns (a
+UserWarning, as in torch): the first learning rate of the schedule is then
+never used. A skip_unstepped scheduler does not warn, it waits for that step.
 """
 from __future__ import annotations
 
 import bisect
 import copy
 import math
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Mapping
 
-from .optimizer import Optimizer, _is_int, check_like
+from .optimizer import Optimizer, _is_int, check_like, check_real
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "SequentialLR"]
-
-
-def _track_steps(optimizer):
-    """Make optimizer count the step() calls that really ran (once per optimizer)."""
-    if getattr(optimizer.step, "_counts_steps", False):
-        return
-    inner = optimizer.step
-
-    def step(*args, **kwargs):
-        out = inner(*args, **kwargs)
-        optimizer._steps_taken += 1
-        if kwargs.get("found_inf") is not None:  # whether it really stepped was decided on the device
-            optimizer._steps_decided_on_device = True
-        return out
-    step._counts_steps = True
-    step.__doc__ = inner.__doc__
-    optimizer._steps_taken = 0
-    optimizer.step = step
 
 
 class LRScheduler:
@@ -64,8 +52,11 @@ class LRScheduler:
     """
 
     def __init__(self, optimizer, last_epoch: int = -1, skip_unstepped: bool = False):
+        name = type(self).__name__
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an mp.optim.Optimizer")
+            raise TypeError(f"{name}: {type(optimizer).__name__} is not an mp.optim.Optimizer")
+        if not _is_int(last_epoch) or last_epoch < -1:
+            raise TypeError(f"{name}: last_epoch must be an int >= -1 (-1 starts a new schedule), got {last_epoch!r}")
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -81,7 +72,6 @@ class LRScheduler:
         self.skipped_steps = 0
         if self.skip_unstepped:  # a GradScaler then reads found_inf for a per-tensor optimizer (see Optimizer)
             optimizer.step_decided_on_host = True
-        _track_steps(optimizer)
         self._seen_optimizer_steps = optimizer._steps_taken
         self._step_count = 0
         self._initial_step()
@@ -100,8 +90,12 @@ class LRScheduler:
 
     def step(self):
         """Advance the schedule by one (or do nothing, see skip_unstepped)."""
+        if self._step_count == 1 and not self.skip_unstepped and self.optimizer._steps_taken == 0:
+            warnings.warn(f"{type(self).__name__}.step() was called before the optimizer ever stepped: the "
+                          "schedule's first learning rate is skipped. Call optimizer.step() first, then "
+                          "scheduler.step(), in every iteration", UserWarning, stacklevel=2)
         if self.skip_unstepped:
-            if getattr(self.optimizer, "_steps_decided_on_device", False):
+            if self.optimizer._steps_decided_on_device:
                 raise RuntimeError("skip_unstepped=True cannot tell whether the optimizer stepped: a fused optimizer "
                                    "stepped by a GradScaler skips on the device, and nothing is read back. Use "
                                    "skip_unstepped=False (torch's behaviour) or fused=False")
@@ -115,7 +109,13 @@ class LRScheduler:
     def _take_step(self):
         self._step_count += 1
         self.last_epoch += 1
-        self._set(self.get_lr())
+        try:
+            lrs = self.get_lr()
+        except BaseException:  # (a user's lr_lambda raised: the schedule stays where it was)
+            self._step_count -= 1
+            self.last_epoch -= 1
+            raise
+        self._set(lrs)
 
     def _set(self, lrs):
         for group, lr in zip(self.optimizer.param_groups, lrs):
@@ -183,6 +183,7 @@ class StepLR(LRScheduler):
                  skip_unstepped: bool = False):
         if not isinstance(step_size, int) or step_size < 1:
             raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        check_real("StepLR", gamma=gamma)
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch, skip_unstepped)
 
@@ -206,6 +207,7 @@ class CosineAnnealingLR(LRScheduler):
                  skip_unstepped: bool = False):
         if not isinstance(T_max, int) or T_max < 1:
             raise ValueError(f"CosineAnnealingLR: T_max must be a positive int, got {T_max!r}")
+        check_real("CosineAnnealingLR", eta_min=eta_min)
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch, skip_unstepped)
 
@@ -233,6 +235,7 @@ class LinearLR(LRScheduler):
 
     def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0, total_iters: int = 5,
                  last_epoch: int = -1, skip_unstepped: bool = False):
+        check_real("LinearLR", start_factor=start_factor, end_factor=end_factor)
         if not 0 < start_factor <= 1:
             raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor}")
         if not 0 <= end_factor <= 1:
@@ -277,7 +280,10 @@ class LambdaLR(LRScheduler):
         return self._closed_form(self.last_epoch)
 
     def _closed_form(self, epoch):
-        return [base * f(epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+        factors = [f(epoch) for f in self.lr_lambdas]
+        for i, factor in enumerate(factors):
+            check_real("LambdaLR", **{f"lr_lambda[{i}]({epoch})": factor})
+        return [base * factor for base, factor in zip(self.base_lrs, factors)]
 
 
 class SequentialLR(LRScheduler):
@@ -288,6 +294,9 @@ class SequentialLR(LRScheduler):
     """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1, skip_unstepped: bool = False):
+        for what, value in (("schedulers", schedulers), ("milestones", milestones)):
+            if not isinstance(value, Iterable):
+                raise TypeError(f"SequentialLR: {what} must be a list, got {type(value).__name__}")
         schedulers, milestones = list(schedulers), list(milestones)
         if not schedulers:
             raise ValueError("SequentialLR: expected at least one scheduler")

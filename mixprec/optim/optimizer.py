@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -66,29 +66,47 @@ class Optimizer:
         self.state: dict = {}
         self._step_extension = None
         self._skip_next_step = False
+        # step() calls that returned, and whether one of them left the decision to skip to the device (found_inf):
+        # what a learning-rate scheduler reads to learn whether the optimizer stepped since it last looked
+        self._steps_taken = 0
+        self._steps_decided_on_device = False
         self._fused_layouts: dict = {}  # id(group) -> the flat state buffers fused steps laid out (fused.py)
+        if isinstance(params, Tensor) or not isinstance(params, Iterable):
+            raise TypeError(f"{name}: params must be an iterable of Tensors or of parameter-group dicts (such as "
+                            f"model.parameters(), or [tensor] for one tensor), got "
+                            f"{'a single ' if isinstance(params, Tensor) else 'a '}{type(params).__name__}")
         params = list(params)
         if not params:
-            raise ValueError("optimizer got an empty parameter list")
+            raise ValueError(f"{name}: optimizer got an empty parameter list")
         if not isinstance(params[0], dict):
             params = [{"params": params}]
         for g in params:
             self.add_param_group(g)
 
     def add_param_group(self, group: dict):
+        what = f"{type(self).__name__}.add_param_group"
+        if not isinstance(group, Mapping):
+            raise TypeError(f"{what}: a parameter group must be a dict with a 'params' entry, got a "
+                            f"{type(group).__name__}")
+        if "params" not in group:
+            raise KeyError(f"{what}: the parameter group has no 'params' entry (its keys: {sorted(map(str, group))})")
         group = dict(group)
         ps = group["params"]
+        if isinstance(ps, (set, frozenset)) or not isinstance(ps, (Tensor, Iterable)):
+            raise TypeError(f"{what}: 'params' must be a Tensor or an ordered collection of them (a list; a set's "
+                            f"order changes between runs, and checkpoints match parameters by position), got a "
+                            f"{type(ps).__name__}")
         group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         for p in group["params"]:
             if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
+                raise TypeError(f"{what}: optimizer params must be Tensors, got a {type(p).__name__}")
             if not p.is_leaf:
-                raise ValueError("can't optimize a non-leaf tensor (it is computed from others)")
+                raise ValueError(f"{what}: can't optimize a non-leaf tensor (it is computed from others)")
             if not _dt.is_floating(p.dtype):
-                raise TypeError(f"optimizer params must be floating point, got {p.dtype.name}")
+                raise TypeError(f"{what}: optimizer params must be floating point, got {p.dtype.name}")
             if id(p) in seen:
-                raise ValueError("some parameters appear in more than one parameter group")
+                raise ValueError(f"{what}: some parameters appear in more than one parameter group")
             seen.add(id(p))
         for k, v in self.defaults.items():
             group.setdefault(k, v)
@@ -136,13 +154,16 @@ class Optimizer:
         grad_scale, found_inf = (None if a is None else _fused.device_scalar(a, name)
                                  for a, name in ((grad_scale, "grad_scale"), (found_inf, "found_inf")))
         skip = None if found_inf is None or self.fused else found_inf.reshape(()) != 0  # (per-tensor steps)
+        if closure is not None and not callable(closure):
+            raise TypeError(f"{type(self).__name__}.step: closure must be a function that recomputes the loss, got "
+                            f"{_show(closure)}")
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
         if self._skip_next_step:
             self._skip_next_step = False
-            return loss
+            return self._stepped(loss, found_inf)
         extension = self._step_extension
         if extension is not None:
             extension.before_update()
@@ -170,6 +191,12 @@ class Optimizer:
                     copies[id(p)]._assign("refreshing a weight copy from its parameter", p)
         if extension is not None:
             extension.after_update()
+        return self._stepped(loss, found_inf)
+
+    def _stepped(self, loss, found_inf):
+        """Count a step() call that returned (what schedulers read); returns loss."""
+        self._steps_taken += 1
+        self._steps_decided_on_device |= found_inf is not None
         return loss
 
     def skip_next_step(self):
@@ -249,7 +276,10 @@ class Optimizer:
         optimizer exactly as it was. State arrays move to their parameter's device;
         floating ones take the parameter's dtype, as in torch.
         """
-        state, settings = self._checked_load(state_dict)
+        try:
+            state, settings = self._checked_load(state_dict)
+        except ValueError as exc:  # (the message names the call, and nothing is chained)
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {exc}") from None
         self.state = state
         for group, new in zip(self.param_groups, settings):
             group.update(new)
@@ -420,6 +450,14 @@ def _is_int(v) -> bool:
 def _show(value, limit=60):
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_real(who, **values):
+    """Raise TypeError unless every value is a real number (not a bool): hyper-parameters, checked before they
+    are compared or used."""
+    for key, value in values.items():
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{who}: {key} must be a real number, got {_show(value)}")
 
 
 def check_like(current, value, where):

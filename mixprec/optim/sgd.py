@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..amp._layout import SGDRule
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_real
 
 
 class SGD(Optimizer):
@@ -25,6 +25,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  maximize=False, *, fused=False):
+        check_real("SGD", lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: lr, momentum and weight_decay must be >= 0, got lr={lr}, "
                              f"momentum={momentum}, weight_decay={weight_decay}")

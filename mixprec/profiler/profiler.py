@@ -268,11 +268,13 @@ class profile:
 
     def stop(self):
         self._check_thread("stop")
-        if self.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
-            self._save()
-        self._detach()
-        self.current_action = ProfilerAction.NONE
-        self._thread = None
+        try:  # (on_trace_ready may raise: the profiler is stopped all the same, and its error propagates)
+            if self.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+                self._save()
+        finally:
+            self._detach()
+            self.current_action = ProfilerAction.NONE
+            self._thread = None
 
     def step(self):
         """Mark the end of one training step: the schedule decides whether the next one is recorded."""
@@ -282,9 +284,11 @@ class profile:
             self._recorder.close(self._step_event)
             self._step_event = None
         self.step_num += 1
-        if previous is ProfilerAction.RECORD_AND_SAVE:
-            self._save()
-        self._transition(self._action(self.step_num), opening=True)
+        try:  # (on_trace_ready may raise: the next step is still profiled as scheduled, and its error propagates)
+            if previous is ProfilerAction.RECORD_AND_SAVE:
+                self._save()
+        finally:
+            self._transition(self._action(self.step_num), opening=True)
 
     def _action(self, step):
         action = self.schedule(step)
@@ -325,8 +329,10 @@ class profile:
         if self._step_event is not None:
             self._recorder.close(self._step_event)
             self._step_event = None
-        self._results = self._recorder.finish()
-        self._detach()
+        try:
+            self._results = self._recorder.finish()
+        finally:
+            self._detach()
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
 
@@ -371,6 +377,9 @@ class record_function(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc):
+        if not self._open:
+            raise RuntimeError(f"record_function({self.name!r}).__exit__: it was not entered (use it in a with "
+                               "statement or as a decorator)")
         for recorder, ev in self._open.pop():
             recorder.close(ev)
         return False
