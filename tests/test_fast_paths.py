@@ -71,3 +71,36 @@ def test_the_engine_plain_path_gives_what_the_general_one_gives(monkeypatch):
     monkeypatch.setattr(graph.Node, "_plain", False)  # every node takes the general path
     plain.clear()
     assert gradients() == fast and not plain
+
+
+def test_class_losses_with_every_target_counted_agree_with_the_general_path(monkeypatch):
+    # _nll_loss_core and _nll_loss_backward skip their masks when no weight is given and every target is a class
+    # (ignore_index is none): the same bits as the general path, which _EXACT_COUNT = 0 forces, in every dtype,
+    # reduction and layout, with infinities and NaN among the inputs
+    from mixprec.ops import losses
+    F = mp.nn.functional
+    rng = np.random.default_rng(0)
+
+    def results():
+        found = []
+        for dtype in (mp.float16, mp.bfloat16, mp.float32, mp.float64):
+            for shape in ((5,), (6, 5), (3, 5, 2)):
+                x_np = rng.standard_normal(shape) * 4
+                x_np.reshape(-1)[:2] = -np.inf, np.nan
+                target = mp.tensor(rng.integers(0, 5, shape[:1] + shape[2:] if len(shape) > 1 else ()))
+                for reduction in ("mean", "sum", "none"):
+                    for loss_fn in (F.nll_loss, F.cross_entropy):
+                        x = mp.tensor(x_np, dtype=dtype, requires_grad=True)
+                        loss = loss_fn(x, target, reduction=reduction)
+                        loss.backward(mp.ones_like(loss) * 0.75)
+                        found.append((loss.detach().float().numpy().tobytes(), x.grad.float().numpy().tobytes()))
+        return found
+
+    taken, every = [], losses._every_target_counted
+    monkeypatch.setattr(losses, "_every_target_counted", lambda *a: taken.append(a) or every(*a))
+    fast = results()
+    assert len(taken) == 72
+    monkeypatch.setattr(losses, "_EXACT_COUNT", 0)
+    taken.clear()
+    rng = np.random.default_rng(0)
+    assert results() == fast and not taken

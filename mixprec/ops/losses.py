@@ -212,6 +212,9 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     xp = array_module(input)
     n_classes = input.shape[cdim]
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
+    if (weight is None and type(target) is np.ndarray and 0 < target.size <= _EXACT_COUNT  # (on the host)
+            and not 0 <= ignore_index < n_classes and not _out_of_range(target, n_classes).any()):
+        return _every_target_counted(input, target, cdim, reduction)
     counted = target != ignore_index
     bad = xp.asarray(_out_of_range(target, n_classes) & counted)  # (0-d: a NumPy bool)
     device_checks.check(bad, IndexError, f"nll_loss: a target is out of bounds for {n_classes} classes (and is "
@@ -235,6 +238,25 @@ def _nll_loss_core(ctx, input, target, weight, ignore_index, reduction):
     return xp.asarray(opmath(loss_of, picked, w))
 
 
+def _every_target_counted(input, target, cdim, reduction):
+    """_nll_loss_core's loss on the host when no weight is given and every target counts (each is a class, and
+    ignore_index is none): -input[t] per sample, reduced, as the general path computes it less its masks and
+    lookups. 'mean' divides by the number of samples, what the general path's sum of ones comes to (exactly, up
+    to _EXACT_COUNT samples)."""
+    picked = input[_at_targets(np, target, cdim)]
+
+    def loss_of(picked):
+        loss = -picked
+        if reduction == "none":
+            return loss
+        total = loss.sum()
+        return np.asarray(total if reduction == "sum" else total / picked.dtype.type(picked.size))
+    return np.asarray(opmath(loss_of, picked))
+
+
+_EXACT_COUNT = 1 << 24  # float32 (the compute dtype of half inputs) counts whole numbers exactly up to here
+
+
 @register("_nll_loss_backward", promote=(0, 2), saves=("grad", "target", "weight"))
 def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index, reduction):
     """The gradient _nll_loss_core sends its input: -grad * w[t] (over the total weight for 'mean') at each
@@ -242,6 +264,12 @@ def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index,
     xp = array_module(grad)
     ctx.cdim, ctx.ignore_index, ctx.reduction, ctx.n_classes = cdim, ignore_index, reduction, n_classes
     counted = target != ignore_index
+    out = xp.zeros(target.shape[:cdim] + (n_classes,) + target.shape[cdim:], grad.dtype)
+    if weight is None and type(target) is np.ndarray and 0 < target.size <= _EXACT_COUNT and counted.all():
+        # every sample weighs 1 and counts: the general path's coefficient less its masks (_every_target_counted)
+        out[_at_targets(np, target, cdim)] = opmath(
+            lambda g: -g / g.dtype.type(target.size) if reduction == "mean" else -g, grad)
+        return out
     safe, w = _sample_weights(xp, target, weight, counted, n_classes)
 
     def coefficient(grad, w):
@@ -252,7 +280,6 @@ def _nll_loss_backward(ctx, grad, target, weight, n_classes, cdim, ignore_index,
                 share = -grad * w / w.sum() if reduction == "mean" else -grad * w
         return xp.where(counted, share, share.dtype.type(0))
     coef = opmath(coefficient, grad, w)
-    out = xp.zeros(target.shape[:cdim] + (n_classes,) + target.shape[cdim:], grad.dtype)
     if n_classes:  # (with none every target is ignored)
         out[_at_targets(xp, safe, cdim)] = coef  # one gradient per sample: each lands on its own element
     return out
