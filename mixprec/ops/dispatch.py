@@ -375,14 +375,9 @@ def _scalars_to_tensors(op, args):
 def _common_device(op, tensors):
     device = tensors[0].device
     for t in tensors:
-        if t.device is not device:
-            _check_same_device(op, device, t.device)
+        if t.device is not device and t.device != device:
+            raise RuntimeError(f"{op.name}: expected all tensors on one device, got {device} and {t.device}")
     return device
-
-
-def _check_same_device(op, device, other):
-    if other != device:
-        raise RuntimeError(f"{op.name}: expected all tensors on one device, got {device} and {other}")
 
 
 def _keyword_args_to_positional(op, args, kwargs):
