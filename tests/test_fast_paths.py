@@ -104,3 +104,17 @@ def test_class_losses_with_every_target_counted_agree_with_the_general_path(monk
     taken.clear()
     rng = np.random.default_rng(0)
     assert results() == fast and not taken
+
+
+def test_the_backward_seed_of_a_host_output_is_what_ones_like_gives():
+    # engine._seeds makes a host output's implicit gradient with np.ones; ones_like is its plain equivalent
+    from mixprec.autograd import engine
+    for dtype in (mp.float16, mp.bfloat16, mp.float32, mp.float64, mp.complex64):
+        for shape in ((), (1,), (1, 1)):
+            out = mp.ones(*shape, dtype=dtype, requires_grad=True) * 3
+            seed, = engine._seeds([out], None, "backward")
+            plain = mp.ones_like(out)
+            assert type(seed._array) is type(plain._array) and seed._array.flags.c_contiguous
+            assert (seed.dtype, seed.shape, seed.requires_grad, seed.grad_fn) == \
+                (plain.dtype, plain.shape, plain.requires_grad, plain.grad_fn)
+            assert seed.numpy().tobytes() == plain.numpy().tobytes()

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from .. import dtypes as _dt
 from .. import observers
 from .._state import PER_THREAD
@@ -352,8 +354,8 @@ def sum_to(grad, shape):
     if not fits:
         return None if grad.numel() != _numel(shape) else grad.reshape(shape)
     if not kept:  # only leading dims to drop (a bias's gradient): the sum has the shape already
-        return grad.sum(dim=tuple(range(extra)), dtype=grad.dtype) if extra else grad
-    grad = grad.sum(dim=tuple(range(extra)) + kept, keepdim=True, dtype=grad.dtype)
+        return grad.sum(tuple(range(extra)), False, grad.dtype) if extra else grad  # (by position: no binding)
+    grad = grad.sum(tuple(range(extra)) + kept, True, grad.dtype)
     return grad.reshape(shape) if grad.shape != tuple(shape) else grad
 
 
@@ -433,7 +435,7 @@ def _seeds(outputs, grad_outputs, who):
             if o.requires_grad and o.numel() != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; output {i} has shape "
                                    f"{o.shape}, so pass its gradient (gradient=/grad_outputs=) of that shape")
-            g = ones_like(o)
+            g = Tensor._wrap(np.ones(o.shape, o._array.dtype)) if type(o._array) is np.ndarray else ones_like(o)
         elif not isinstance(g, Tensor):
             g = tensor(g, dtype=o.dtype, device=o.device)
         if g.shape != o.shape:
