@@ -27,11 +27,12 @@ def _axes(dim, ndim, name):
     if dim is None:
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    n = max(ndim, 1)  # (a 0-d tensor takes dim 0 and -1)
     out = []
     for d in dims:
-        if not -max(ndim, 1) <= d < max(ndim, 1):
+        if not -n <= d < n:
             raise IndexError(f"{name}: dim {d} is out of range for a tensor with {ndim} dimensions")
-        out.append(d % max(ndim, 1))
+        out.append(d % n)
     return tuple(sorted(set(out))) if ndim else ()
 
 
