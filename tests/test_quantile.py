@@ -23,6 +23,8 @@ CALLS = [  # (input, q, keyword arguments)
     (X, np.array(0.5), dict(dim=-1, keepdim=True)),
     (X.reshape(3, 7, 1), np.array([0.3]), dict(dim=None, keepdim=True)),
     (np.arange(5.0), np.array([0.125, 0.375, 0.625, 0.875]), dict()),  # ties of the rank's fraction: "nearest"
+    (np.array(0.7), 0.5, dict(dim=0, keepdim=True)),  # a 0-d input has no dim to keep: its result stays 0-d
+    (np.array(0.7), np.array([0.2, 0.9]), dict(keepdim=True)),
 ]
 
 

@@ -548,11 +548,12 @@ def kl_div(ctx, input, target, size_average=None, reduce=None, reduction="mean",
 
 # ---------------------------------------------------------------- margin and embedding losses
 def _classes(input, target_of):
-    """A (C,) or (N, C) input as (N, C), and the check that C > 0 (the margin losses' layout)."""
-    if input.ndim not in (1, 2) or input.shape[-1] == 0:
-        raise RuntimeError(f"{target_of}: expected a non-empty input of shape (C,) or (N, C), "
+    """A (C,) or (N, C) input as (N, C), and the check that C > 0 (the margin losses' layout); a 0-d input is
+    one sample of one class, as in torch."""
+    if input.ndim > 2 or (input.ndim and input.shape[-1] == 0):
+        raise RuntimeError(f"{target_of}: expected a non-empty input of shape (C,) or (N, C), or a 0-d input, "
                            f"got {tuple(input.shape)}")
-    return input if input.ndim == 2 else input.unsqueeze(0)
+    return input.reshape(-1 if input.ndim == 2 else 1, input.shape[-1] if input.ndim else 1)
 
 
 def _class_range(name, target, n_classes, lowest=0):
@@ -675,7 +676,7 @@ def multi_margin_loss(ctx, input, target, p=1, margin=1.0, weight=None, size_ave
     if weight is not None:
         z = z * weight[t]
     loss = where(t == _class_ids(x), 0.0, z).sum(1) / c
-    return _reduce(loss if input.ndim == 2 else loss.squeeze(0), reduction)
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
 
 
 @register("multilabel_margin_loss", functional=True, promote=(0,), composite=True)
@@ -701,7 +702,7 @@ def multilabel_margin_loss(ctx, input, target, size_average=None, reduce=None, r
     z = clamp(1 - x_y.unsqueeze(2) + x.unsqueeze(1), min=0)  # [n, j, k] = 1 - (x[y_j] - x[k])
     counted = listed.unsqueeze(2).logical_and(is_target.logical_not().unsqueeze(1))
     loss = where(counted, z, 0.0).sum((1, 2)) / c
-    return _reduce(loss if input.ndim == 2 else loss.squeeze(0), reduction)
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
 
 
 @register("multilabel_soft_margin_loss", functional=True, promote=(0, 1, 2), composite=True)

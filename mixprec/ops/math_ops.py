@@ -240,6 +240,12 @@ def tensordot(ctx, a, b, dims=2):
 @register("cosine_similarity", functional=True, promote=(0, 1), composite=True)
 def cosine_similarity(ctx, x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between x1 and x2 along dim (broadcasting), each norm clamped to >= eps."""
+    try:  # broadcast first: each norm runs over the broadcast dim, as the sum of products does
+        shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError:
+        raise RuntimeError(f"cosine_similarity: shapes {tuple(x1.shape)} and {tuple(x2.shape)} do not "
+                           f"broadcast") from None
+    x1, x2 = x1.expand(shape), x2.expand(shape)
     n1 = norm(x1, 2, dim, True).maximum(eps)
     n2 = norm(x2, 2, dim, True).maximum(eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim=dim)

@@ -74,7 +74,7 @@ def _quantile(name, input, q, dim, keepdim, interpolation, skip_nan):
     else:
         out = x_lo
     out = out.permute(out.ndim - 1, *range(out.ndim - 1))  # q first, then the kept dims
-    if keepdim:
+    if keepdim and input.ndim:  # a 0-d input has no dim to keep: its quantiles stay 0-d (as torch)
         out = out.reshape(out.shape[0], *((1,) * input.ndim)) if dim is None else out.unsqueeze(d + 1)
     return out[0] if not isinstance(q_in, Tensor) or q_in.ndim == 0 else out
 

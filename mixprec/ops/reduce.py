@@ -212,10 +212,19 @@ _reduction_rules(logsumexp, lambda ctx: (ctx.inputs[0] - _expand_back(ctx, ctx.o
 
 
 @register("var", methods=("var",))
-def var(ctx, input, dim=None, keepdim=False, correction=1, unbiased=None):
-    """Variance over dim with Bessel's correction (correction=1) by default."""
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
+def var(ctx, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over dim with Bessel's correction (correction=1) by default.
+
+    torch's overloads: var(x, unbiased), var(x, dim, unbiased, keepdim) and var(x, dim, *, correction,
+    keepdim); a bool where dim goes is the unbiased flag, and correction=None means 1.
+    """
+    if isinstance(dim, bool):
+        if unbiased is not None:
+            raise TypeError(f"var: got unbiased={dim} in dim's place and unbiased={unbiased}; pass one of them")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError("var: pass correction or unbiased, not both")
+    correction = (1 if unbiased else 0) if unbiased is not None else (1 if correction is None else correction)
     if not _dt.is_floating(input.dtype):
         raise TypeError(f"var: needs a floating input, got {input.dtype.name}")
     axes = _reduction(ctx, input, dim, keepdim, "var")

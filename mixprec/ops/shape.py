@@ -128,7 +128,7 @@ flatten.grad(_reshape_grad)
 def transpose(ctx, input, dim0, dim1):
     """Swap two dims."""
     ctx.dims = (dim_index(dim0, input.ndim, "transpose"), dim_index(dim1, input.ndim, "transpose"))
-    return array_module(input).swapaxes(input, *ctx.dims)
+    return array_module(input).swapaxes(input, *ctx.dims) if input.ndim else input.view()  # 0-d: dims 0/-1 only
 
 
 transpose.grad(lambda ctx, g: (g.transpose(*ctx.dims),))
@@ -553,11 +553,17 @@ def _along(name, input, dim, index):
 @register("gather", methods=("gather",), promote=(0,), linear=True, saves=("index",))
 def gather(ctx, input, dim, index):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
+    ctx.in_shape = input.shape
+    if input.ndim == 0 and index.ndim <= 1:  # as torch: a 0-d input is one element, repeated as index asks
+        dim_index(dim, 1, "gather")
+        if index.dtype.kind not in "iu":
+            raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+        _check_index_range("gather", index, 1, 0)
+        return array_module(input).broadcast_to(input, index.shape).copy()
     ctx.dim = _along("gather", input, dim, index)
     if any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != ctx.dim):
         raise RuntimeError(f"gather: index of shape {tuple(index.shape)} must not be larger than the input "
                            f"{tuple(input.shape)} outside dim {ctx.dim}")
-    ctx.in_shape = input.shape
     # index may be smaller than the input outside dim: it reads the leading part (take_along_axis would broadcast)
     leading = tuple(slice(None) if d == ctx.dim else slice(0, n) for d, n in enumerate(index.shape))
     return array_module(input).take_along_axis(input[leading], index, axis=ctx.dim)
@@ -565,6 +571,8 @@ def gather(ctx, input, dim, index):
 
 @gather.grad
 def _(ctx, g):
+    if not ctx.in_shape:
+        return g.sum(), None, None
     return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
 
 
@@ -602,22 +610,29 @@ def _(ctx, g):
 
 # ---------------------------------------------------------------- whole slices picked by a list of indices
 def _index_along(name, input, dim, index):
-    """dim as an index, and index (0-d or 1-D integers, each in range) as a 1-D array."""
-    if input.ndim == 0:
-        raise RuntimeError(f"{name}: expected an input with at least 1 dimension, got a 0-d tensor")
-    d = dim_index(dim, input.ndim, name)
+    """dim as an index, and index (0-d or 1-D integers, each in range) as a 1-D array. A 0-d input is one
+    slice of one element along dim 0 (as in torch), so its index holds one value."""
+    d = dim_index(dim, max(input.ndim, 1), name)
     if index.dtype.kind not in "iu":
         raise TypeError(f"{name}: index must be an integer tensor, got {index.dtype.name}")
     if index.ndim > 1:
         raise RuntimeError(f"{name}: index must be 0-d or 1-D, got shape {tuple(index.shape)}")
+    if input.ndim == 0 and index.size != 1:
+        raise RuntimeError(f"{name}: the input is 0-d, so index must hold exactly 1 value, got {index.size}")
     index = index.reshape(-1)
-    _check_index_range(name, index, input.shape[d], d)
+    _check_index_range(name, index, input.shape[d] if input.ndim else 1, d)
     return d, index
 
 
+def _one(a):
+    """A 0-d array as the one slice of a 1-D one (how the index ops read a 0-d input); others as they are."""
+    return a.reshape(1) if a.ndim == 0 else a
+
+
 def _check_source(name, input, d, index, source):
-    """source holds one slice of input per index: input's shape with dim d of size len(index)."""
-    expected = input.shape[:d] + (len(index),) + input.shape[d + 1:]
+    """source holds one slice of input per index: input's shape with dim d of size len(index) (0-d for a
+    0-d input)."""
+    expected = input.shape[:d] + (len(index),) + input.shape[d + 1:] if input.ndim else ()
     if tuple(source.shape) != expected:
         raise RuntimeError(f"{name}: source of shape {tuple(source.shape)} does not fit: expected {expected} "
                            f"(one slice of the input of shape {tuple(input.shape)} per index, along dim {d})")
@@ -628,7 +643,8 @@ def index_select(ctx, input, dim, index):
     """The slices input.select(dim, i) for i in index, joined along dim."""
     ctx.dim, index = _index_along("index_select", input, dim, index)
     ctx.in_shape = input.shape
-    return array_module(input).take(input, index, axis=ctx.dim)
+    out = array_module(input).take(_one(input), index, axis=ctx.dim)
+    return out.reshape(()) if input.ndim == 0 else out
 
 
 @index_select.grad
@@ -644,9 +660,9 @@ def index_add(ctx, input, dim, index, source, alpha=1):
     ctx.alpha = alpha
     if alpha != 1:  # scaled in float32 for half inputs; scatter_add then rounds once
         source = source.astype(compute_dtype(source.dtype, ints="keep")) * alpha
-    out = input.copy()
-    _be.scatter_add(out, (slice(None),) * ctx.dim + (index,), source)
-    return out
+    out = _one(input).copy()
+    _be.scatter_add(out, (slice(None),) * ctx.dim + (index,), _one(source))
+    return out.reshape(input.shape)
 
 
 @index_add.grad
@@ -662,9 +678,9 @@ def index_copy(ctx, input, dim, index, source):
     ctx.dim, index = _index_along("index_copy", input, dim, index)
     _check_source("index_copy", input, ctx.dim, index, source)
     ctx.source_shape = source.shape
-    out = input.copy()
-    out[(slice(None),) * ctx.dim + (index,)] = source
-    return out
+    out = _one(input).copy()
+    out[(slice(None),) * ctx.dim + (index,)] = _one(source)
+    return out.reshape(input.shape)
 
 
 @index_copy.grad
