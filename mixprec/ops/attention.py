@@ -36,6 +36,7 @@ from .autocast import suspended
 from .elementwise import where
 from .matmul import linear, matmul
 from .nn_layers import dropout
+from .shape import broadcasts_to
 from .opmath import compute_dtype
 from .registry import register
 
@@ -130,11 +131,7 @@ def _check_mask(name, mask, q, scores_shape, what="attn_mask"):
     if mask.dtype != _dt.bool_ and mask.dtype not in (_dt.float32, q.dtype):
         raise TypeError(f"{name}: {what} must be bool, float32 or the query's dtype ({q.dtype.name}), "
                         f"got {mask.dtype.name}")
-    try:
-        fits = np.broadcast_shapes(_shape(mask), scores_shape) == scores_shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if not broadcasts_to(_shape(mask), scores_shape):
         raise RuntimeError(f"{name}: {what} of shape {_shape(mask)} does not broadcast to the attention "
                            f"scores' shape {scores_shape} (..., L, S)")
 

@@ -41,7 +41,7 @@ from ..tensor import Tensor
 from ..autograd import grad_mode, graph
 from .registry import is_operand, register
 from .elementwise import where
-from .shape import index_put
+from .shape import broadcasts_to, index_put
 
 
 # ---------------------------------------------------------------- the two ops in-place writes record
@@ -202,11 +202,7 @@ def _fit(t, new, what):
         _check_cast(t, new.dtype, what)
         new = new.to(t.dtype)
     if new.shape != t.shape:
-        try:
-            fits = np.broadcast_shapes(new.shape, t.shape) == tuple(t.shape)
-        except ValueError:
-            fits = False
-        if not fits:
+        if not broadcasts_to(new.shape, t.shape):
             raise RuntimeError(f"{what}: a value of shape {tuple(new.shape)} cannot be written into a tensor of "
                                f"shape {t.shape} (it must broadcast to that shape)")
         new = new.expand(t.shape)

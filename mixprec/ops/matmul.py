@@ -27,6 +27,7 @@ from . import gemm
 from .opmath import opmath
 from .reduce import _add_reduce
 from .registry import in_places, register, wanted_only
+from .shape import broadcasts_to
 
 
 def _mm(a, b):
@@ -39,13 +40,8 @@ def _mm(a, b):
 def _mm_plus(name, a, b, c, alpha=1, beta=1):
     """alpha * (a @ b) + beta * c, rounded once for half inputs (torch ignores c, even NaN, when beta is 0)."""
     prod_shape = a.shape[:-1] + (b.shape[-1:] if b.ndim > 1 else ())  # (matching batches; b may be a vector)
-    fits = c.shape == prod_shape[len(prod_shape) - c.ndim:]  # a bias: the product's last dims (decided fast)
-    if not fits:
-        try:
-            fits = np.broadcast_shapes(prod_shape, c.shape) == tuple(prod_shape)
-        except ValueError:
-            fits = False
-    if not fits:
+    # (a bias, the product's last dims, is decided without broadcast_shapes: it is the common case)
+    if c.shape != prod_shape[len(prod_shape) - c.ndim:] and not broadcasts_to(c.shape, prod_shape):
         raise RuntimeError(f"{name}: the added tensor of shape {tuple(c.shape)} does not broadcast to the "
                            f"product's shape {tuple(prod_shape)}")
 

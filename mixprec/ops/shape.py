@@ -25,6 +25,14 @@ def dim_index(dim, ndim, op, new_axis=False):
     return int(dim) % n
 
 
+def broadcasts_to(shape, target) -> bool:
+    """Whether an array of ``shape`` broadcasts to exactly ``target`` (a value written into it, a bias added)."""
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
+
+
 def _size_arg(shape):
     """Accept reshape(2, 3) and reshape((2, 3))."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -181,7 +189,7 @@ def expand(ctx, input, *shape):
     if lead < 0:
         raise RuntimeError(f"expand: cannot expand shape {input.shape} to fewer dims {shape}")
     full = tuple(input.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(shape))
-    if any(n != m and n != 1 for n, m in zip(input.shape, full[lead:])) or any(m < 0 for m in full):
+    if any(m < 0 for m in full) or not broadcasts_to(input.shape, full):
         raise RuntimeError(f"expand: cannot expand shape {input.shape} to {shape}")
     # a stride of 0 repeats a dim (as broadcast_to's do, but writable: torch's fill_ may write into an expand)
     kept = tuple(0 if n != m else st for n, m, st in zip(input.shape, full[lead:], input.strides))
@@ -448,7 +456,7 @@ def _array_key(input, key):
         return array_module(input).asarray(key)
     if isinstance(key, tuple):
         return tuple(_int_of_0d(k) for k in key) if any(_is_int_0d(k) for k in key) else key
-    return _int_of_0d(key) if _is_int_0d(key) else key
+    return _int_of_0d(key)
 
 
 def _is_int_0d(k):
