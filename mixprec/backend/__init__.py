@@ -13,6 +13,7 @@ one job of the GPU path:
     curand          random numbers drawn on the GPU
     dlpack          zero-copy exchange with other array libraries, bfloat16 included
     cuda_libraries  CUDA libraries called through ctypes (cuBLAS)
+    special         special functions: SciPy's on the CPU, cupyx.scipy.special's on a GPU
 """
 from __future__ import annotations
 
@@ -175,13 +176,4 @@ def linalg_errors(xp):
     return _cupyx.errstate(linalg="raise")
 
 
-def erf(a):
-    """Elementwise error function, accurate to float64."""
-    if is_cupy_array(a):
-        return _cupyx.scipy.special.erf(a)
-    try:
-        from scipy.special import erf as _erf
-    except ImportError:  # no SciPy: the exact but slower stdlib routine
-        import math
-        _erf = np.vectorize(math.erf, otypes=[np.float64])
-    return _erf(a.astype(np.float64) if a.dtype != np.float32 else a).astype(a.dtype, copy=False)
+from .special import erf  # noqa: E402,F401  (backend.erf: special functions live in backend/special.py)

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as _dt
-from ..backend import array_module, erf
+from ..backend import array_module, special
 from ..tensor import tensor, zeros_like
 from .elementwise import ufunc, unary, where
 from .opmath import compute_dtype, opmath
@@ -35,42 +35,8 @@ acos = unary("acos", ufunc("arccos"), d_in=lambda x: -(1 - x * x).rsqrt())
 
 
 # ---------------------------------------------------------------- erfinv
-def _erfinv_array(x):
-    """Inverse error function on float64 arrays of either backend.
-
-    Giles' single-precision approximation as a start, then Newton steps on
-    erf(y) = x (erf is exact to float64), which converge to float64 accuracy.
-    """
-    xp = array_module(x)
-    w = -xp.log((1.0 - x) * (1.0 + x))
-    lo = w - 2.5
-    p_lo = 2.81022636e-08
-    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-              -0.00417768164, 0.246640727, 1.50140941):
-        p_lo = c + p_lo * lo
-    hi = xp.sqrt(xp.maximum(w, 0.0)) - 3.0
-    p_hi = -0.000200214257
-    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-              0.00943887047, 1.00167406, 2.83297682):
-        p_hi = c + p_hi * hi
-    y = xp.where(w < 5.0, p_lo, p_hi) * x
-    inside = xp.abs(x) < 1
-    y = xp.where(inside, y, 0.0)
-    for _ in range(3):
-        y = y - (erf(y) - x) / (2.0 / math.sqrt(math.pi) * xp.exp(-y * y))
-    y = xp.where(inside, y, xp.where(xp.abs(x) == 1, xp.copysign(xp.inf, x), xp.nan))
-    return y
-
-
 def _erfinv(a):
-    if isinstance(a, np.ndarray):
-        try:
-            from scipy.special import erfinv as _scipy_erfinv
-        except ImportError:
-            _scipy_erfinv = None
-        if _scipy_erfinv is not None:
-            return _scipy_erfinv(a.astype(np.float64)).astype(a.dtype)
-    return _erfinv_array(a.astype(np.float64)).astype(a.dtype)
+    return special.call("erfinv", a)
 
 
 erfinv = unary("erfinv", _erfinv, d_out=lambda y: (y * y).exp() * (math.sqrt(math.pi) / 2))
