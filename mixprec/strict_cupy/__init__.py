@@ -40,7 +40,7 @@ import types
 
 import numpy as np
 
-from . import _cuda, _raw, _state
+from . import _array, _cuda, _raw, _state
 from ._namespace import Namespace, ROOT
 from ._real import real, real_x
 from ._state import COUNTS, CaptureError, Counts
@@ -91,11 +91,12 @@ def _empty_pinned(shape, dtype=float, order="C"):
 
 
 def _special():
-    try:
-        import scipy.special as twin
-    except ImportError:
-        twin = None
-    return Namespace("cupyx.scipy.special", real_x.scipy.special, twin)
+    """cupyx.scipy.special with SciPy's functions as the twins. CuPy's zeta is a two-input ufunc (Hurwitz's
+    zeta(x, q)); SciPy's is a Python function with q optional, so its twin is that function made a ufunc."""
+    import scipy.special as twin
+    zeta = np.frompyfunc(lambda x, q: twin.zeta(x, q), 2, 1)
+    return Namespace("cupyx.scipy.special", real_x.scipy.special, twin,
+                     {"zeta": _array.ufunc(real_x.scipy.special.zeta, zeta)})
 
 
 cupyx = Namespace("cupyx", real_x, None, {

@@ -1,0 +1,343 @@
+"""Special functions, as torch.special has them: the gamma family (lgamma, digamma, polygamma, mvlgamma,
+igamma/igammac, zeta), the error-function family (erfc, erfcx, ndtr, ndtri, log_ndtr), Bessel functions,
+logit/xlogy/xlog1py/entr/sinc, and the classical orthogonal polynomials.
+
+The values come from SciPy on the CPU and cupyx.scipy.special on a GPU (mixprec/backend/special.py);
+float16/bfloat16 and integer inputs compute in float32 (opmath) and round once. Ops torch defines with a
+Tensor method have one here too; the torch.special-only ones are registered as ``special_<name>`` and
+reached as ``mp.special.<name>`` (mixprec/special.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..backend import array_module, special as _sf
+from ..tensor import Tensor
+from .elementwise import where
+from .opmath import opmath
+from .registry import register
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def _real_only(name, *arrays):
+    for a in arrays:
+        if getattr(a, "dtype", None) is not None and a.dtype.kind == "c":
+            raise NotImplementedError(f"{name}: not implemented for complex tensors (as in torch); it takes real "
+                                      f"floating, integer or bool tensors, got {a.dtype.name}")
+
+
+def _scipy(name):
+    """The array function that evaluates SciPy's (or cupyx's) special function ``name``."""
+    def fn(a, *rest):
+        return _sf.call(name, a, *rest)
+    fn.__name__ = name
+    return fn
+
+
+def _unary(name, fn, *, d_in=None, d_out=None, methods=None, differentiable=True, doc=""):
+    """Register the one-input elementwise op ``name``: ``fn`` on float32/float64 arrays (opmath widens the
+    rest). Its derivative comes from the input (``d_in``) or the output (``d_out``), on Tensors; an op
+    without either registers its rules itself, or has none (``differentiable=False``)."""
+    def forward(ctx, input):
+        _real_only(name, input)
+        return opmath(fn, input)
+    forward.__name__ = forward.__qualname__ = name
+    saves = ("output",) if d_out is not None else ("input",)
+    op = register(name, methods=(name,) if methods is None else methods, saves=saves,
+                  differentiable=differentiable)(forward)
+    op.__doc__ = doc or f"Elementwise {name}."
+    if d_in is not None:
+        op.partials(lambda ctx: (d_in(ctx.inputs[0]),))
+    elif d_out is not None:
+        op.partials(lambda ctx: (d_out(ctx.output),))
+    return op
+
+
+def _binary(name, fn, *, methods=None, differentiable=True, doc=""):
+    """Register the two-input elementwise op ``name`` (promoting and broadcasting, as torch's binary ufuncs)."""
+    def forward(ctx, input, other):
+        _real_only(name, input, other)
+        return opmath(fn, input, other)
+    forward.__name__ = forward.__qualname__ = name
+    op = register(name, methods=(name,) if methods is None else methods, promote=(0, 1), broadcast=True,
+                  differentiable=differentiable)(forward)
+    op.__doc__ = doc
+    return op
+
+
+def _tensor(x):
+    return isinstance(x, Tensor)
+
+
+# ---------------------------------------------------------------- the gamma family
+lgamma = _unary("lgamma", _scipy("gammaln"), d_in=lambda x: digamma(x),
+                doc="Elementwise log|Gamma(x)| (special.gammaln).")
+
+
+def _digamma(a):
+    # torch's convention at 0: -inf (the limit from the right, whatever the sign of the zero)
+    return array_module(a).where(a == 0, a.dtype.type(-np.inf), _sf.call("psi", a))
+
+
+digamma = _unary("digamma", _digamma, d_in=lambda x: polygamma(1, x),
+                 doc="Elementwise digamma psi(x), the derivative of lgamma (special.digamma, special.psi).")
+
+
+def _polygamma(n, a):
+    if n == 0:
+        return _digamma(a)
+    # (-1)^(n+1) n! zeta(n+1, x), as SciPy's polygamma computes it (in float64 whatever the input)
+    scale = a.dtype.type((-1.0) ** (n + 1) * math.factorial(n))
+    return _sf.call("zeta", a.dtype.type(n + 1), a).astype(a.dtype, copy=False) * scale
+
+
+@register("polygamma", promote=(1,), saves=("input",))
+def polygamma(ctx, n, input):
+    """Elementwise n-th derivative of digamma: polygamma(0, x) is digamma(x). ``n`` is a non-negative int
+    (not differentiable)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"polygamma: n must be non-negative, got {n}")
+    _real_only("polygamma", input)
+    ctx.n = int(n)
+    return opmath(lambda a: _polygamma(int(n), a), input)
+
+
+@polygamma.partials
+def _(ctx):
+    return None, polygamma(ctx.n + 1, ctx.inputs[1])
+
+
+def _polygamma_method(self, n):
+    """x.polygamma(n): polygamma(n, x)."""
+    return polygamma(n, self)
+
+
+Tensor.polygamma = _polygamma_method  # (torch's method takes n after self: the op's arguments reversed)
+
+
+@register("mvlgamma", methods=("mvlgamma",), composite=True)
+def mvlgamma(ctx, input, p):
+    """Elementwise log of the multivariate gamma function of dimension p (special.multigammaln):
+    sum over j < p of lgamma(x - j/2), plus p(p-1)/4 log(pi). Every x must exceed (p-1)/2."""
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
+        raise TypeError(f"mvlgamma: p must be an int, got {type(p).__name__}")
+    if p < 1:
+        raise RuntimeError(f"mvlgamma: p must be >= 1, got {p}")
+    _real_only("mvlgamma", input._array)
+    if input.dtype.kind in "biu":
+        input = input.to("float32")
+    if not bool((input > (p - 1) / 2).all()):
+        raise RuntimeError(f"mvlgamma: every element of the input must be greater than (p-1)/2 = {(p - 1) / 2}")
+    shifts = Tensor._wrap(array_module(input._array).arange(p, dtype=input._array.dtype) / input.dtype.type(2))
+    return lgamma(input.unsqueeze(-1) - shifts).sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def _d_gammainc(a, x):
+    """d/dx of the regularized lower incomplete gamma P(a, x): x^(a-1) e^-x / Gamma(a)."""
+    return ((a - 1) * x.log() - x - lgamma(a)).exp()
+
+
+def _input_not_differentiable(name):
+    def rule(ctx, g):
+        if ctx.needs_input_grad[0]:
+            raise NotImplementedError(f"{name}: the derivative with respect to input (a) is not implemented (as "
+                                      "in torch); detach it")
+        x = ctx.inputs[1]
+        sign = 1 if name == "igamma" else -1
+        return None, g * (_d_gammainc(ctx.inputs[0], x) * sign)
+
+    def tangent(ctx, ta, tx):
+        sign = 1 if name == "igamma" else -1  # (a's tangent is not read: torch defines no derivative in a)
+        return None if tx is None else tx * (_d_gammainc(ctx.inputs[0], ctx.inputs[1]) * sign)
+    return rule, tangent
+
+
+igamma = _binary("igamma", _scipy("gammainc"), doc="Elementwise regularized lower incomplete gamma function "
+                 "P(input, other) (special.gammainc); differentiable in other only, as torch.")
+igammac = _binary("igammac", _scipy("gammaincc"), doc="Elementwise regularized upper incomplete gamma function "
+                  "Q(input, other) = 1 - P(input, other) (special.gammaincc); differentiable in other only.")
+for _op in (igamma, igammac):
+    _rules = _input_not_differentiable(_op.name)
+    _op.grad(_rules[0])
+    _op.jvp(_rules[1])
+
+
+def _zeta(x, q):
+    return _sf.call("zeta", x, q)
+
+
+special_zeta = _binary("special_zeta", _zeta, methods=(), doc="Elementwise Hurwitz zeta function "
+                       "sum over k >= 0 of (k + other)^-input; differentiable in other only, as torch.")
+
+
+@special_zeta.grad
+def _(ctx, g):
+    if ctx.needs_input_grad[0]:
+        raise NotImplementedError("special.zeta: the derivative with respect to input (x) is not implemented (as in "
+                                  "torch); detach it")
+    x, q = ctx.inputs
+    return None, g * (x * -1) * special_zeta(x + 1, q)
+
+
+@special_zeta.jvp
+def _(ctx, tx, tq):
+    x, q = ctx.inputs
+    return None if tq is None else tq * (x * -1) * special_zeta(x + 1, q)
+
+
+# ---------------------------------------------------------------- the error-function family
+erfc = _unary("erfc", _scipy("erfc"), d_in=lambda x: (x * x * -1).exp() * (-2 / _SQRT_PI),
+              doc="Elementwise complementary error function 1 - erf(x), accurate where erf is near 1.")
+
+
+def _with_input_and_output(name, fn, partial, doc):
+    """A one-input op whose derivative reads both x and f(x): partial(x, y) on Tensors."""
+    def forward(ctx, input):
+        _real_only(name, input)
+        return opmath(fn, input)
+    forward.__name__ = forward.__qualname__ = name
+    op = register(name, saves=("input", "output"))(forward)
+    op.__doc__ = doc
+    op.partials(lambda ctx: (partial(ctx.inputs[0], ctx.output),))
+    return op
+
+
+special_erfcx = _with_input_and_output(
+    "special_erfcx", _scipy("erfcx"), lambda x, y: x * y * 2 - 2 / _SQRT_PI,
+    "Elementwise scaled complementary error function exp(x^2) erfc(x), finite where erfc underflows.")
+special_ndtr = _unary("special_ndtr", _scipy("ndtr"), methods=(),
+                      d_in=lambda x: (x * x * -0.5).exp() * (1 / _SQRT_2PI),
+                      doc="Elementwise standard normal CDF: the area under the Gaussian density left of x.")
+special_ndtri = _unary("special_ndtri", _scipy("ndtri"), methods=(), d_out=lambda y: (y * y * 0.5).exp() * _SQRT_2PI,
+                       doc="Elementwise inverse of the standard normal CDF (x in [0, 1]).")
+special_log_ndtr = _with_input_and_output(
+    "special_log_ndtr", _scipy("log_ndtr"), lambda x, y: (y + x * x * 0.5).neg().exp() * (1 / _SQRT_2PI),
+    "Elementwise log of the standard normal CDF, accurate far into the left tail.")
+
+
+# ---------------------------------------------------------------- x log y and relatives
+special_entr = _unary("special_entr", _scipy("entr"), methods=(), d_in=lambda x: (x.log() + 1).neg(),
+                      doc="Elementwise entropy term -x log x (0 at 0, -inf for x < 0).")
+
+
+def _x_log(log):
+    """x * log(y) (log is xp.log or xp.log1p), 0 where x is 0 unless y is nan (torch's xlogy/xlog1py)."""
+    def fn(x, y):
+        xp = array_module(x if hasattr(x, "dtype") and not isinstance(x, np.generic) else y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = x * getattr(xp, log)(y)
+        return xp.where((x == 0) & ~xp.isnan(y), out.dtype.type(0), out).astype(out.dtype, copy=False)
+    return fn
+
+
+xlogy = _binary("xlogy", _x_log("log"), doc="Elementwise input * log(other), 0 where input is 0 (unless other is "
+                "nan): the entropy-style product that stays finite at 0 * log 0.")
+
+
+@xlogy.partials
+def _(ctx):
+    x, y = ctx.inputs
+    dx = xlogy((x != 0).to(y.dtype if _tensor(y) else x.dtype), y) if _tensor(x) else None
+    return dx, (x / y if _tensor(y) else None)
+
+
+special_xlog1py = _binary("special_xlog1py", _x_log("log1p"), methods=(),
+                          doc="Elementwise input * log1p(other), 0 where input is 0 (unless other is nan).")
+
+
+@special_xlog1py.partials
+def _(ctx):
+    x, y = ctx.inputs
+    dx = special_xlog1py((x != 0).to(y.dtype if _tensor(y) else x.dtype), y) if _tensor(x) else None
+    return dx, (x / (y + 1) if _tensor(y) else None)
+
+
+def _sinc(a):
+    xp = array_module(a)
+    pix = a * a.dtype.type(math.pi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return xp.where(a == 0, a.dtype.type(1), xp.sin(pix) / pix)
+
+
+def _d_sinc(x):
+    pix = x * math.pi
+    return where(x == 0, 0.0, (pix * pix.cos() - pix.sin()) / (pix * x))
+
+
+sinc = _unary("sinc", _sinc, d_in=_d_sinc, doc="Elementwise normalized sinc: sin(pi x) / (pi x), 1 at 0.")
+
+
+@register("logit", methods=("logit",), saves=("input",))
+def logit(ctx, input, eps=None):
+    """Elementwise log(x / (1 - x)); with eps, x is first clamped to [eps, 1 - eps] (and the gradient is 0
+    outside it)."""
+    _real_only("logit", input)
+    if eps is not None and not isinstance(eps, (int, float, np.floating, np.integer)):
+        raise TypeError(f"logit: eps must be a number or None, got {type(eps).__name__}")
+    ctx.eps = eps
+
+    def fn(a):
+        xp = array_module(a)
+        if eps is not None:
+            a = xp.clip(a, a.dtype.type(eps), a.dtype.type(1 - eps))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return xp.log(a / (1 - a))
+    return opmath(fn, input)
+
+
+@logit.partials
+def _(ctx):
+    x = ctx.inputs[0]
+    d = 1 / (x * (1 - x))
+    if ctx.eps is None:
+        return (d,)
+    return (where((x < ctx.eps).logical_or(x > 1 - ctx.eps), 0.0, d),)
+
+
+# ---------------------------------------------------------------- Bessel functions
+def _tiny_safe(x, partial, at_zero):
+    """partial(x) where |x| exceeds the dtype's eps, ``at_zero`` (its limit) at smaller |x| (torch's rule)."""
+    tiny = x.abs() <= float(np.finfo(x._array.dtype).eps)
+    return where(tiny, at_zero, partial(where(tiny, 1.0, x)))
+
+
+i0 = _unary("i0", _scipy("i0"), d_in=lambda x: special_i1(x),
+            doc="Elementwise modified Bessel function of the first kind, order 0 (special.i0).")
+special_i0e = _with_input_and_output(
+    "special_i0e", _scipy("i0e"), lambda x, y: special_i1e(x) - x.sign() * y,
+    "Elementwise exponentially scaled modified Bessel function of order 0: exp(-|x|) i0(x).")
+special_i1 = _with_input_and_output(
+    "special_i1", _scipy("i1"), lambda x, y: _tiny_safe(x, lambda s: i0(s) - y / s, 0.5),
+    "Elementwise modified Bessel function of the first kind, order 1.")
+special_i1e = _with_input_and_output(
+    "special_i1e", _scipy("i1e"), lambda x, y: _tiny_safe(x, lambda s: special_i0e(s) - y * (s.sign() + 1 / s), 0.5),
+    "Elementwise exponentially scaled modified Bessel function of order 1: exp(-|x|) i1(x).")
+
+
+def _spherical_j0(a):
+    xp = array_module(a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return xp.where(a == 0, a.dtype.type(1), xp.sin(a) / a)
+
+
+# torch defines no derivative for these (their outputs never require grad); nor does mixprec.
+for _name, _fn, _what in (
+        ("bessel_j0", "j0", "Bessel function of the first kind, order 0"),
+        ("bessel_j1", "j1", "Bessel function of the first kind, order 1"),
+        ("bessel_y0", "y0", "Bessel function of the second kind, order 0"),
+        ("bessel_y1", "y1", "Bessel function of the second kind, order 1"),
+        ("modified_bessel_i0", "i0", "modified Bessel function of the first kind, order 0"),
+        ("modified_bessel_i1", "i1", "modified Bessel function of the first kind, order 1"),
+        ("modified_bessel_k0", "k0", "modified Bessel function of the second kind, order 0"),
+        ("modified_bessel_k1", "k1", "modified Bessel function of the second kind, order 1"),
+        ("scaled_modified_bessel_k0", "k0e", "exponentially scaled modified Bessel function K0: exp(x) k0(x)"),
+        ("scaled_modified_bessel_k1", "k1e", "exponentially scaled modified Bessel function K1: exp(x) k1(x)"),
+        ("spherical_bessel_j0", _spherical_j0, "spherical Bessel function of the first kind, order 0: sin(x) / x")):
+    _unary(f"special_{_name}", _scipy(_fn) if isinstance(_fn, str) else _fn, methods=(), differentiable=False,
+           doc=f"Elementwise {_what} (not differentiable, as in torch).")
