@@ -83,6 +83,9 @@ TOLERANCES = {
     # float32 there, which SciPy evaluates in double and rounds once)
     **{f"polygamma.polygamma_n_{n}": (3e-5, 1e-5) for n in range(5)},
     "special.polygamma.special_polygamma_n_0": (3e-5, 1e-5),
+    # He_n's float32 recurrence cancels for x near its roots: torch and mixprec both run it in float32 and
+    # round differently (torch's compiled loop may fuse), each ~2e-5 relative from float64 on these samples
+    "special.hermite_polynomial_he": (5e-5, 1e-5),
 }
 
 # entry id -> (which samples, why): deliberate differences that hold for some samples only; those samples

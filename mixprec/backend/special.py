@@ -17,9 +17,21 @@ def module_of(*args):
     return _backend._cupyx.scipy.special if cupy_owned else _scipy
 
 
+# SciPy functions cupyx.scipy.special does not have: on CuPy arrays they run on the host (a copy each way,
+# and the host waits for the GPU), so a GPU caller still gets a GPU array back.
+HOST_ONLY = frozenset({"airy"})
+
+
 def call(name, *args):
     """The special function ``name`` of whichever library owns the arrays among ``args``, applied to them."""
-    return getattr(module_of(*args), name)(*args)
+    module = module_of(*args)
+    if module is _scipy or name not in HOST_ONLY:
+        return getattr(module, name)(*args)
+    cupy = _backend._cupy
+    device = next(a.device for a in args if _backend.is_cupy_array(a))
+    result = getattr(_scipy, name)(*(cupy.asnumpy(a) if _backend.is_cupy_array(a) else a for a in args))
+    with device:
+        return tuple(cupy.asarray(r) for r in result) if isinstance(result, tuple) else cupy.asarray(result)
 
 
 def erf(a):

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..backend import array_module, special as _sf
+from ..backend import array_module, is_array, special as _sf
 from ..tensor import Tensor
 from .elementwise import where
 from .opmath import opmath
@@ -326,6 +326,10 @@ def _spherical_j0(a):
         return xp.where(a == 0, a.dtype.type(1), xp.sin(a) / a)
 
 
+def _airy_ai(a):
+    return _sf.call("airy", a)[0].astype(a.dtype, copy=False)
+
+
 # torch defines no derivative for these (their outputs never require grad); nor does mixprec.
 for _name, _fn, _what in (
         ("bessel_j0", "j0", "Bessel function of the first kind, order 0"),
@@ -338,6 +342,102 @@ for _name, _fn, _what in (
         ("modified_bessel_k1", "k1", "modified Bessel function of the second kind, order 1"),
         ("scaled_modified_bessel_k0", "k0e", "exponentially scaled modified Bessel function K0: exp(x) k0(x)"),
         ("scaled_modified_bessel_k1", "k1e", "exponentially scaled modified Bessel function K1: exp(x) k1(x)"),
-        ("spherical_bessel_j0", _spherical_j0, "spherical Bessel function of the first kind, order 0: sin(x) / x")):
+        ("spherical_bessel_j0", _spherical_j0, "spherical Bessel function of the first kind, order 0: sin(x) / x"),
+        ("airy_ai", _airy_ai, "Airy function Ai (cupyx has none: on CUDA it is evaluated on the host)")):
     _unary(f"special_{_name}", _scipy(_fn) if isinstance(_fn, str) else _fn, methods=(), differentiable=False,
            doc=f"Elementwise {_what} (not differentiable, as in torch).")
+
+
+# ---------------------------------------------------------------- orthogonal polynomials
+def _as_pair(x, n):
+    """x and n as arrays of one shape (either may come as a NumPy scalar), and their array module."""
+    xp = array_module(x if is_array(x) else n)
+    shape = np.broadcast_shapes(np.shape(x), np.shape(n))
+    x = xp.broadcast_to(x, shape) if is_array(x) else xp.full(shape, x, dtype=n.dtype)
+    n = xp.broadcast_to(n, shape) if is_array(n) else xp.full(shape, n, dtype=x.dtype)
+    return xp, x, n
+
+
+def _polynomial(name, first, step, edges, what):
+    """Register ``special_<name>(input, n)``: the degree-n polynomial at x, for the integer part of each n
+    (0 where n < 0), by its three-term recurrence: ``first(x)`` gives degrees 0 and 1, ``step(k, x, p, q)``
+    degree k from degrees k-2 and k-1. ``edges(xp, x, n)`` gives (mask, values) where a closed form replaces
+    the recurrence (torch's, at x = +-1 and the like), or None. Not differentiable, as in torch."""
+    def fn(x, n):
+        xp, x, n = _as_pair(x, n)
+        n = xp.trunc(n)
+        p, q = first(x)
+        out = xp.where(n == 0, p, q)
+        top = int(n.max()) if n.size else 0  # (the recurrence runs to the largest degree asked for)
+        with np.errstate(all="ignore"):
+            for k in range(2, top + 1):
+                p, q = q, step(k, x, p, q)
+                out = xp.where(n == k, q, out)
+        out = xp.where(n < 0, x.dtype.type(0), out)
+        special = edges(xp, x, n) if edges is not None else None
+        if special is not None:
+            mask, values = special
+            out = xp.where(mask & (n >= 0), values, out)
+        return out.astype(x.dtype, copy=False)
+
+    def forward(ctx, input, n):
+        _real_only(f"special.{name}", input, n)
+        return opmath(fn, input, n)
+    forward.__name__ = forward.__qualname__ = f"special_{name}"
+    op = register(f"special_{name}", promote=(0, 1), broadcast=True, differentiable=False)(forward)
+    op.__doc__ = f"Elementwise {what} of degree n (the integer part of n; 0 for n < 0), not differentiable."
+    return op
+
+
+def _odd(n):
+    return n - 2 * (n // 2) != 0
+
+
+def _cheb_edges(at_one, at_minus_one):
+    """torch's values at x = 1 and x = -1 (the recurrence is exact there too, but overflows less this way)."""
+    def edges(xp, x, n):
+        return (x == 1) | (x == -1), xp.where(x == 1, at_one(n), at_minus_one(n))
+    return edges
+
+
+def _shifted(first, step, edges):
+    """The shifted polynomial: the same recurrence at 2x - 1 (so [0, 1] maps onto [-1, 1])."""
+    def first2(x):
+        return first(x + x - 1)
+
+    def step2(k, x, p, q):
+        return step(k, x + x - 1, p, q)
+
+    def edges2(xp, x, n):
+        return edges(xp, x + x - 1, n)
+    return first2, step2, edges2
+
+
+def _cheb_step(k, x, p, q):
+    return (x + x) * q - p
+
+
+_CHEBYSHEV = {
+    "t": (lambda x: (x * 0 + 1, x), _cheb_edges(lambda n: n * 0 + 1, lambda n: 1 - 2 * _odd(n))),
+    "u": (lambda x: (x * 0 + 1, x + x), _cheb_edges(lambda n: n + 1, lambda n: (n + 1) * (1 - 2 * _odd(n)))),
+    "v": (lambda x: (x * 0 + 1, x + x - 1), _cheb_edges(lambda n: n * 0 + 1,
+                                                        lambda n: (n + n + 1) * (1 - 2 * _odd(n)))),
+    "w": (lambda x: (x * 0 + 1, x + x + 1), _cheb_edges(lambda n: n + n + 1, lambda n: 1 - 2 * _odd(n))),
+}
+for _kind, (_first, _edges) in _CHEBYSHEV.items():
+    _polynomial(f"chebyshev_polynomial_{_kind}", _first, _cheb_step, _edges,
+                f"Chebyshev polynomial of the {dict(t='first', u='second', v='third', w='fourth')[_kind]} kind")
+    _polynomial(f"shifted_chebyshev_polynomial_{_kind}", *_shifted(_first, _cheb_step, _edges),
+                f"shifted Chebyshev polynomial (on [0, 1]) of the "
+                f"{dict(t='first', u='second', v='third', w='fourth')[_kind]} kind")
+
+_polynomial("hermite_polynomial_h", lambda x: (x * 0 + 1, x + x),
+            lambda k, x, p, q: (x + x) * q - (2 * (k - 1)) * p, None, "physicists' Hermite polynomial H")
+_polynomial("hermite_polynomial_he", lambda x: (x * 0 + 1, x),
+            lambda k, x, p, q: x * q - (k - 1) * p, None, "probabilists' Hermite polynomial He")
+_polynomial("laguerre_polynomial_l", lambda x: (x * 0 + 1, 1 - x),
+            lambda k, x, p, q: ((2 * k - 1 - x) * q - (k - 1) * p) / k,
+            lambda xp, x, n: (x == 0, x * 0 + 1), "Laguerre polynomial L")
+_polynomial("legendre_polynomial_p", lambda x: (x * 0 + 1, x),
+            lambda k, x, p, q: ((2 * k - 1) * x * q - (k - 1) * p) / k,
+            _cheb_edges(lambda n: n * 0 + 1, lambda n: 1 - 2 * _odd(n)), "Legendre polynomial P")

@@ -99,3 +99,51 @@ CASES += [
         ("spherical_bessel_j0", uni(6, lo=-6, hi=6), lambda x: np.sin(x) / x),
     )
 ]
+CASES.append(Case("airy_ai", "special_airy_ai", [uni(6, lo=-5, hi=3)], mp.special.airy_ai, lambda x: sp.airy(x)[0],
+                  grad=False, lowp_ulps=16, lowp_spread=16))
+
+
+def _degrees(rng):
+    return rng.integers(-1, 9, (4,))
+
+
+def _theta(x):
+    return np.arccos(x)
+
+
+# The orthogonal polynomials (not differentiable, as in torch): degree n from an integer tensor, a float
+# tensor (its integer part) or a Python int.
+_POLYNOMIALS = (
+    ("chebyshev_polynomial_t", (-1, 1), lambda x, n: sp.eval_chebyt(n, x)),
+    ("chebyshev_polynomial_u", (-1, 1), lambda x, n: sp.eval_chebyu(n, x)),
+    ("chebyshev_polynomial_v", (-0.95, 0.95), lambda x, n: np.cos((n + 0.5) * _theta(x)) / np.cos(_theta(x) / 2)),
+    ("chebyshev_polynomial_w", (-0.95, 0.95), lambda x, n: np.sin((n + 0.5) * _theta(x)) / np.sin(_theta(x) / 2)),
+    ("shifted_chebyshev_polynomial_t", (0, 1), lambda x, n: sp.eval_sh_chebyt(n, x)),
+    ("shifted_chebyshev_polynomial_u", (0, 1), lambda x, n: sp.eval_sh_chebyu(n, x)),
+    ("shifted_chebyshev_polynomial_v", (0.03, 0.97),
+     lambda x, n: np.cos((n + 0.5) * _theta(2 * x - 1)) / np.cos(_theta(2 * x - 1) / 2)),
+    ("shifted_chebyshev_polynomial_w", (0.03, 0.97),
+     lambda x, n: np.sin((n + 0.5) * _theta(2 * x - 1)) / np.sin(_theta(2 * x - 1) / 2)),
+    ("hermite_polynomial_h", (-2, 2), lambda x, n: sp.eval_hermite(n, x)),
+    ("hermite_polynomial_he", (-2, 2), lambda x, n: sp.eval_hermitenorm(n, x)),
+    ("laguerre_polynomial_l", (-1, 4), lambda x, n: sp.eval_laguerre(n, x)),
+    ("legendre_polynomial_p", (-1, 1), lambda x, n: sp.eval_legendre(n, x)),
+)
+
+
+def _zero_below(ref):
+    """ref(x, n) for n >= 0, 0 for a negative degree (torch's convention)."""
+    def run(x, n):
+        n = np.broadcast_to(n, np.broadcast_shapes(np.shape(x), np.shape(n)))
+        return np.where(n < 0, 0.0, ref(x, np.maximum(n, 0)))
+    return run
+
+
+for _name, (_lo, _hi), _ref in _POLYNOMIALS:
+    _fn = getattr(mp.special, _name)
+    CASES += [
+        Case(_name, f"special_{_name}", [uni(3, 4, lo=_lo, hi=_hi), _degrees], _fn, _zero_below(_ref), grad=False,
+             lowp_ulps=64, lowp_spread=64, rtol64=1e-10),
+        Case(f"{_name}-int-degree", f"special_{_name}", [uni(5, lo=_lo, hi=_hi)], lambda x, _f=_fn: _f(x, 3),
+             lambda x, _r=_ref: _r(x, 3), grad=False, lowp_ulps=32, lowp_spread=32, rtol64=1e-10),
+    ]
