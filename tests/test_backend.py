@@ -236,3 +236,11 @@ def test_numpy_scalars_are_host_values_whether_or_not_cupy_is_installed():
     assert mp.nn.functional.dropout(mp.tensor(1.5), 0.5, training=False).item() == 1.5
     with pytest.raises(IndexError, match="embedding"):
         mp.nn.functional.embedding(mp.tensor(5), mp.ones(3, 2))
+
+
+def test_special_functions_come_from_scipy_for_host_arrays():
+    import scipy.special
+    from mixprec.backend import special
+    assert special.module_of(np.ones(2), 1.0) is scipy.special
+    x = np.array([0.5, 2.0])
+    np.testing.assert_array_equal(special.call("gammaln", x), scipy.special.gammaln(x))

@@ -135,3 +135,13 @@ def test_the_cublas_twin_multiplies_column_major_and_rounds_once():
     want = 2 * (np.arange(6).reshape(2, 3) @ np.arange(12).reshape(3, 4)) + 1
     np.testing.assert_array_equal(c.get().astype(np.float64), want)
     assert ctypes.sizeof(ctypes.c_float) == 4
+
+
+def test_cupyx_zeta_is_hurwitz_zeta_with_cupy_loops():
+    import scipy.special
+    x, q = cp.asarray(np.array([2.0, 3.5], np.float32)), cp.asarray(np.array([0.5, 2.0], np.float32))
+    out = cpx.scipy.special.zeta(x, q)
+    assert out.dtype == np.float32  # CuPy's ff->f loop
+    np.testing.assert_allclose(out.get(), scipy.special.zeta([2.0, 3.5], [0.5, 2.0]), rtol=1e-6)
+    with pytest.raises(TypeError, match="Wrong number of arguments"):
+        cpx.scipy.special.zeta(x)  # a two-input ufunc on CuPy, where SciPy's q is optional

@@ -74,13 +74,19 @@ def _tensor(x):
 
 
 # ---------------------------------------------------------------- the gamma family
-lgamma = _unary("lgamma", _scipy("gammaln"), d_in=lambda x: digamma(x),
+def _lgamma(a):
+    # at -inf: +inf, as torch (C's lgamma); SciPy gives -inf
+    return array_module(a).where(a == -np.inf, a.dtype.type(np.inf), _sf.call("gammaln", a))
+
+
+lgamma = _unary("lgamma", _lgamma, d_in=lambda x: digamma(x),
                 doc="Elementwise log|Gamma(x)| (special.gammaln).")
 
 
 def _digamma(a):
-    # torch's convention at 0: -inf (the limit from the right, whatever the sign of the zero)
-    return array_module(a).where(a == 0, a.dtype.type(-np.inf), _sf.call("psi", a))
+    # at a zero, torch's convention: -inf at +0, +inf at -0 (the limits from the zero's side)
+    xp = array_module(a)
+    return xp.where(a == 0, xp.copysign(a.dtype.type(np.inf), -a), _sf.call("psi", a))
 
 
 digamma = _unary("digamma", _digamma, d_in=lambda x: polygamma(1, x),
@@ -243,7 +249,7 @@ xlogy = _binary("xlogy", _x_log("log"), doc="Elementwise input * log(other), 0 w
 @xlogy.partials
 def _(ctx):
     x, y = ctx.inputs
-    dx = xlogy((x != 0).to(y.dtype if _tensor(y) else x.dtype), y) if _tensor(x) else None
+    dx = where((x == 0).logical_and(y <= 0), 0.0, y.log() if _tensor(y) else math.log(y)) if _tensor(x) else None
     return dx, (x / y if _tensor(y) else None)
 
 
@@ -254,7 +260,8 @@ special_xlog1py = _binary("special_xlog1py", _x_log("log1p"), methods=(),
 @special_xlog1py.partials
 def _(ctx):
     x, y = ctx.inputs
-    dx = special_xlog1py((x != 0).to(y.dtype if _tensor(y) else x.dtype), y) if _tensor(x) else None
+    dx = where((x == 0).logical_and(y <= -1), 0.0, y.log1p() if _tensor(y) else math.log1p(y)) if _tensor(x) \
+        else None
     return dx, (x / (y + 1) if _tensor(y) else None)
 
 
@@ -266,8 +273,8 @@ def _sinc(a):
 
 
 def _d_sinc(x):
-    pix = x * math.pi
-    return where(x == 0, 0.0, (pix * pix.cos() - pix.sin()) / (pix * x))
+    # (cos(pi x) - sinc(x)) / x: the quotient rule's two terms over one x, finite down to the tiniest x
+    return where(x == 0, 0.0, ((x * math.pi).cos() - sinc(x)) / x)
 
 
 sinc = _unary("sinc", _sinc, d_in=_d_sinc, doc="Elementwise normalized sinc: sin(pi x) / (pi x), 1 at 0.")
@@ -295,8 +302,8 @@ def logit(ctx, input, eps=None):
 def _(ctx):
     x = ctx.inputs[0]
     d = 1 / (x * (1 - x))
-    if ctx.eps is None:
-        return (d,)
+    if ctx.eps is None:  # outside [0, 1], where logit is nan, so is its derivative (torch's)
+        return (where((x < 0).logical_or(x > 1), math.nan, d),)
     return (where((x < ctx.eps).logical_or(x > 1 - ctx.eps), 0.0, d),)
 
 
@@ -323,7 +330,7 @@ special_i1e = _with_input_and_output(
 def _spherical_j0(a):
     xp = array_module(a)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return xp.where(a == 0, a.dtype.type(1), xp.sin(a) / a)
+        return xp.where(a == 0, a.dtype.type(1), xp.where(xp.isinf(a), a.dtype.type(0), xp.sin(a) / a))
 
 
 def _airy_ai(a):
