@@ -96,7 +96,7 @@ digamma = _unary("digamma", _digamma, d_in=lambda x: polygamma(1, x),
 def _polygamma(n, a):
     if n == 0:
         return _digamma(a)
-    # (-1)^(n+1) n! zeta(n+1, x), as SciPy's polygamma computes it (in float64 whatever the input)
+    # (-1)^(n+1) n! zeta(n+1, x): the formula SciPy's polygamma evaluates (there always in float64)
     scale = a.dtype.type((-1.0) ** (n + 1) * math.factorial(n))
     return _sf.call("zeta", a.dtype.type(n + 1), a).astype(a.dtype, copy=False) * scale
 
@@ -149,18 +149,18 @@ def _d_gammainc(a, x):
     return ((a - 1) * x.log() - x - lgamma(a)).exp()
 
 
-def _input_not_differentiable(name):
+def _rules_in_x_only(name, sign):
+    """igamma's and igammac's rules: the derivative in x is +-d/dx P(a, x); in a torch defines none, so
+    backward refuses to give one (forward mode cannot tell a tangent given for a from the zero it gets for
+    an input without one, so it reads only x's)."""
     def rule(ctx, g):
         if ctx.needs_input_grad[0]:
             raise NotImplementedError(f"{name}: the derivative with respect to input (a) is not implemented (as "
                                       "in torch); detach it")
-        x = ctx.inputs[1]
-        sign = 1 if name == "igamma" else -1
-        return None, g * (_d_gammainc(ctx.inputs[0], x) * sign)
+        return None, g * (_d_gammainc(*ctx.inputs) * sign)
 
     def tangent(ctx, ta, tx):
-        sign = 1 if name == "igamma" else -1  # (a's tangent is not read: torch defines no derivative in a)
-        return None if tx is None else tx * (_d_gammainc(ctx.inputs[0], ctx.inputs[1]) * sign)
+        return None if tx is None else tx * (_d_gammainc(*ctx.inputs) * sign)
     return rule, tangent
 
 
@@ -168,10 +168,10 @@ igamma = _binary("igamma", _scipy("gammainc"), doc="Elementwise regularized lowe
                  "P(input, other) (special.gammainc); differentiable in other only, as torch.")
 igammac = _binary("igammac", _scipy("gammaincc"), doc="Elementwise regularized upper incomplete gamma function "
                   "Q(input, other) = 1 - P(input, other) (special.gammaincc); differentiable in other only.")
-for _op in (igamma, igammac):
-    _rules = _input_not_differentiable(_op.name)
-    _op.grad(_rules[0])
-    _op.jvp(_rules[1])
+for _op, _sign in ((igamma, 1), (igammac, -1)):
+    _backward, _tangent = _rules_in_x_only(_op.name, _sign)
+    _op.grad(_backward)
+    _op.jvp(_tangent)
 
 
 def _zeta(x, q):
