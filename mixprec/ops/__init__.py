@@ -17,6 +17,7 @@ from . import fft  # noqa: F401,E402  (mp.fft and stft)
 from . import linalg_lu_cholesky  # noqa: F401,E402  (mp.linalg, part 1: LU, Cholesky, solves, inverses)
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
 from . import statistics  # noqa: F401,E402  (var_mean, std_mean, nansum, nanmean, aminmax, cummax, logcumsumexp)
+from . import sorting  # noqa: F401,E402  (sort, argsort, topk, kthvalue, median, nanmedian, mode)
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 
