@@ -129,3 +129,54 @@ def logcumsumexp(ctx, input, dim):
     later = tensor(np.triu(np.ones((n, n), dtype=bool), 1), device=x.device)  # [j, k]: k comes after j
     out = logsumexp(where(later, float("-inf"), x.unsqueeze(-2)), -1)
     return out.reshape(()) if input.ndim == 0 else out.transpose(d, -1)
+
+
+@register("cov", methods=("cov",), composite=True)
+def cov(ctx, input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in input's rows (observations in columns; a 1-D input is one
+    variable), with integer frequency weights and/or observation weights; correction 1 is Bessel's."""
+    if input.ndim > 2:
+        raise ValueError(f"cov: expected a 1-D or 2-D input, got {input.ndim} dims")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    if not _dt.is_differentiable(x.dtype):
+        x = x.to(_dt.float32)
+    n = x.shape[1]
+    w = None
+    for name, weights in (("fweights", fweights), ("aweights", aweights)):
+        if weights is None:
+            continue
+        if weights.ndim > 1 or weights.numel() != n:
+            raise RuntimeError(f"cov: {name} must be 1-D with one weight per observation ({n}), got shape "
+                               f"{tuple(weights.shape)}")
+        if name == "fweights" and weights.dtype.kind not in "iu":
+            raise RuntimeError(f"cov: fweights must be integers, got {weights.dtype.name}")
+        if bool((weights < 0).any()):
+            raise RuntimeError(f"cov: {name} cannot be negative")
+        w = weights if w is None else w * weights
+    if w is None:
+        avg, total = x.mean(1), n
+        norm = n - correction
+    else:
+        total = w.sum()
+        avg = (x * w).sum(1) / total
+        norm = total - (correction if aweights is None else correction * (w * aweights).sum() / total)
+    if not isinstance(norm, Tensor):
+        norm = max(norm, 0)
+    elif bool(norm <= 0):
+        norm = 0
+    centred = x - avg.unsqueeze(1)
+    weighted = centred if w is None else centred * w
+    out = (weighted @ centred.mT.conj()) / norm
+    return out.reshape(()) if x.shape[0] == 1 else out  # (one variable: its variance, 0-d, as torch)
+
+
+@register("corrcoef", methods=("corrcoef",), composite=True)
+def corrcoef(ctx, input):
+    """The Pearson correlation coefficients of the variables in input's rows (cov normalised by the standard
+    deviations; real values clamped to [-1, 1])."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    c = c / std.unsqueeze(1) / std.unsqueeze(0)
+    return c.clamp(-1, 1) if c.dtype.kind != "c" else c

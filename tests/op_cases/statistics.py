@@ -5,7 +5,7 @@ import numpy as np
 
 import mixprec as mp
 
-from .case import Case, const, distinct, rnd
+from .case import Case, const, distinct, rnd, uni
 
 WITH_NAN = np.array([[0.3, np.nan, -1.2, 2.5], [1.1, -0.4, np.nan, np.nan], [0.7, 0.2, -2.0, 0.05]])
 TIES = np.array([[0.5, 0.5, -1.0, 2.0, 2.0], [-0.25, 1.5, 1.5, -3.0, 1.5]])
@@ -60,4 +60,13 @@ CASES = [
          lowp_ulps=2),
     Case("logcumsumexp-dim0", "logcumsumexp", [rnd(4, 2)], lambda a: mp.logcumsumexp(a, 0),
          lambda a: _logcumsumexp(a, 0), lowp_ulps=2),
+]
+
+CASES += [
+    Case("cov", "cov", [rnd(3, 6)], lambda a: a.cov(), np.cov, lowp_ulps=4, lowp_spread=4),
+    Case("cov-weights", "cov", [rnd(2, 5), const(np.array([1, 2, 1, 3, 1])), uni(5, lo=0.5, hi=2.0)],
+         lambda a, f, w: mp.cov(a, correction=0, fweights=f, aweights=w),
+         lambda a, f, w: np.cov(a, ddof=0, fweights=f, aweights=w), lowp=False),
+    Case("cov-1d", "cov", [rnd(6)], lambda a: mp.cov(a), lambda a: np.cov(a), lowp=False),
+    Case("corrcoef", "corrcoef", [rnd(3, 7)], lambda a: a.corrcoef(), np.corrcoef, lowp=False),
 ]
