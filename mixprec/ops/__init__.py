@@ -19,7 +19,7 @@ from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
 from . import statistics  # noqa: F401,E402  (var_mean, std_mean, nansum, nanmean, aminmax, cummax, logcumsumexp)
 from . import sorting  # noqa: F401,E402  (sort, argsort, topk, kthvalue, median, nanmedian, mode)
 from . import searching  # noqa: F401,E402  (unique, searchsorted, bucketize, isin, nonzero, argwhere)
-from . import differences, histograms  # noqa: F401,E402  (diff, gradient, trapezoid; histc, histogram, bincount)
+from . import differences, histograms  # noqa: F401,E402  (diff, gradient, trapezoid; histc, histogram(dd), bincount)
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 

@@ -3,6 +3,7 @@ none); the bins follow torch's: equal-width bins between the limits, the last cl
 """
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 
 import numpy as np
@@ -119,3 +120,62 @@ def bincount(ctx, input, weights=None, minlength=0):
     if weights is None:
         return out.astype(np.int64)
     return out.astype(weights.dtype if _dt.is_floating(weights.dtype) else np.float64)
+
+
+def _bin_counts(points, edges, weights):
+    """The (weighted) count of points (N, D) in each cell of the bins the edges of each dim make: a point
+    counts in bin i of a dim where edges[i] <= x < edges[i + 1] (the last bin closed on the right); a point
+    outside [edges[0], edges[-1]] of any dim is not counted. Summed in float64."""
+    xp = array_module(points)
+    sizes = [e.shape[0] - 1 for e in edges]
+    keep = xp.ones(points.shape[0], dtype=bool)
+    cell = xp.zeros(points.shape[0], dtype=np.int64)
+    for j, e in enumerate(edges):
+        x = points[:, j]
+        keep &= (x >= e[0]) & (x <= e[-1])
+        pos = xp.searchsorted(e, x, side="right") - 1
+        pos = xp.clip(xp.where(pos == sizes[j], sizes[j] - 1, pos), 0, max(sizes[j] - 1, 0))
+        cell = cell * sizes[j] + pos
+    w = xp.ones(points.shape[0]) if weights is None else weights
+    total = int(np.prod(sizes))
+    counts = xp.bincount(cell[keep], weights=w[keep], minlength=total) if total else xp.zeros(0)
+    return counts.reshape(sizes)
+
+
+@register("histogramdd", composite=True)
+def histogramdd(ctx, input, bins, *, range=None, weight=None, density=False):
+    """(hist, bin_edges): the D-dimensional histogram of the points in input's rows (shape (..., D)); bins is an
+    int, one int per dim, or one 1-D tensor of edges per dim; range is [min_0, max_0, min_1, max_1, ...].
+    (A composite only to return torch's named tuple: the counts have no gradient.)"""
+    for other in (weight, *(bins if isinstance(bins, (list, tuple)) else ())):
+        if isinstance(other, Tensor) and other.device != input.device:
+            raise RuntimeError(f"histogramdd: expected all tensors on one device, got {input.device} and "
+                               f"{other.device}")
+    if input.ndim < 1:
+        raise RuntimeError("histogramdd: input must have at least one dim (the last holds each point's coordinates)")
+    a = _floating("histogramdd", input._array)
+    d = a.shape[-1]
+    points = a.reshape(-1, d)
+    per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
+    if len(per_dim) != d:
+        raise RuntimeError(f"histogramdd: expected bins for each of the {d} dims, got {len(per_dim)}")
+    if range is not None and len(range) != 2 * d:
+        raise RuntimeError(f"histogramdd: range must hold a (min, max) pair for each of the {d} dims, got "
+                           f"{len(range)} numbers")
+    edges = [_edges("histogramdd", points[:, j], b, None if range is None else range[2 * j:2 * j + 2], a.dtype)
+             for j, b in enumerate(per_dim)]
+    w = None
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise RuntimeError(f"histogramdd: weight must have the shape of input without its last dim "
+                               f"{tuple(input.shape[:-1])}, got {tuple(weight.shape)}")
+        w = weight._array.reshape(-1).astype(np.float64)
+    hist = _bin_counts(points, edges, w)
+    if density:
+        xp = array_module(hist)
+        volume = 1.0
+        for j, e in enumerate(edges):
+            volume = volume * xp.diff(e).reshape([-1 if k == j else 1 for k in builtins.range(d)])  # (range: an argument here)
+        hist = hist / (hist.sum() * volume)
+    return histogramdd_result(Tensor._wrap(hist.astype(input.dtype)), [Tensor._wrap(e.astype(input.dtype))
+                                                                       for e in edges])
