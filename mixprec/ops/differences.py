@@ -98,7 +98,7 @@ def gradient(ctx, input, *, spacing=1, dim=None, edge_order=1):
     inside, one-sided ones of order edge_order (1 or 2) at the ends. spacing: a number, one per dim, or 1-D
     coordinates per dim."""
     if edge_order not in (1, 2):
-        raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
+        raise RuntimeError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
     if input.ndim == 0:
         raise RuntimeError("gradient: expected a tensor with at least one dimension, got a 0-d tensor")
     dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, (int, np.integer)) else list(dim)

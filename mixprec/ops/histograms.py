@@ -20,7 +20,7 @@ histogramdd_result = namedtuple("histogramdd", ["hist", "bin_edges"])
 
 def _floating(name, input):
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"{name}: needs a floating input (as torch), got {input.dtype.name}")
+        raise NotImplementedError(f"{name}: needs a floating input (as torch), got {input.dtype.name}")
     return input.astype(compute_dtype(input.dtype), copy=False)
 
 
@@ -105,7 +105,9 @@ def histogram(ctx, input, bins, *, range=None, weight=None, density=False):
 def bincount(ctx, input, weights=None, minlength=0):
     """How often each value 0, 1, ... occurs in the 1-D non-negative integer input (the sum of weights there,
     given weights); at least minlength bins."""
-    if input.ndim != 1 or input.dtype.kind not in "iu":
+    if input.dtype.kind not in "iu":
+        raise NotImplementedError(f"bincount: input must hold integers, got {input.dtype.name}")
+    if input.ndim != 1:
         raise RuntimeError(f"bincount: input must be a 1-D integer tensor, got {input.dtype.name} of shape "
                            f"{tuple(input.shape)}")
     if isinstance(minlength, bool) or not isinstance(minlength, (int, np.integer)) or minlength < 0:

@@ -34,7 +34,7 @@ def unique(ctx, input, sorted=True, return_inverse=False, return_counts=False, d
     slices along dim; with the inverse (where each element went) and the counts when asked."""
     xp = array_module(input)
     if input.dtype.kind == "c":
-        raise TypeError("unique: complex input is not supported (complex numbers have no order)")
+        raise NotImplementedError("unique: complex input is not supported (complex numbers have no order)")
     if dim is None:
         flat = input.reshape(-1)
         values, inverse, counts = xp.unique(flat, return_inverse=True, return_counts=True)
@@ -85,7 +85,7 @@ def unique_consecutive(ctx, input, return_inverse=False, return_counts=False, di
 
 def _side(name, right, side):
     if side is not None and side not in ("left", "right"):
-        raise ValueError(f"{name}: side must be 'left' or 'right', got {side!r}")
+        raise RuntimeError(f"{name}: side must be 'left' or 'right', got {side!r}")
     if side == "left" and right:
         raise RuntimeError(f"{name}: side='left' and right=True contradict each other; pass one of them")
     return "right" if right or side == "right" else "left"
@@ -164,7 +164,7 @@ def argwhere(ctx, input):
 def nonzero_static(ctx, input, *, size, fill_value=-1):
     """nonzero with exactly ``size`` rows: cut short, or padded with fill_value."""
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-        raise ValueError(f"nonzero_static: size must be a non-negative int, got {size!r}")
+        raise RuntimeError(f"nonzero_static: size must be a non-negative int, got {size!r}")
     found = _nonzero(input)[:size]
     xp = array_module(input)
     pad = xp.full((size - found.shape[0], found.shape[1]), fill_value, dtype=np.int64)

@@ -30,7 +30,7 @@ mode_result = namedtuple("mode", ["values", "indices"])
 
 def _refuse_complex(name, input):
     if input.dtype.kind == "c":
-        raise TypeError(f"{name}: complex input is not supported (complex numbers have no order), got "
+        raise RuntimeError(f"{name}: complex input is not supported (complex numbers have no order), got "
                         f"{input.dtype.name}")
 
 
@@ -90,7 +90,7 @@ def argsort(ctx, input, dim=-1, descending=False, stable=False):
     """The indices that sort input along dim (stably)."""
     d = dim_index(dim, input.ndim, "argsort")
     if input.dtype.kind == "c":
-        raise TypeError(f"argsort: complex input is not supported (complex numbers have no order)")
+        raise RuntimeError(f"argsort: complex input is not supported (complex numbers have no order)")
     return stable_order(input.reshape(1), 0, descending).reshape(()) if input.ndim == 0 else \
         stable_order(input, d, descending)
 
@@ -105,7 +105,7 @@ def _check_k(name, k, n, lowest):
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"{name}: k must be an int, got {type(k).__name__}")
     if not lowest <= k <= n:
-        raise IndexError(f"{name}: k={k} is out of range for a dim of size {n} (expected {lowest} <= k <= {n})")
+        raise RuntimeError(f"{name}: k={k} is out of range for a dim of size {n} (expected {lowest} <= k <= {n})")
 
 
 @register("topk", methods=("topk",), composite=True)
@@ -153,8 +153,10 @@ def _median_position(x, d, skip_nan):
 def _median(name, input, dim, keepdim, skip_nan, result):
     _refuse_complex(name, input)
     if dim is None:  # the whole tensor: the value only, its gradient shared by the elements equal to it
-        if input.numel() == 0:
-            raise IndexError(f"{name}: the median of an empty tensor is not defined")
+        if input.numel() == 0:  # (as torch: NaN, for a floating input)
+            if not _dt.is_floating(input.dtype):
+                raise RuntimeError(f"{name}: the median of an empty {input.dtype.name} tensor is not defined")
+            return input.sum() * float("nan")
         x = input.reshape(-1)
         value = _select(x, 0, _median_position(x, 0, skip_nan), False)[0]
         if not _dt.is_floating(x.dtype):

@@ -57,7 +57,7 @@ def nansum(ctx, input, dim=None, keepdim=False, *, dtype=None):
 def nanmean(ctx, input, dim=None, keepdim=False, *, dtype=None):
     """The mean of the elements that are not NaN (NaN where a slice has none)."""
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"nanmean: needs a floating input (as torch), got {input.dtype.name}")
+        raise RuntimeError(f"nanmean: needs a floating input (as torch), got {input.dtype.name}")
     x = input if dtype is None else input.to(dtype)
     return _without_nans(x).sum(dim, keepdim) / x.isnan().logical_not().sum(dim, keepdim)
 
@@ -122,7 +122,7 @@ def logcumsumexp(ctx, input, dim):
     """log(cumsum(exp(input))) along dim, stably: position j is the logsumexp of positions 0..j (an n x n
     masked logsumexp per slice, so both modes of autograd come from logsumexp)."""
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"logcumsumexp: needs a floating input (as torch), got {input.dtype.name}")
+        raise NotImplementedError(f"logcumsumexp: needs a floating input (as torch), got {input.dtype.name}")
     d = dim_index(dim, input.ndim, "logcumsumexp")
     x = input.transpose(d, -1) if input.ndim else input.reshape(1)
     n = x.shape[-1]
@@ -136,7 +136,7 @@ def cov(ctx, input, *, correction=1, fweights=None, aweights=None):
     """The covariance matrix of the variables in input's rows (observations in columns; a 1-D input is one
     variable), with integer frequency weights and/or observation weights; correction 1 is Bessel's."""
     if input.ndim > 2:
-        raise ValueError(f"cov: expected a 1-D or 2-D input, got {input.ndim} dims")
+        raise RuntimeError(f"cov: expected a 1-D or 2-D input, got {input.ndim} dims")
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not _dt.is_differentiable(x.dtype):
         x = x.to(_dt.float32)
