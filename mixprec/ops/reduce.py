@@ -211,29 +211,34 @@ def logsumexp(ctx, input, dim, keepdim=False):
 _reduction_rules(logsumexp, lambda ctx: (ctx.inputs[0] - _expand_back(ctx, ctx.output)).exp())
 
 
-@register("var", methods=("var",))
-def var(ctx, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Variance over dim with Bessel's correction (correction=1) by default.
-
-    torch's overloads: var(x, unbiased), var(x, dim, unbiased, keepdim) and var(x, dim, *, correction,
-    keepdim); a bool where dim goes is the unbiased flag, and correction=None means 1.
-    """
+def correction_of(name, dim, unbiased, correction):
+    """(dim, correction) from torch's overloads of var/std: (x, unbiased), (x, dim, unbiased, keepdim) and
+    (x, dim, *, correction, keepdim); a bool where dim goes is the unbiased flag, and correction=None means 1."""
     if isinstance(dim, bool):
         if unbiased is not None:
-            raise TypeError(f"var: got unbiased={dim} in dim's place and unbiased={unbiased}; pass one of them")
+            raise TypeError(f"{name}: got unbiased={dim} in dim's place and unbiased={unbiased}; pass one of them")
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
-        raise TypeError("var: pass correction or unbiased, not both")
-    correction = (1 if unbiased else 0) if unbiased is not None else (1 if correction is None else correction)
+        raise TypeError(f"{name}: pass correction or unbiased, not both")
+    return dim, (1 if unbiased else 0) if unbiased is not None else (1 if correction is None else correction)
+
+
+def _variance(ctx, name, input, dim, unbiased, keepdim, correction):
+    """The variance (in the accumulation dtype) of var and std; ctx.denom is the count less the correction."""
+    dim, correction = correction_of(name, dim, unbiased, correction)
     if not _dt.is_floating(input.dtype):
-        raise TypeError(f"var: needs a floating input, got {input.dtype.name}")
-    axes = _reduction(ctx, input, dim, keepdim, "var")
+        raise TypeError(f"{name}: needs a floating input, got {input.dtype.name}")
+    axes = _reduction(ctx, input, dim, keepdim, name)
     n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
     ctx.denom = max(n - correction, 0)
-    acc = compute_dtype(input.dtype)
-    xp = array_module(input)
-    return xp.var(input.astype(acc, copy=False), axis=axes, keepdims=keepdim,
-                  ddof=correction).astype(input.dtype, copy=False)
+    return array_module(input).var(input.astype(compute_dtype(input.dtype), copy=False), axis=axes,
+                                   keepdims=keepdim, ddof=correction)
+
+
+@register("var", methods=("var",))
+def var(ctx, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over dim with Bessel's correction (correction=1) by default; torch's overloads (correction_of)."""
+    return _variance(ctx, "var", input, dim, unbiased, keepdim, correction).astype(input.dtype, copy=False)
 
 
 def _var_partial(ctx):
@@ -242,6 +247,24 @@ def _var_partial(ctx):
 
 
 _reduction_rules(var, _var_partial)
+
+
+@register("std", methods=("std",), saves=("input", "output"))
+def std(ctx, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation over dim: the square root of var (same arguments); a zero std passes no gradient."""
+    xp = array_module(input)
+    return xp.sqrt(_variance(ctx, "std", input, dim, unbiased, keepdim, correction)).astype(input.dtype, copy=False)
+
+
+def _std_partial(ctx):
+    x, out = ctx.inputs[0], _expand_back(ctx, ctx.output)
+    centred = x - x.mean(dim=ctx.axes, keepdim=True)
+    if not ctx.denom:
+        return centred * float("nan")
+    return where(out == 0, 0.0, centred / (out * ctx.denom))
+
+
+_reduction_rules(std, _std_partial)
 
 
 def _scan(name, ctx, input, dim, dtype):

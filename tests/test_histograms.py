@@ -1,0 +1,36 @@
+"""mixprec/ops/histograms.py: torch's bin ranges and dtypes, and errors for bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mixprec as mp
+
+
+@pytest.mark.parametrize("values", [[], [2.0], [1.0, 2.0, 1.0]])
+def test_default_ranges_match_torch(values, torch):
+    got, want = mp.histogram(mp.tensor(values), 2), torch.histogram(torch.tensor(values), 2)
+    np.testing.assert_allclose(got.hist.numpy(), want.hist.numpy())
+    np.testing.assert_allclose(got.bin_edges.numpy(), want.bin_edges.numpy())
+    np.testing.assert_allclose(mp.histc(mp.tensor(values), 3).numpy(), torch.histc(torch.tensor(values), 3).numpy())
+
+
+def test_bincount_dtype_follows_the_weights(torch):
+    i = [1, 1, 3]
+    for w in ([0.5, 0.5, 1.0], [1, 1, 2]):
+        got, want = mp.bincount(mp.tensor(i), mp.tensor(w)), torch.bincount(torch.tensor(i), torch.tensor(w))
+        assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("fn,exc,match", [
+    (lambda: mp.bincount(mp.tensor([1, -1])), RuntimeError, "bincount: input must be non-negative"),
+    (lambda: mp.bincount(mp.tensor([1.0])), NotImplementedError, "bincount: input must hold integers"),
+    (lambda: mp.histc(mp.tensor([1, 2])), NotImplementedError, "histc: needs a floating input"),
+    (lambda: mp.histc(mp.zeros(3), 3, 2, 1), RuntimeError, "histc: the range's min"),
+    (lambda: mp.histogram(mp.zeros(3), 0), RuntimeError, "histogram: bins must be a positive int"),
+    (lambda: mp.histogramdd(mp.zeros(4, 2), [2]), RuntimeError, "histogramdd: expected bins for each of the 2"),
+])
+def test_bad_input_raises_a_clear_error(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn()
