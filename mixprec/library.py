@@ -417,8 +417,8 @@ class CustomOpDef(FunctionOp):
     def _bind(self, args, kwargs):
         try:
             bound = self._signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self._qualname}(): {exc}; schema: {self._qualname}{self._schema}") from None
+        except TypeError as exc:  # (RuntimeError, as torch's argument parser raises)
+            raise RuntimeError(f"{self._qualname}(): {exc}. Declaration: {self._qualname}{self._schema}") from None
         bound.apply_defaults()
         values = []
         for p in self._params:
