@@ -402,7 +402,7 @@ class CustomOpDef(FunctionOp):
             return self._run_fake(values)
         tensors = list(_tensors(values))
         device_type = tensors[0].device.type if tensors else self._factory_device(values)
-        kernel = self._kernel(device_type)
+        kernel = self._kernel(device_type)  # (now: no kernel for the device type fails before any cast)
         regions = _autocast.active_regions()
         cast = bool(regions) and device_type in regions and _autocast.rule_for(self, device_type) is not None
         if cast:
@@ -411,8 +411,7 @@ class CustomOpDef(FunctionOp):
         with _autocast.suspended() if cast else contextlib.nullcontext():
             if self._composite or not (grad and self._tensor_returns and not self._mutated):
                 return self._run_kernel(kernel, values, grad_mode=self._composite)
-            self._next_kernel = kernel
-            return super().call(values, {})
+            return super().call(values, {})  # (its forward: _run_kernel with the kernel of the values' device)
 
     def _bind(self, args, kwargs):
         try:
@@ -534,7 +533,9 @@ def _generated_function(op):
     class Generated(Function):
         @staticmethod
         def forward(*values):
-            return op._run_kernel(op._next_kernel, list(values))
+            values = list(values)
+            tensors = list(_tensors(values))
+            return op._run_kernel(op._kernel(tensors[0].device.type), values)
 
         @staticmethod
         def setup_context(ctx, inputs, output):
