@@ -590,3 +590,11 @@ def test_defining_a_name_again_replaces_the_op_as_in_torch():
                 return x * k
         outs[lib] = lib.ops.mylib.k(lib.ones(2))
     same(outs[torch], outs[mp])
+
+
+def test_the_docs_example_runs(capsys):
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/library.md", "exec"), {})
+    assert "'test_schema': 'SUCCESS'" in capsys.readouterr().out
