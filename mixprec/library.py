@@ -313,8 +313,8 @@ class CustomOpDef(FunctionOp):
         self._keyword_only = [p.name for p in self._params if p.keyword_only]
         self._mutated = frozenset(p.name for p in self._params if p.mutable)
         self._tensor_returns = all(r == "Tensor" for r in self._returns) and self._returns != ["()"]
-        self._init_fn = fn
         self._kernels = {}          # device type -> kernel; None: the default kernel (every device type)
+        self._autograd_kernel = fn is not None  # custom_op's ops have one (torch's: it fails without a formula)
         if fn is not None:
             self._kernels[None] = fn
         self._disabled = set()
@@ -323,7 +323,7 @@ class CustomOpDef(FunctionOp):
         self._backward = self._setup_context = None
         super().__init__(_generated_function(self))
         self.name = self._qualname
-        self.forward = fn if fn is not None else (lambda *a, **k: None)
+        self.forward = fn if fn is not None else self.cls.forward
         self.backward = None        # (what the registry's listings read; the rule is self._backward)
         self.promote = tuple(i for i, p in enumerate(self._positional) if p.type.startswith("Tensor")
                              and not p.mutable)
@@ -614,9 +614,10 @@ def custom_op(name, fn=None, /, *, mutates_args=_UNSET, device_types=None, schem
                                  f"`schema={schema}`. The schema suggests that the op mutates {declared} which is "
                                  "different from what was provided to us in `mutates_args`. Please make these "
                                  "consistent.")
-        op = CustomOpDef(ns, opname, text, None, inspect.signature(fn))
-        op.register_kernel(device_types, fn)
-        op.forward = fn
+        op = CustomOpDef(ns, opname, text, fn, inspect.signature(fn))
+        if device_types is not None:  # a kernel for those device types only
+            op._kernels.clear()
+            op.register_kernel(device_types, fn)
         _enter(op, replace=True)
         return op
     return inner if fn is None else inner(fn)
@@ -907,7 +908,7 @@ def _test_autograd_registration(op, args, kwargs, atol, rtol):
     if not any(t.requires_grad for t in _tensors(list(args) + list(kwargs.values()))):
         return
     if isinstance(op, CustomOpDef):
-        has = op._init_fn is not None or op._composite or op._backward is not None
+        has = op._autograd_kernel or op._composite or op._backward is not None
         if not has:
             raise RuntimeError(f"{op.name}: its inputs require grad, but it has no autograd registration: its "
                                "kernels are registered for device types only. Register a backward with "

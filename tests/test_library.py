@@ -413,6 +413,8 @@ def test_opcheck_finds_what_torch_finds():
             {k: v if v == "SUCCESS" else "failed" for k, v in lib.library.opcheck(
                 no_fake, (lib.zeros(3),), test_utils=("test_schema", "test_faketensor"),
                 raise_exception=False).items()},
+            lib.library.opcheck(no_fake, (lib.zeros(3, requires_grad=True),),  # no formula, but custom_op's
+                                test_utils="test_autograd_registration"),   # autograd kernel is registered
         ]
         with pytest.raises(Exception, match="test_schema failed with Argument x is not defined as mutable") as err:
             lib.library.opcheck(liar, (lib.zeros(3),))
@@ -598,3 +600,65 @@ def test_the_docs_example_runs(capsys):
     code = page.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/library.md", "exec"), {})
     assert "'test_schema': 'SUCCESS'" in capsys.readouterr().out
+
+
+def test_a_custom_op_runs_the_kernel_of_its_inputs_device_type(device):
+    @mp.library.custom_op("mylib::which", mutates_args=(), device_types="cpu")
+    def which(x: Tensor) -> Tensor:
+        return x + 1
+
+    @which.register_kernel("cuda")
+    def _(x):
+        return x + 2
+
+    which.register_fake(lambda x: mp.empty_like(x))
+    x = mp.zeros(3, device=device)
+    y = which(x)
+    assert y.device == x.device and y.sum().item() == (3 if device == "cpu" else 6)
+    f = mp.library.fake_tensor(x)
+    assert (f.shape, f.dtype, f.device) == (x.shape, x.dtype, x.device)
+    with mp.library.FakeTensorMode():
+        assert which(x).device == x.device
+    assert all(v == "SUCCESS" for v in mp.library.opcheck(which, (mp.randn(3, device=device),)).values())
+
+
+def test_an_op_without_a_kernel_for_the_device_type_raises_as_torch():
+    for lib in (torch, mp):
+        @lib.library.custom_op("mylib::gpu_only", mutates_args=(), device_types="cuda")
+        def gpu_only(x: lib.Tensor) -> lib.Tensor:
+            return x.clone()
+        with pytest.raises(NotImplementedError, match="Could not run 'mylib::gpu_only' with arguments from the "
+                                                      "'CPU' backend"):
+            gpu_only(lib.zeros(2))
+
+
+def test_library_misuse_raises_not_implemented_where_mixprec_has_no_dispatcher():
+    lib = mp.library.Library("mylib_misuse", "FRAGMENT")
+    try:
+        lib.define("f(Tensor x) -> Tensor")
+        with pytest.raises(NotImplementedError, match="dispatch key 'AutogradCPU'"):
+            lib.impl("f", lambda x: x, "AutogradCPU")
+        with pytest.raises(NotImplementedError, match="with_keyset"):
+            lib.impl("f", lambda x: x, "CPU", with_keyset=True)
+        with pytest.raises(NotImplementedError, match="fallback"):
+            lib.fallback(lambda *a: None, "Autocast")
+        with pytest.raises(NotImplementedError, match="built-in ops cannot be given new kernels"):
+            mp.library.Library("aten", "IMPL").impl("div.Tensor", lambda a, b: a, "CPU")
+        with pytest.raises(NotImplementedError, match="no kernel for 'cpu'"):
+            mp.ops.mylib_misuse.f(mp.zeros(2))  # defined, never given a kernel
+        with pytest.raises(ValueError, match="Unsupported kind"):
+            mp.library.Library("mylib_misuse", "DEFINE")
+    finally:
+        lib._destroy()
+
+
+def test_define_and_impl_functions_match_torch():
+    outs = {}
+    for lib in (torch, mp):
+        lib.library.define("mylib_fn::twice", "(Tensor x) -> Tensor")
+
+        @lib.library.impl("mylib_fn::twice", "cpu")
+        def _(x):
+            return x * 2
+        outs[lib] = lib.ops.mylib_fn.twice(lib.ones(2))
+    same(outs[torch], outs[mp])
