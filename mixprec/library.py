@@ -411,7 +411,8 @@ class CustomOpDef(FunctionOp):
         with _autocast.suspended() if cast else contextlib.nullcontext():
             if self._composite or not (grad and self._tensor_returns and not self._mutated):
                 return self._run_kernel(kernel, values, grad_mode=self._composite)
-            return super().call(values, {})  # (its forward: _run_kernel with the kernel of the values' device)
+            layout = _Layout(values)  # (the node's forward: _run_kernel with the kernel of the values' device)
+            return super().call([layout, *layout.flatten(values)], {})
 
     def _bind(self, args, kwargs):
         try:
@@ -525,23 +526,51 @@ def _shares_memory(a, b):
     return x.size > 0 and y.size > 0 and _array_module(x).may_share_memory(x, y)
 
 
+class _Layout:
+    """How a call's values are laid out as the graph node's arguments: a list of Tensors becomes one argument
+    per Tensor (the graph links each to its own gradient). The layout itself goes first, so that the node's
+    forward and setup_context can put the values back together."""
+
+    def __init__(self, values):
+        self.sizes = [len(v) if isinstance(v, (list, tuple)) and any(isinstance(x, Tensor) for x in v) else None
+                      for v in values]
+
+    def flatten(self, values):
+        flat = []
+        for v, n in zip(values, self.sizes):
+            if n is None:
+                flat.append(v)
+            else:
+                flat.extend(v)
+        return flat
+
+    def unflatten(self, flat):
+        values, i = [], 0
+        for n in self.sizes:
+            values.append(flat[i] if n is None else list(flat[i:i + n]))
+            i += 1 if n is None else n
+        return values
+
+
 def _generated_function(op):
     """The autograd.Function a custom op's graph node runs: forward is the kernel, setup_context and backward
-    are register_autograd's."""
+    are register_autograd's. Its arguments are a _Layout and the flattened values."""
     n = len(op._positional)
 
     class Generated(Function):
         @staticmethod
-        def forward(*values):
-            values = list(values)
-            tensors = list(_tensors(values))
-            return op._run_kernel(op._kernel(tensors[0].device.type), values)
+        def forward(layout, *flat):
+            values = layout.unflatten(flat)
+            return op._run_kernel(op._kernel(next(_tensors(values)).device.type), values)
 
         @staticmethod
         def setup_context(ctx, inputs, output):
+            layout = inputs[0]
+            ctx._layout = layout
+            args, kwargs = op._split(layout.unflatten(inputs[1:]))
+            ctx.needs_input_grad = tuple(any(t._requires_grad for t in _tensors((a,))) for a in args)
             if op._setup_context is None:
                 return
-            args, kwargs = op._split(list(inputs))
             if op._keyword_only:
                 op._setup_context(ctx, tuple(args), kwargs, output)
             else:
@@ -555,7 +584,19 @@ def _generated_function(op):
                 raise RuntimeError(f"{op._qualname}: the backward registered with register_autograd returned "
                                    f"{len(result)} gradient(s); expected {n}, one for each positional input "
                                    f"({', '.join(p.name for p in op._positional)}; None for those without one)")
-            return result + (None,) * len(op._keyword_only)
+            flat = [None]  # (the layout's)
+            for i, size in enumerate(ctx._layout.sizes):
+                g = result[i] if i < n else None
+                if size is None:
+                    flat.append(g)
+                elif g is None:
+                    flat.extend([None] * size)
+                elif len(g) != size:
+                    raise RuntimeError(f"{op._qualname}: backward returned {len(g)} gradients for the list input "
+                                       f"{op._positional[i].name}, which holds {size} tensors")
+                else:
+                    flat.extend(g)
+            return tuple(flat)
     Generated.__name__ = Generated.__qualname__ = f"{op._namespace}_{op._name}Backward"
     return Generated
 

@@ -662,3 +662,26 @@ def test_define_and_impl_functions_match_torch():
             return x * 2
         outs[lib] = lib.ops.mylib_fn.twice(lib.ones(2))
     same(outs[torch], outs[mp])
+
+
+def test_a_list_of_tensors_input_gets_a_gradient_per_tensor_as_in_torch():
+    grads = {}
+    for lib in (torch, mp):
+        @lib.library.custom_op("mylib::weighted_cat", mutates_args=())
+        def weighted_cat(xs: typing.List[lib.Tensor], *, scale: float) -> lib.Tensor:
+            return lib.cat([x * scale for x in xs])
+
+        def setup_context(ctx, inputs, keyword_only_inputs, output):
+            ctx.sizes = [x.shape[0] for x in inputs[0]]
+            ctx.scale = keyword_only_inputs["scale"]
+
+        def backward(ctx, grad):
+            return list((grad * ctx.scale).split(ctx.sizes)),
+
+        weighted_cat.register_autograd(backward, setup_context=setup_context)
+        a, b = pair(2, requires_grad=True, seed=3)[lib is mp], pair(3, requires_grad=True, seed=4)[lib is mp]
+        y = weighted_cat([a, b], scale=1.5)
+        (y * lib.arange(5.0)).sum().backward()
+        grads[lib] = (y, a.grad, b.grad)
+    for t, m in zip(grads[torch], grads[mp]):
+        same(t, m)
