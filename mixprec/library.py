@@ -123,7 +123,8 @@ def infer_schema(prototype_function, /, *, mutates_args, op_name=None) -> str:
                       "mutated")
             kind = f"Tensor(a{idx}!){kind[len('Tensor'):]}"
         seen.add(name)
-        params.append(f"{kind} {name}" if p.default is p.empty else f"{kind} {name}={_default_text(name, p.default, error)}")
+        default = "" if p.default is p.empty else f"={_default_text(name, p.default, error)}"
+        params.append(f"{kind} {name}{default}")
     if mutates_args != "unknown" and set(mutates_args) - seen:
         error(f"{set(mutates_args) - seen} in mutates_args were not found in the custom op's signature. mutates_args "
               "should contain the names of all args that the custom op mutates, or just the string 'unknown' if you "
