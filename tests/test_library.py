@@ -581,6 +581,13 @@ def test_a_custom_op_is_a_registry_op():
         double_it(x)
     rec = [r for r in insp.report().ops if r.name == "mylib::double_it"][0]
     assert rec.stats is not None  # its float32 shadow ran, as a built-in's does
+    double_it.register_autograd(lambda ctx, g: g * 2)
+    w = mp.randn(3, requires_grad=True)
+    seen = []
+    y = double_it(w)
+    y.register_hook(lambda g: seen.append(g.shape) or g * 10)  # a tensor hook on its output changes its gradient
+    y.sum().backward()
+    assert seen == [(3,)] and np.allclose(w.grad.numpy(), 20)
 
 
 def test_defining_a_name_again_replaces_the_op_as_in_torch():
