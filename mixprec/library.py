@@ -403,7 +403,7 @@ class CustomOpDef(FunctionOp):
             return self._run_fake(values)
         tensors = list(_tensors(values))
         device_type = tensors[0].device.type if tensors else self._factory_device(values)
-        kernel = self._kernel(device_type)  # (now: no kernel for the device type fails before any cast)
+        kernel = self._kernel(device_type)  # (looked up first: a missing kernel fails before any cast)
         regions = _autocast.active_regions()
         cast = bool(regions) and device_type in regions and _autocast.rule_for(self, device_type) is not None
         if cast:
@@ -456,9 +456,12 @@ class CustomOpDef(FunctionOp):
         """Autocast's casts of the floating inputs (not of those the op mutates), seen by observers as the
         casts of this call."""
         call = current_call()
-        data = [(i, j, t) for i, (p, v) in enumerate(zip(self._params, values)) if not p.mutable
-                for j, t in ([(None, v)] if isinstance(v, Tensor) else
-                             enumerate(v) if isinstance(v, (list, tuple)) else ()) if isinstance(t, Tensor)]
+        data = []  # (value index, list index or None, tensor), as autocast.cast_inputs takes them
+        for i, (p, v) in enumerate(zip(self._params, values)):
+            if isinstance(v, Tensor) and not p.mutable:
+                data.append((i, None, v))
+            elif isinstance(v, (list, tuple)) and not p.mutable:
+                data.extend((i, j, t) for j, t in enumerate(v) if isinstance(t, Tensor))
         if call is not None and call.op is self:
             call.casting = True
         new, decision = _autocast.cast_inputs(self, tuple(values), data, device_type)
