@@ -34,6 +34,7 @@ from . import distributed  # noqa: F401  (MPI / NCCL data parallelism; imports n
 from . import fft, linalg  # noqa: F401,E402  (mp.fft and mp.linalg: torch.fft's and torch.linalg's functions)
 from . import special  # noqa: F401,E402  (mp.special: torch.special's functions)
 from . import masked  # noqa: F401,E402  (mp.masked: torch.masked's reductions with a mask)
+from . import library  # noqa: F401,E402  (mp.library: custom ops, torch.library's API)
 
 bool = bool_  # mp.bool, like torch.bool
 

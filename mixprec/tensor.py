@@ -266,8 +266,8 @@ class Tensor:
         return self
 
     # ---- conversions ----
-    def numpy(self) -> np.ndarray:
-        """The data as a NumPy array: shared memory on the CPU, a copy from the GPU."""
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array: shared memory on the CPU, a copy from the GPU (as torch's force=True)."""
         return devices.to_device(self._array, devices.CPU)
 
     def __array__(self, dtype=None, copy=None):

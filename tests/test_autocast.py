@@ -608,9 +608,23 @@ def test_register_autocast_gives_a_user_op_a_policy(user_ops):
         assert op(a, b.float()).dtype == F32
 
 
-def test_register_autocast_refuses_builtins_and_bad_rules(user_ops):
-    with pytest.raises(ValueError, match="override"):
-        mp.amp.register_autocast("softmax", "cpu", F32)
+def test_register_autocast_gives_a_builtin_a_rule_over_its_table_entry():
+    from mixprec.ops import autocast
+    x = mp.randn(2, 3)
+    try:
+        mp.amp.register_autocast("softmax", "cpu", "lower_precision_fp")
+        assert mp.amp.op_policy("softmax", "cpu") is CastPolicy.LOWER_PRECISION_FP
+        with mp.autocast("cpu"):
+            assert F.softmax(x, dim=1).dtype == BF16
+            with mp.amp.override({"softmax": None}):  # a scoped override still wins
+                assert F.softmax(x, dim=1).dtype == F32
+    finally:
+        del autocast.REGISTERED[(mp.ops.get("softmax"), "cpu")]
+    with mp.autocast("cpu"):
+        assert F.softmax(x, dim=1).dtype == F32  # the table's entry again
+
+
+def test_register_autocast_refuses_unknown_ops_and_bad_rules(user_ops):
     with pytest.raises(KeyError):
         mp.amp.register_autocast("no_such_op", "cpu", F32)
     user_ops("test_ident", lambda ctx, a: a, differentiable=False)

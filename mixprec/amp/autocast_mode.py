@@ -170,20 +170,17 @@ def resolve_dtypes(op, device_type, autocast_dtype, input_dtypes) -> tuple:
 
 
 def register_autocast(op_name, device_type, cast_inputs) -> None:
-    """Give a user-registered op an autocast rule on ``device_type``.
+    """Give an op (yours, mp.library's or a built-in) an autocast rule on ``device_type``.
 
     cast_inputs is, as in torch.library.register_autocast, the dtype its
     floating inputs (float16/bfloat16/float32; never float64) are cast to inside
     an enabled region — or a policy name/CastPolicy ("fp32",
     "lower_precision_fp", "promote", "banned"). A composite op then runs its
-    inner ops with autocast off. Built-in ops keep their entries in
-    mixprec/ops/policies.py; use override() to experiment with them.
+    inner ops with autocast off. For a built-in op the rule replaces its entry in
+    mixprec/ops/policies.py for good; override() changes it for a block.
     """
     op = _get_op(op_name)
     device_type = _check_device_type(device_type, "register_autocast")
-    if getattr(op.forward, "__module__", "").startswith("mixprec."):
-        raise ValueError(f"register_autocast: {op.name!r} is a built-in op whose policy is its entry in "
-                         "mixprec/ops/policies.py; use mp.amp.override({...}) for a scoped experiment")
     _ac.REGISTERED[(op, device_type)] = _as_rule(cast_inputs, "register_autocast")
 
 

@@ -4,7 +4,9 @@ registry.py says how an op is defined, dispatch.py what happens on every call,
 autocast.py the autocast step of that call, policies.py the autocast policy of
 every op. New ops go in a module of this package and are imported below; that
 is all it takes for mp.<name> and Tensor methods to see them, and an entry in
-policies.py gives one an autocast policy.
+policies.py gives one an autocast policy. ``mp.ops.<namespace>.<name>`` finds an op
+by torch's spelling: ``mp.ops.aten.sin`` a built-in, ``mp.ops.mylib.foo`` the op
+mp.library registered as "mylib::foo".
 """
 from .registry import CastPolicy, Op, as_policy, get, names, ops, policy, register  # noqa: F401
 from . import elementwise, bitwise, reduce, shape, matmul, activation  # noqa: F401,E402  (registration)
@@ -26,3 +28,26 @@ from . import inplace  # noqa: F401,E402  (in-place methods and views under auto
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op
+
+
+class OpNamespace:
+    """``mp.ops.<namespace>``: its ops as attributes ("aten": the built-ins; others: mp.library's custom ops)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __getattr__(self, op):
+        found = _registry._REGISTRY.get(op if self.name == "aten" else f"{self.name}::{op}")
+        if found is None or op.startswith("__"):
+            raise AttributeError(f"'_OpNamespace' 'mp.ops.{self.name}' object has no attribute {op!r}")
+        return found
+
+    def __repr__(self):
+        return f"mp.ops.{self.name}"
+
+
+def __getattr__(name):
+    """mp.ops.aten, and mp.ops.<ns> for each namespace that has a registered op."""
+    if name == "aten" or any(n.startswith(name + "::") for n in _registry._REGISTRY):
+        return OpNamespace(name)
+    raise AttributeError(f"module 'mixprec.ops' has no attribute {name!r}")
