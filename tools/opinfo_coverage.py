@@ -124,6 +124,8 @@ ADAPTERS = {
     "zero_": lambda x: x.clone().zero_(),
     "T": lambda x: x.T,
     "mT": lambda x: x.mT,
+    "H": lambda x: x.H,
+    "mH": lambda x: x.mH,
     "linalg.lstsq.grad_oriented": lambda a, b, driver: mp.linalg.lstsq(a, b, driver=driver)[:2],
     "linalg.pinv.singular": lambda a, b: mp.linalg.pinv(a @ b.mT),
     "randn": lambda *a, **kw: mp.randn(*a, **kw),
