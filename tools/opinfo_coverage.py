@@ -69,6 +69,9 @@ DEVIATIONS: dict = {
     ("svd", "forward"): "singular vectors are defined up to a sign per column",
     ("linalg.svd", "forward"): "singular vectors are defined up to a sign per column",
     ("linalg.eigh", "forward"): "eigenvectors are defined up to a sign per column",
+    # torch's gradient for the input is not the derivative of its forward (torch.autograd.gradcheck fails on it):
+    # it does not zero the places src overwrites. mixprec's gradient matches finite differences.
+    ("as_strided_scatter", "grad"): "torch's gradient is not the derivative of its forward",
 }
 
 # entry id -> (rtol, atol) for float32 forward values where the two sum in a different order over many
