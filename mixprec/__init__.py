@@ -33,6 +33,8 @@ from . import random  # noqa: F401
 from . import distributed  # noqa: F401  (MPI / NCCL data parallelism; imports no MPI until used)
 from . import fft, linalg  # noqa: F401,E402  (mp.fft and mp.linalg: torch.fft's and torch.linalg's functions)
 from .ops.arrange import broadcast_shapes  # noqa: F401,E402  (a shape function, no op)
+from .creation import (empty_permuted, empty_strided, logspace, scalar_tensor, tril_indices,  # noqa: F401,E402
+                       triu_indices, unravel_index)
 
 bool = bool_  # mp.bool, like torch.bool
 

@@ -54,6 +54,10 @@ DEVIATIONS: dict = {
     ("randint", "forward"): "random values: mixprec's generator is not torch's",
     ("empty", "forward"): "uninitialised memory: the values are unspecified",
     ("empty_like", "forward"): "uninitialised memory: the values are unspecified",
+    ("new_empty", "forward"): "uninitialised memory: the values are unspecified",
+    ("new_empty_strided", "forward"): "uninitialised memory: the values are unspecified",
+    ("empty_strided", "forward"): "uninitialised memory: the values are unspecified",
+    ("empty_permuted", "forward"): "uninitialised memory: the values are unspecified",
     # torch's ctc_loss backward returns the gradient with respect to the logits behind a log_softmax, not the
     # derivative of its own forward in log_probs (torch.autograd.gradcheck fails on it; mixprec's gradient
     # matches finite differences).

@@ -20,6 +20,7 @@ from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eige
 from . import arrange  # noqa: F401,E402  (rearranging, repeating, splitting, joining: composites)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 from . import scatter  # noqa: F401,E402  (masks, flat indices, scatters, scattered reductions; after inplace: binds masked_fill_ etc.)
+from . import copies  # noqa: F401,E402  (the <view>_copy ops, fill)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op
