@@ -136,6 +136,11 @@ ADAPTERS = {
     "randn_like": lambda x, *a, **kw: mp.randn_like(x, *a, **kw),
     "rand_like": lambda x, *a, **kw: mp.randn_like(x, *a, **kw),  # torch's entry calls randn_like too
     "randint": lambda *a, **kw: mp.randint(*a, **kw),
+    "empty_strided": lambda *a, **kw: mp.empty_strided(*a, **kw),
+    # aten's underscore ops, which mixprec registers (mp.ops.get) but does not export as mp.<name>
+    "_unsafe_masked_index": mp.ops.get("_unsafe_masked_index"),
+    "_unsafe_masked_index_put_accumulate": mp.ops.get("_unsafe_masked_index_put_accumulate"),
+    "_chunk_cat": mp.ops.get("_chunk_cat"),
 }
 
 NAMESPACES = {"nn.functional.": F, "linalg.": mp.linalg, "fft.": mp.fft}
