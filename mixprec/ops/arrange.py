@@ -144,7 +144,7 @@ def fliplr(ctx, input):
 def flipud(ctx, input):
     """input flipped along dim 0 (rows), a copy."""
     if input.ndim < 1:
-        raise RuntimeError("fliplr: the input must have at least 1 dim, got a 0-d tensor")
+        raise RuntimeError("flipud: the input must have at least 1 dim, got a 0-d tensor")
     return input.flip(0)
 
 
@@ -301,8 +301,6 @@ def block_diag(ctx, *tensors):
         if t.ndim > 2:
             raise RuntimeError(f"block_diag: tensor {i} must have at most 2 dims, got {t.ndim}")
         blocks.append(t.reshape(1, -1) if t.ndim == 1 else t.reshape(1, 1) if t.ndim == 0 else t)
-    if not blocks:
-        return Tensor._wrap(np.zeros((1, 0), np.float32))
     width = sum(b.shape[1] for b in blocks)
     rows, left = [], 0
     xp = array_module(blocks[0]._array)

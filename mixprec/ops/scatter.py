@@ -130,7 +130,8 @@ def index_fill(ctx, input, dim, index, value):
     return masked_fill(input, mask, value)
 
 
-def _region_key(ndim, d, part):
+def _region_key(d, part):
+    """The key that picks ``part`` (an int or a slice) of dim d."""
     return (slice(None),) * d + (part,)
 
 
@@ -144,7 +145,7 @@ def select_scatter(ctx, input, src, dim, index):
     expected = input.shape[:d] + input.shape[d + 1:]
     if src.shape != expected:
         raise RuntimeError(f"select_scatter: src of shape {src.shape} must have the shape {expected} of the slice")
-    return index_put(input, _region_key(input.ndim, d, i), src)
+    return index_put(input, _region_key(d, i), src)
 
 
 @register("slice_scatter", promote=(0, 1), same_dtype=True, composite=True)
@@ -153,7 +154,7 @@ def slice_scatter(ctx, input, src, dim=0, start=None, end=None, step=1):
     d = dim_index(dim, input.ndim, "slice_scatter")
     if operator.index(step) <= 0:
         raise RuntimeError(f"slice_scatter: step must be positive, got {step}")
-    key = _region_key(input.ndim, d, slice(start, end, step))
+    key = _region_key(d, slice(start, end, step))
     expected = input._array[key].shape
     if src.shape != expected:
         raise RuntimeError(f"slice_scatter: src of shape {src.shape} must have the shape {expected} of the slice")
