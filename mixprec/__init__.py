@@ -35,6 +35,9 @@ from . import fft, linalg  # noqa: F401,E402  (mp.fft and mp.linalg: torch.fft's
 from . import special  # noqa: F401,E402  (mp.special: torch.special's functions)
 from . import masked  # noqa: F401,E402  (mp.masked: torch.masked's reductions with a mask)
 from . import library  # noqa: F401,E402  (mp.library: custom ops, torch.library's API)
+from .ops.arrange import broadcast_shapes  # noqa: F401,E402  (a shape function, no op)
+from .creation import (empty_permuted, empty_strided, logspace, scalar_tensor, tril_indices,  # noqa: F401,E402
+                       triu_indices, unravel_index)
 
 bool = bool_  # mp.bool, like torch.bool
 

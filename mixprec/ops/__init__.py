@@ -24,7 +24,10 @@ from . import searching  # noqa: F401,E402  (unique, searchsorted, bucketize, is
 from . import differences, histograms  # noqa: F401,E402  (diff, gradient, trapezoid; histc, histogram(dd), bincount)
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import special  # noqa: F401,E402  (torch.special's functions; mp.special)
+from . import arrange  # noqa: F401,E402  (rearranging, repeating, splitting, joining: composites)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
+from . import scatter  # noqa: F401,E402  (masks, flat indices, scatters, scattered reductions; after inplace: binds masked_fill_ etc.)
+from . import copies  # noqa: F401,E402  (the <view>_copy ops, fill)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op

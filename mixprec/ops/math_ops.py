@@ -190,10 +190,14 @@ def tensordot(ctx, a, b, dims=2):
             raise ValueError(f"tensordot: contracting {len(da)} dims of a with {len(db)} dims of b")
         da = [d % a.ndim for d in da]
         db = [d % b.ndim for d in db]
-    for i, j in zip(da, db):
-        if a.shape[i] != b.shape[j]:
+    shape_a, shape_b = list(a.shape), list(b.shape)
+    for i, j in zip(da, db):  # a contracted dim of size 1 broadcasts against its partner, as in torch
+        if a.shape[i] != b.shape[j] and 1 not in (a.shape[i], b.shape[j]):
             raise RuntimeError(f"tensordot: contracted dim {i} of a (size {a.shape[i]}) does not match dim {j} "
                                f"of b (size {b.shape[j]})")
+        shape_a[i] = shape_b[j] = max(a.shape[i], b.shape[j]) if 0 not in (a.shape[i], b.shape[j]) else 0
+    if tuple(shape_a) != a.shape or tuple(shape_b) != b.shape:
+        a, b = a.expand(shape_a), b.expand(shape_b)
     free_a = [i for i in range(a.ndim) if i not in da]
     free_b = [i for i in range(b.ndim) if i not in db]
     k = int(np.prod([a.shape[i] for i in da]))

@@ -227,16 +227,22 @@ def _check_join(name, arrays, dim, same_shape):
 
 @register("cat", promote=(0,), aliases=("concatenate",), linear=True)
 def cat(ctx, tensors, dim=0):
-    """Join tensors along an existing dim (inputs promote to one dtype)."""
-    dim = _check_join("cat", tensors, dim, same_shape=False)
-    ctx.sizes = [a.shape[dim] for a in tensors]
+    """Join tensors along an existing dim (inputs promote to one dtype). As torch, a 1-D empty tensor in the
+    list is skipped, whatever the others' shape."""
+    ctx.skipped = [a.shape == (0,) for a in tensors]
+    joined = [a for a, skip in zip(tensors, ctx.skipped) if not skip] or list(tensors)
+    dim = _check_join("cat", joined, dim, same_shape=False)
+    ctx.sizes = [a.shape[dim] for a in joined]
     ctx.dim = dim
-    return array_module(tensors[0]).concatenate(tensors, axis=dim)
+    return array_module(joined[0]).concatenate(joined, axis=dim)
 
 
 @cat.grad
 def _(ctx, g):
-    return g.split(ctx.sizes, ctx.dim),
+    parts = iter(g.split(ctx.sizes, ctx.dim))
+    if not any(ctx.skipped) or all(ctx.skipped):
+        return list(parts),
+    return [_zeros_of(g, (0,)) if skip else next(parts) for skip in ctx.skipped],
 
 
 @register("stack", promote=(0,), linear=True)
@@ -588,12 +594,13 @@ def _(ctx, g):
           saves=("index",))
 def scatter_add(ctx, input, dim, index, src):
     """A copy of input with src added at index along dim (repeated indices add up)."""
+    shape, ctx.src_shape = input.shape, src.shape
+    input, index, src = (a.reshape(1) if a.ndim == 0 else a for a in (input, index, src))  # 0-d: one element
     ctx.dim = _along("scatter_add", input, dim, index)
     if src.ndim != index.ndim or any(i > n for i, n in zip(index.shape, src.shape)) or \
             any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != ctx.dim):
         raise RuntimeError(f"scatter_add: index of shape {index.shape} must not be larger than src "
                            f"{src.shape}, nor than the input {input.shape} outside dim {ctx.dim}")
-    ctx.src_shape = src.shape
     xp = array_module(input)
     grids = _be.open_grid(xp, index.shape)
     key = tuple(index if i == ctx.dim else grids[i] for i in range(input.ndim))
@@ -602,7 +609,7 @@ def scatter_add(ctx, input, dim, index, src):
         _be.scatter_add(out, key, src[tuple(slice(0, n) for n in index.shape)])
     except IndexError as exc:
         raise IndexError(f"scatter_add: {exc} (input of shape {input.shape})") from None
-    return out
+    return out.reshape(shape)
 
 
 @scatter_add.grad
