@@ -110,7 +110,7 @@ def _true_divide(a, b):
     return opmath(np.true_divide, a, b) if a.dtype.kind in "biu" else a / b
 
 
-@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1),
+@register("__rtruediv__", rmethods=("__rtruediv__", "__rdiv__"), aliases=("__rdiv__",), promote=(0, 1),
           broadcast=True)
 def rtruediv(ctx, input, other):
     """other / input as the reflected operator (``2 / x``): float32 under CUDA autocast."""
