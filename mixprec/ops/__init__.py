@@ -18,6 +18,7 @@ from . import linalg_lu_cholesky  # noqa: F401,E402  (mp.linalg, part 1: LU, Cho
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import rounding, pointwise, binary_math  # noqa: F401,E402  (floor/round...; sgn, nan_to_num...; hypot, lerp...)
+from . import value_tests, conversions  # noqa: F401,E402  (isclose, allclose, equal...; byte, short, conj_physical...)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
