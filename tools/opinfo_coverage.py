@@ -91,8 +91,6 @@ SAMPLE_DEVIATIONS = {
 
 # entry id or (entry id, check) -> the cause of a failure mixprec should not have (fix it, then drop the line).
 KNOWN_FAILURES: dict = {
-    "div.trunc_rounding": "div has no rounding_mode argument",
-    "div.floor_rounding": "div has no rounding_mode argument",
     "nn.functional.avg_pool2d": "refuses padding given as a 1-element list, and a negative divisor_override",
     "nn.functional.avg_pool3d": "refuses a negative divisor_override, which torch divides by",
     "nn.functional.batch_norm": "refuses the 1-D empty input (0,) that torch accepts",

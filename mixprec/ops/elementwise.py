@@ -99,9 +99,27 @@ def _partial(x, value):
 
 @register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1),
           broadcast=True)
-def div(ctx, input, other):
-    """input / other; integer inputs divide into float32."""
-    return _true_divide(input, other)
+def div(ctx, input, other, rounding_mode=None):
+    """input / other; integer inputs divide into float32. rounding_mode="trunc" rounds the quotient toward 0,
+    "floor" toward -inf (then integers stay integers, and dividing one by zero is an error)."""
+    ctx.rounding_mode = rounding_mode
+    if rounding_mode is None:
+        return _true_divide(input, other)
+    if rounding_mode == "floor":
+        return opmath(lambda a, b: _xp(a, b).floor_divide(a, b), *_divisible("div", input, other), ints="keep")
+    if rounding_mode == "trunc":
+        return opmath(_trunc_divide, *_divisible("div", input, other), ints="keep")
+    raise RuntimeError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+def _trunc_divide(a, b):
+    """a / b rounded toward zero: floats truncate the quotient; integers take the floor quotient one step back up
+    where it was rounded down past a negative quotient (a nonzero remainder, operands of opposite signs)."""
+    xp = _xp(a, b)
+    if a.dtype.kind not in "iu":
+        return xp.trunc(a / b)
+    q = xp.floor_divide(a, b)
+    return xp.where((q * b != a) & ((a < 0) != (b < 0)), q + 1, q)
 
 
 def _true_divide(a, b):
@@ -120,7 +138,9 @@ def rtruediv(ctx, input, other):
 @div.partials
 @rtruediv.partials
 def _(ctx):
-    a, b = ctx.inputs  # d/db as torch: -(a / b) / b, not -a / b**2 (b * b overflows first: an inf b gives 0, not nan)
+    a, b = ctx.inputs[:2]  # d/db as torch: -(a / b) / b, not -a / b**2 (b * b overflows first: an inf b gives 0, not nan)
+    if getattr(ctx, "rounding_mode", None) is not None:  # a rounded quotient is a step function: zero, as torch
+        return _partial(a, 0.0), _partial(b, 0.0)
     return _partial(a, 1 / b), _partial(b, -(a / b) / b)
 
 
