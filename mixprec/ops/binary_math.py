@@ -93,6 +93,8 @@ fmin = _fselect("fmin", "fmin")
 
 def _logaddexp(name, base_log):
     def forward(ctx, input, other):
+        if name == "logaddexp" and input.dtype.kind == "c":
+            return _complex_logaddexp(input, other)
         _real_floating(name, input, other, ints=False)
         return opmath(ufunc(name), input, other)
     forward.__name__ = forward.__qualname__ = name
@@ -108,14 +110,23 @@ def _logaddexp(name, base_log):
     return op
 
 
+def _complex_logaddexp(a, b):
+    """log(exp(a) + exp(b)) of complex numbers (NumPy has no complex logaddexp): the term with the larger real
+    part factored out, m + log1p(exp(n - m)), so the exponential cannot overflow."""
+    xp = array_module(a)
+    first = a.real >= b.real
+    m, n = xp.where(first, a, b), xp.where(first, b, a)
+    return m + xp.log1p(xp.exp(n - m))
+
+
 logaddexp = _logaddexp("logaddexp", 1.0)
 logaddexp2 = _logaddexp("logaddexp2", _LN2)
 
 
-@register("lerp", methods=("lerp",), promote=(0, 1, 2), broadcast=True, saves=("input", "end", "weight"))
+@register("lerp", methods=("lerp",), promote=(0, 1), broadcast=True, saves=("input", "end", "weight"))
 def lerp(ctx, input, end, weight):
     """input + weight * (end - input), in the form that is exact at weight 1 (end - (end - input) * (1 - w)
-    for |w| >= 0.5)."""
+    for |w| >= 0.5). A number weight stays a number (float32 for half inputs: not rounded to their dtype)."""
     def f(a, e, w):
         xp = array_module(a)
         w = a.dtype.type(w) if not hasattr(w, "shape") else w
