@@ -54,7 +54,7 @@ def _(ctx):
     return _partial(a, a / ctx.output), _partial(b, b / ctx.output)
 
 
-@register("copysign", methods=("copysign",), promote=(0, 1), broadcast=True, saves=("input", "output"))
+@register("copysign", methods=("copysign",), promote=(0, 1), broadcast=True, saves=("input", "other", "output"))
 def copysign(ctx, input, other):
     """|input| with the sign (bit) of other; integers compute in float32."""
     _real_floating("copysign", input, other)
@@ -64,8 +64,8 @@ def copysign(ctx, input, other):
 @copysign.partials
 def _(ctx):
     """+-1 for input (0 where input is 0, where the result does not move with it); other's sign is a step."""
-    a = ctx.inputs[0]
-    return _partial(a, where(a == 0, 0.0, ctx.output / where(a == 0, 1.0, a))), None
+    a, b = ctx.inputs
+    return _partial(a, where(a == 0, 0.0, ctx.output / where(a == 0, 1.0, a))), _partial(b, 0.0)
 
 
 def _fselect(name, pick):
@@ -158,9 +158,18 @@ def float_power(ctx, input, exponent):
     complex_ = any(isinstance(x, complex) or (isinstance(x, Tensor) and x.is_complex()) for x in (input, exponent))
     wide = _dt.complex128 if complex_ else _dt.float64
     a, b = (x.to(wide) if isinstance(x, Tensor) else x for x in (input, exponent))
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError("float_power: input or exponent must be a Tensor")
     return a ** b
+
+
+def _float_power_(self, exponent):
+    """In-place float_power: only a base that already has the result's dtype (float64, or complex128) can hold it."""
+    complex_ = self.is_complex() or isinstance(exponent, complex) or (isinstance(exponent, Tensor)
+                                                                      and exponent.is_complex())
+    wide = _dt.complex128 if complex_ else _dt.float64
+    if self.dtype != wide:
+        raise RuntimeError(f"float_power_: the base has dtype {self.dtype.name}, but the result is {wide.name}, "
+                           "which it cannot hold; use float_power(), or convert the base first")
+    return _in_place("float_power_", "float_power")(self, exponent)
 
 
 # ---------------------------------------------------------------- steps: no derivative
@@ -178,7 +187,7 @@ def heaviside(ctx, input, values):
 _no_derivative(heaviside)
 
 
-@register("nextafter", methods=("nextafter",), promote=(0, 1), broadcast=True, saves=("input",))
+@register("nextafter", methods=("nextafter",), promote=(0, 1), broadcast=True, saves=("input", "other"))
 def nextafter(ctx, input, other):
     """The next value of input's dtype after input, towards other; floating inputs only."""
     _real_floating("nextafter", input, other, ints=False)
@@ -188,7 +197,7 @@ def nextafter(ctx, input, other):
 @nextafter.partials
 def _(ctx):
     """torch's rule: the step is taken as the identity in input (an ulp's move), and constant in other."""
-    return _partial(ctx.inputs[0], 1.0), None
+    return _partial(ctx.inputs[0], 1.0), _partial(ctx.inputs[1], 0.0)
 
 
 # ---------------------------------------------------------------- frexp: mantissa and exponent
@@ -232,5 +241,6 @@ def _integer(name):
 gcd = _integer("gcd")
 lcm = _integer("lcm")
 
-for _name in ("hypot", "copysign", "lerp", "ldexp", "float_power", "heaviside", "nextafter", "gcd", "lcm"):
+for _name in ("hypot", "copysign", "lerp", "ldexp", "heaviside", "nextafter", "gcd", "lcm"):
     setattr(Tensor, _name + "_", _in_place(_name + "_", _name))
+Tensor.float_power_ = _float_power_
