@@ -140,3 +140,11 @@ def test_in_place_variants(name, args):
 def test_bad_input_raises_a_clear_error(fn, exc, match):
     with pytest.raises(exc, match=match):
         fn()
+
+
+def test_ldexp_gradient_for_a_negative_integer_exponent_is_the_derivative():
+    """Not torch's: its gradient in input for an integer exponent is 2**exponent in integer arithmetic (0 for
+    exponent -2); mixprec's is the derivative of its forward, 0.25."""
+    x = mp.tensor([1.0, 3.0], dtype=mp.float64, requires_grad=True)
+    (g,) = mp.autograd.grad(mp.ldexp(x, mp.tensor([-2, 1])).sum(), x)
+    np.testing.assert_array_equal(g.numpy(), [0.25, 2.0])

@@ -103,10 +103,11 @@ def _logaddexp(name, base_log):
 
     @op.partials
     def _(ctx):
-        """b**a / (b**a + b**b) for input, the rest for other: sigmoids of the scaled difference."""
+        """b**a / (b**a + b**b) = 1 / (1 + b**(other - input)) for input, likewise for other (finite where one
+        input is infinite, complex ones included)."""
         a, b = ctx.inputs
         d = (a - b) * base_log
-        return _partial(a, d.sigmoid()), _partial(b, (-d).sigmoid())
+        return _partial(a, 1 / (1 + (-d).exp())), _partial(b, 1 / (1 + d.exp()))
     return op
 
 
@@ -123,10 +124,18 @@ logaddexp = _logaddexp("logaddexp", 1.0)
 logaddexp2 = _logaddexp("logaddexp2", _LN2)
 
 
-@register("lerp", methods=("lerp",), promote=(0, 1), broadcast=True, saves=("input", "end", "weight"))
+@register("lerp", methods=("lerp",), promote=(0, 1), same_dtype=True, broadcast=True,
+          saves=("input", "end", "weight"))
 def lerp(ctx, input, end, weight):
     """input + weight * (end - input), in the form that is exact at weight 1 (end - (end - input) * (1 - w)
     for |w| >= 0.5). A number weight stays a number (float32 for half inputs: not rounded to their dtype)."""
+    if input.dtype.kind in "biu":
+        raise NotImplementedError(f"lerp: not implemented for {input.dtype.name} tensors (as in torch); it takes "
+                                  "floating and complex tensors")
+    if hasattr(weight, "dtype") and weight.dtype != input.dtype:
+        raise TypeError(f"lerp: expected weight to have the dtype of input and end ({input.dtype.name}), got "
+                        f"{weight.dtype.name}")
+
     def f(a, e, w):
         xp = array_module(a)
         w = a.dtype.type(w) if not hasattr(w, "shape") else w

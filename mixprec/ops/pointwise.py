@@ -16,6 +16,7 @@ from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
 from .inplace import _method as _in_place
+from .complex_ops import complex_
 from .elementwise import clamp, sign, sub, ufunc, unary, where
 from .opmath import opmath
 from .registry import register
@@ -29,7 +30,8 @@ def sgn(ctx, input):
         return sign(input)
     size = input.abs()
     zero = size == 0
-    return where(zero, 0.0, input / where(zero, 1.0, size))
+    safe = where(zero, 1.0, size)  # (each part divided on its own: an infinite part gives 0 in the other, not nan)
+    return where(zero, 0.0, complex_(input.real / safe, input.imag / safe))
 
 
 @register("signbit", methods=("signbit",), differentiable=False)
