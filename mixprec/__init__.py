@@ -22,6 +22,8 @@ from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlp
 from .random import manual_seed, rand, rand_like, randint, randn, randn_like, randperm  # noqa: F401
 from .autograd import (enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,  # noqa: F401
                        is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
+from .ops.value_tests import allclose, equal  # noqa: F401  (Python bools, not ops)
+from .ops.conversions import resolve_conj, resolve_neg  # noqa: F401  (no lazy bits: the tensor itself)
 from . import autograd, amp, nn, optim  # noqa: F401
 from .amp import autocast  # noqa: F401  (mp.autocast, torch.autocast's twin)
 from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)

@@ -136,6 +136,11 @@ DEVIATIONS = {
     ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
     ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
     **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
+    # two-input elementwise math (binary_math.py)
+    ("ldexp", "bool-input1"): "a bool exponent counts as 0 or 1, as a bool input does (torch has no kernel for a "
+                              "bool exponent)",
+    ("ldexp", "int64-input1"): "the gradient in input is 2**exponent, the derivative; torch's, for an integer "
+                               "exponent, is computed in integer arithmetic: 0 for a negative exponent",
     # linear algebra (linalg_lu_cholesky.py, linalg_qr_eig_svd.py)
     ("ormqr", "nan-in-input1"): "the result is linear in each tau_i, so a non-finite tau_i keeps its own exact, "
                                 "finite gradient (every other tau's is nan, as in torch, whose backward formula "

@@ -25,6 +25,8 @@ from . import differences, histograms  # noqa: F401,E402  (diff, gradient, trape
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import special  # noqa: F401,E402  (torch.special's functions; mp.special)
 from . import arrange  # noqa: F401,E402  (rearranging, repeating, splitting, joining: composites)
+from . import rounding, pointwise, binary_math  # noqa: F401,E402  (floor/round...; sgn, nan_to_num...; hypot, lerp...)
+from . import value_tests, conversions  # noqa: F401,E402  (isclose, allclose, equal...; byte, short, conj_physical...)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 from . import scatter  # noqa: F401,E402  (masks, flat indices, scatters, scattered reductions; after inplace: binds masked_fill_ etc.)
 from . import copies  # noqa: F401,E402  (the <view>_copy ops, fill)

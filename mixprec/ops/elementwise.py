@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import backend as _be
+from .. import dtypes as _dt
 from ..backend import array_module, device_checks, erf
 from ..tensor import Tensor, zeros_like
 from . import halfbits
@@ -32,7 +33,7 @@ def ufunc(name):
 def add(ctx, input, other, alpha=1):
     """input + alpha * other, promoting dtypes."""
     ctx.alpha = alpha
-    return input + other if alpha == 1 else input + other * input.dtype.type(alpha)
+    return input + other if alpha == 1 else input + other * _alpha("add", input.dtype, alpha)
 
 
 @add.grad
@@ -45,12 +46,22 @@ def sub(ctx, input, other, alpha=1):
     """input - alpha * other."""
     _no_bool_difference(input)
     ctx.alpha = alpha
-    return input - other if alpha == 1 else input - other * input.dtype.type(alpha)
+    return input - other if alpha == 1 else input - other * _alpha("sub", input.dtype, alpha)
 
 
 @sub.grad
 def _(ctx, g):
     return g, -g if ctx.alpha == 1 else g * -ctx.alpha
+
+
+def _alpha(name, dtype, alpha):
+    """alpha as a scalar of ``dtype``: an integer dtype takes an int, wrapped around as integer arithmetic wraps
+    (uint8 with alpha=-3, as torch), and refuses a float."""
+    if dtype.kind not in "iu":
+        return dtype.type(alpha)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError(f"{name}: for integer tensors alpha must be an int, got {alpha!r}")
+    return _dt.as_integer(int(alpha), dtype)
 
 
 @register("__rsub__", rmethods=("__rsub__",), promote=(0, 1), broadcast=True, linear=True, bools=False)
@@ -99,9 +110,26 @@ def _partial(x, value):
 
 @register("div", methods=("div", "__truediv__", "true_divide"), aliases=("true_divide",), promote=(0, 1),
           broadcast=True)
-def div(ctx, input, other):
-    """input / other; integer inputs divide into float32."""
-    return _true_divide(input, other)
+def div(ctx, input, other, rounding_mode=None):
+    """input / other; integer inputs divide into float32. rounding_mode="trunc" rounds the quotient toward 0,
+    "floor" toward -inf (then integers stay integers, and dividing one by zero is an error)."""
+    ctx.rounding_mode = rounding_mode
+    if rounding_mode is None:
+        return _true_divide(input, other)
+    if rounding_mode == "floor":
+        return opmath(lambda a, b: _xp(a, b).floor_divide(a, b), *_divisible("div", input, other), ints="keep")
+    if rounding_mode == "trunc":  # (a half quotient is rounded to its dtype before it is truncated, as torch's)
+        a, b = _divisible("div", input, other)
+        return _trunc_divide(a, b) if a.dtype.kind in "iu" else opmath(ufunc("trunc"), _true_divide(a, b))
+    raise RuntimeError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+def _trunc_divide(a, b):
+    """Integer a / b rounded toward zero: the floor quotient one step back up where it was rounded down past a
+    negative quotient (a nonzero remainder, operands of opposite signs)."""
+    xp = _xp(a, b)
+    q = xp.floor_divide(a, b)
+    return xp.where((q * b != a) & ((a < 0) != (b < 0)), q + 1, q)
 
 
 def _true_divide(a, b):
@@ -110,7 +138,7 @@ def _true_divide(a, b):
     return opmath(np.true_divide, a, b) if a.dtype.kind in "biu" else a / b
 
 
-@register("__rtruediv__", rmethods=("__rtruediv__",), aliases=("__rdiv__",), promote=(0, 1),
+@register("__rtruediv__", rmethods=("__rtruediv__", "__rdiv__"), aliases=("__rdiv__",), promote=(0, 1),
           broadcast=True)
 def rtruediv(ctx, input, other):
     """other / input as the reflected operator (``2 / x``): float32 under CUDA autocast."""
@@ -120,7 +148,9 @@ def rtruediv(ctx, input, other):
 @div.partials
 @rtruediv.partials
 def _(ctx):
-    a, b = ctx.inputs  # d/db as torch: -(a / b) / b, not -a / b**2 (b * b overflows first: an inf b gives 0, not nan)
+    a, b = ctx.inputs[:2]  # d/db as torch: -(a / b) / b, not -a / b**2 (b * b overflows first: an inf b gives 0, not nan)
+    if getattr(ctx, "rounding_mode", None) is not None:  # a rounded quotient is a step function: zero, as torch
+        return _partial(a, 0.0), _partial(b, 0.0)
     return _partial(a, 1 / b), _partial(b, -(a / b) / b)
 
 

@@ -72,7 +72,7 @@ def _check(name, cond, a, b, what):
         raise RuntimeError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied ({what})")
 
 
-@register("matmul", methods=("matmul", "__matmul__"), aliases=("__matmul__",), promote=(0, 1),
+@register("matmul", methods=("matmul", "__matmul__"), rmethods=("__rmatmul__",), aliases=("__matmul__",), promote=(0, 1),
           same_dtype=True)
 def matmul(ctx, input, other):
     """Matrix product with NumPy's rules for 1-D operands and batch broadcasting."""

@@ -8,10 +8,11 @@ from . import activation, bitwise, conv, elementwise, inplace, losses, math_ops,
 from . import attention, complex_ops, ctc, einsum, fft, linalg_lu_cholesky, linalg_qr_eig_svd, padding, pooling
 from . import differences, histograms, quantile, rnn, sampling, searching, sorting, special, statistics
 from . import arrange, copies, scatter
+from . import binary_math, conversions, pointwise, rounding, value_tests
 from .case import EPS, Case  # noqa: F401
 
 MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
            attention, einsum, rnn, ctc, complex_ops, fft, linalg_lu_cholesky, linalg_qr_eig_svd, quantile, pooling,
            padding, sampling, special, statistics, sorting, searching, differences, histograms, arrange, scatter,
-           copies)
+           copies, rounding, pointwise, binary_math, value_tests, conversions)
 CASES = [case for module in MODULES for case in module.CASES]

@@ -29,6 +29,13 @@ CASES = [
     Case("div", "div", [rnd(2, 3), away(3)], lambda a, b: a / b, np.divide),
     Case("div-method", "div", [rnd(3, 1), away(1, 2)], lambda a, b: a.div(b), np.divide),
     Case("rdiv-scalar", "div", [away(4)], lambda a: 2 / a, lambda a: 2 / a),
+    # (quotients away from integers: the rounded quotient is flat there, its gradient zero)
+    Case("div-floor", "div", [const(np.array([7.3, -7.3, 2.6, -0.4])), const(np.array([2.0, 2.0, -1.5, 3.0]))],
+         lambda a, b: mp.div(a, b, rounding_mode="floor"), np.floor_divide),
+    Case("div-trunc", "div", [const(np.array([7.3, -7.3, 2.6, -0.4])), const(np.array([2.0, 2.0, -1.5, 3.0]))],
+         lambda a, b: a.div(b, rounding_mode="trunc"), lambda a, b: np.trunc(a / b)),
+    Case("div-trunc-ints", "div", [const(np.array([7, -7, 7, -7, 0]))], lambda a: mp.div(a, -2, rounding_mode="trunc"),
+         lambda a: np.trunc(a / -2).astype(np.int64), grad=False),
     Case("neg", "neg", [rnd(2, 3)], lambda a: -a, np.negative),
     Case("neg-fn", "neg", [rnd(3)], mp.neg, np.negative),
     # ---- floor division and remainders: inputs whose quotients stay away from integers (the jumps)
