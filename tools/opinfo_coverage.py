@@ -79,6 +79,9 @@ TOLERANCES = {
     "nn.functional.conv3d": (1e-5, 1e-4),
     "cdist": (1e-5, 5e-5),
     "nn.functional.scaled_dot_product_attention": (1e-5, 5e-5),
+    # torch's float32 matrix_exp of the batched sample (entries up to 9e4) is itself 5e-2 from its float64 one;
+    # mixprec's works one precision up and is within 1e-9 of float64, so the two differ by torch's rounding.
+    "matrix_exp": (1e-5, 0.1),
 }
 
 # entry id -> (which samples, why): deliberate differences that hold for some samples only; those samples
@@ -99,7 +102,6 @@ KNOWN_FAILURES: dict = {
     "scatter_add": "a 0-d input raises a raw IndexError",
     "cat": "refuses torch's legacy rule that skips 1-D empty tensors in the list",
     "tensordot": "refuses contracted dims of size 1 against size n, which torch broadcasts",
-    "norm.nuc": "the nuclear norm is not implemented (its error says no SVD; mixprec has one)",
     "nn.functional.embedding": "no max_norm / norm_type arguments",
     "nn.functional.grid_sample": "mode='bicubic' is not implemented",
     "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
@@ -112,7 +114,6 @@ KNOWN_FAILURES: dict = {
     "lu_solve": "empty matrices raise NumPy's reshape ValueError",
     "linalg.lu_solve": "empty matrices raise NumPy's reshape ValueError",
     "linalg.matrix_rank": "a batched rtol tensor raises NumPy's broadcast ValueError",
-    ("linalg.lu_factor", "grad"): "no derivative for non-square matrices",
     "linalg.tensorsolve": "the dims argument is read the wrong way round",
 }
 

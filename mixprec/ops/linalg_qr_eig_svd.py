@@ -22,6 +22,7 @@ from .elementwise import where
 from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run,
                                  _same_dtype, _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve,
                                  linalg_solve_triangular, tril, triu)
+from .math_ops import norm
 from .registry import register
 from .shape import cat, dim_index
 from ..tensor import arange, Tensor, zeros
@@ -505,7 +506,7 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     if (a.shape[-1] == 0 or a.shape[-2] == 0) and ord not in (-1, -2, -np.inf):
         out = a.abs().sum((-2, -1))  # an empty matrix's norm is 0, as in torch (the negative orders' min refuses)
     elif ord == "fro":
-        out = (a * a).sum((-2, -1)).sqrt()
+        out = norm(a, 2, (-2, -1))  # (the vector norm's subgradient at 0 is 0, where sqrt's derivative is not)
     elif ord in ("nuc", 2, -2):
         s = linalg_svdvals(a)
         out = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
