@@ -272,7 +272,6 @@ NO_DERIVATIVE = [
     ("geqrf", lambda a: mp.geqrf(a)[0], "derivative of geqrf is not implemented"),
     ("qr-r", lambda a: mp.linalg.qr(a, "r")[1], "mode='r'"),
     ("qr-complete-tall", lambda a: mp.linalg.qr(a, "complete")[0], "mode='complete' and nrows > ncols"),
-    ("lu_factor-rectangular", lambda a: mp.linalg.lu_factor(a)[0], "only implemented for square"),
 ]
 
 
