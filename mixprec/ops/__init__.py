@@ -13,7 +13,7 @@ from . import math_ops, conv, norm_ops, losses  # noqa: F401,E402  (math, convol
 from . import attention, einsum  # noqa: F401,E402  (transformer ops)
 from . import rnn, ctc  # noqa: F401,E402  (recurrent cells, lstm_layer, ctc_loss)
 from . import complex_ops  # noqa: F401,E402  (complex numbers: real/imag/conj/angle/polar/views)
-from . import fft  # noqa: F401,E402  (mp.fft and stft)
+from . import fft, fft_hermitian_shifts  # noqa: F401,E402  (mp.fft, stft and istft)
 from . import linalg_lu_cholesky  # noqa: F401,E402  (mp.linalg, part 1: LU, Cholesky, solves, inverses)
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
