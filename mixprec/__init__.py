@@ -32,6 +32,7 @@ from .random import get_rng_state, set_rng_state  # noqa: F401
 from . import random  # noqa: F401
 from . import distributed  # noqa: F401  (MPI / NCCL data parallelism; imports no MPI until used)
 from . import fft, linalg  # noqa: F401,E402  (mp.fft and mp.linalg: torch.fft's and torch.linalg's functions)
+from . import signal  # noqa: F401,E402  (mp.signal.windows: torch.signal.windows' window functions)
 
 bool = bool_  # mp.bool, like torch.bool
 

@@ -134,7 +134,7 @@ ADAPTERS = {
     "randint": lambda *a, **kw: mp.randint(*a, **kw),
 }
 
-NAMESPACES = {"nn.functional.": F, "linalg.": mp.linalg, "fft.": mp.fft}
+NAMESPACES = {"nn.functional.": F, "linalg.": mp.linalg, "fft.": mp.fft, "signal.windows.": mp.signal.windows}
 TORCH_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
                 "uint8", "int8", "int16", "int32", "int64", "bool")
 FORWARD_DTYPES = ("float32", "float64", "complex64", "int64", "int32", "bool", "uint8")  # first supported wins
@@ -182,7 +182,7 @@ def mixprec_callable(op):
             fn = getattr(module, op.name[len(prefix):], None) if op.name[len(prefix):] in dir(module) else None
             return fn
     if "." in op.name:
-        return None  # special., masked., signal., sparse., torch.ops: namespaces mixprec does not have
+        return None  # special., masked., sparse., torch.ops: namespaces mixprec does not have
     method_only = getattr(op.op, "__name__", "") == "<lambda>" or op.name.startswith("__")
     if not method_only and callable(getattr(mp, op.name, None)) and not isinstance(getattr(mp, op.name), type):
         return getattr(mp, op.name)
