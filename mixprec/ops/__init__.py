@@ -18,6 +18,7 @@ from . import linalg_lu_cholesky  # noqa: F401,E402  (mp.linalg, part 1: LU, Cho
 from . import quantile  # noqa: F401,E402  (quantile, nanquantile)
 from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eigenvalues, SVD)
 from . import linalg_norms_products, linalg_lu_ldl  # noqa: F401,E402  (mp.linalg, parts 3-4: norms, products, LU, LDL)
+from . import linalg_lowrank  # noqa: F401,E402  (svd_lowrank, pca_lowrank: randomized)
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
