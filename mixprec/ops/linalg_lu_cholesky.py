@@ -501,7 +501,7 @@ def linalg_lu_factor(ctx, A, *, pivot=True):
 def _permutation_matrix(pivots, m, like):
     """P (..., m, m) with A = P L U, from LAPACK's 1-based row swaps (a constant: no gradient)."""
     xp = array_module(pivots._array)
-    piv = pivots._array.reshape(-1, pivots.shape[-1]).astype(np.int64) - 1
+    piv = pivots._array.reshape(int(np.prod(pivots.shape[:-1])), pivots.shape[-1]).astype(np.int64) - 1
     b, k = piv.shape
     perm = xp.broadcast_to(xp.arange(m), (b, m)).copy()
     rows = xp.arange(b)

@@ -22,6 +22,7 @@ from .math_ops import cross, norm
 from .reduce import cumprod
 from .registry import register
 from .shape import cat
+from ..tensor import ones_like
 
 
 # ---------------------------------------------------------------- norms
@@ -82,7 +83,8 @@ def linalg_matrix_power(ctx, A, n):
         raise TypeError(f"linalg_matrix_power: n must be an int, got {n!r}")
     n = int(n)
     if n == 0:
-        return _eye_like(A).expand(*A.shape) + A * 0  # (A * 0: the result stays connected to A, as torch's)
+        # the sum over no elements of A (exactly 0, also beside an inf) keeps the identity on A's graph, as torch's
+        return _eye_like(A).expand(*A.shape) + A[..., :0].sum(-1, keepdim=True)
     base = linalg_inv(A) if n < 0 else A
     n = abs(n)
     result = None
@@ -169,7 +171,7 @@ def linalg_vander(ctx, x, *, N=None):
     if x.dtype.kind in "iu":
         x = x.to(_dt.int64)
     powers = x.unsqueeze(-1).expand(*x.shape, n - 1)
-    return cumprod(cat([(x * 0 + 1).unsqueeze(-1), powers], -1), -1)  # (x * 0 + 1: ones on x's graph and dtype)
+    return cumprod(cat([ones_like(x).unsqueeze(-1), powers], -1), -1)
 
 
 # ---------------------------------------------------------------- matrix functions
