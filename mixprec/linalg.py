@@ -17,7 +17,7 @@ __all__ = ["LinAlgError", "inv", "inv_ex", "solve", "solve_triangular", "lu_fact
            "cholesky_ex", "qr", "householder_product", "eigh", "eigvalsh", "eig", "eigvals", "svd", "svdvals", "det",
            "slogdet", "pinv", "lstsq", "matrix_rank", "matrix_norm", "cond", "tensorinv", "tensorsolve", "vecdot",
            "vector_norm", "norm", "matrix_power", "multi_dot", "cross", "diagonal", "vander", "matrix_exp", "lu",
-           "lu_factor_ex", "solve_ex"]
+           "lu_factor_ex", "solve_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve"]
 
 inv = _public(_get("linalg_inv"))
 inv_ex = _public(_get("linalg_inv_ex"))
@@ -56,3 +56,6 @@ matrix_exp = _public(_get("linalg_matrix_exp"))
 lu = _public(_get("linalg_lu"))
 lu_factor_ex = _public(_get("linalg_lu_factor_ex"))
 solve_ex = _public(_get("linalg_solve_ex"))
+ldl_factor = _public(_get("linalg_ldl_factor"))
+ldl_factor_ex = _public(_get("linalg_ldl_factor_ex"))
+ldl_solve = _public(_get("linalg_ldl_solve"))

@@ -414,3 +414,23 @@ def test_lu_solve_of_empty_matrices_gives_torchs_shapes():
     lu, piv = mp.zeros(0, 0), mp.zeros(0, dtype=mp.int32)
     assert tuple(mp.linalg.lu_solve(lu, piv, mp.zeros(0, 4)).shape) == (0, 4)
     assert tuple(mp.lu_solve(mp.zeros(2, 0, 3), mp.zeros(2, 0, 0), mp.zeros(2, 0, dtype=mp.int32)).shape) == (2, 0, 3)
+
+
+def test_ldl_factor_and_solve_match_torchs_bunch_kaufman_pivoting():
+    rng = np.random.default_rng(11)
+    blocks = 0
+    for n in (1, 2, 3, 5, 8) * 6:
+        a = rng.standard_normal((n, n))
+        a = a + a.T
+        a[np.diag_indices(n)] *= rng.choice([1.0, 0.01])  # small diagonals force 2 x 2 pivots
+        want = torch.linalg.ldl_factor_ex(torch.tensor(a))
+        got = mp.linalg.ldl_factor_ex(mp.tensor(a))
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        assert got[1].dtype == mp.int32 and int(got[2]) == int(want[2])
+        blocks += int((want[1] < 0).any())
+        b = rng.standard_normal((n, 2))
+        np.testing.assert_allclose(mp.linalg.ldl_solve(got[0], got[1], mp.tensor(b)).numpy(),
+                                   torch.linalg.ldl_solve(want[0], want[1], torch.tensor(b)).numpy(), rtol=1e-9,
+                                   atol=1e-10)
+    assert blocks > 5  # (the 2 x 2 pivots were exercised)
