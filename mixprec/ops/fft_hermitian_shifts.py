@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .. import dtypes as _dt
 from ..backend import array_module
-from .fft import _DUAL, _checked, _check_input, _norm, fftn, ifftn, irfftn, rfftn
+from .fft import _DUAL, _checked, _check_input, _norm, ifftn, irfftn, rfftn
 from .registry import register
 from .shape import cat, dim_index
 from ..tensor import ones, Tensor, zeros

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as _dt
 from ..backend import array_module
 from ..backend.devices import CPU, device_of_array, to_device
-from .linalg_lu_cholesky import (LinAlgError, _batch_shape, _first_failure, _lu, _lu_parts, _matrices, _no_derivative,
+from .linalg_lu_cholesky import (LinAlgError, _batch_shape, _first_failure, _lu, _lu_parts, _matrices,
                                  _permutation_matrix, _same_dtype, _is_vector_rhs, linalg_lu_solve, linalg_solve,
-                                 lu_factor_grad, lu_factor_tangent, lu_jvp, lu_vjp, tril, triu)
+                                 lu_factor_grad, lu_factor_tangent, lu_jvp, lu_vjp)
 from .registry import register
 from ..tensor import Tensor, zeros
 
@@ -84,12 +83,11 @@ def lu(ctx, A, pivot=True, get_infos=False):
 def lu_unpack(ctx, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """(P, L, U) from lu_factor's packed (LU, pivots); the parts not asked for come back empty."""
     _matrices("lu_unpack", LU_data, what="LU_data")
-    if not isinstance(LU_pivots, Tensor) or LU_pivots.dtype.kind not in "iu" or \
-            tuple(LU_pivots.shape) != tuple(LU_data.shape[:-2]) + (min(LU_data.shape[-2:]),):
-        raise RuntimeError(f"lu_unpack: LU_pivots must be an integer tensor of shape "
-                           f"{tuple(LU_data.shape[:-2]) + (min(LU_data.shape[-2:]),)}, got "
-                           f"{getattr(LU_pivots, 'dtype', type(LU_pivots)).__str__()} of shape "
-                           f"{tuple(getattr(LU_pivots, 'shape', ()))}")
+    want = tuple(LU_data.shape[:-2]) + (min(LU_data.shape[-2:]),)
+    if not isinstance(LU_pivots, Tensor) or LU_pivots.dtype.kind not in "iu" or tuple(LU_pivots.shape) != want:
+        got = (f"{LU_pivots.dtype.name} of shape {tuple(LU_pivots.shape)}" if isinstance(LU_pivots, Tensor)
+               else type(LU_pivots).__name__)
+        raise RuntimeError(f"lu_unpack: LU_pivots must be an integer tensor of shape {want}, got {got}")
     empty = zeros(0, dtype=LU_data.dtype, device=LU_data.device)
     m = LU_data.shape[-2]
     p = _permutation_matrix(LU_pivots, m, LU_data) if unpack_pivots else empty
