@@ -40,6 +40,7 @@ from . import library  # noqa: F401,E402  (mp.library: custom ops, torch.library
 from .ops.arrange import broadcast_shapes  # noqa: F401,E402  (a shape function, no op)
 from .creation import (empty_permuted, empty_strided, logspace, scalar_tensor, tril_indices,  # noqa: F401,E402
                        triu_indices, unravel_index)
+from . import signal  # noqa: F401,E402  (mp.signal.windows: torch.signal.windows' window functions)
 
 bool = bool_  # mp.bool, like torch.bool
 

@@ -1,4 +1,5 @@
-"""``mp.fft``: torch.fft's transforms. The ops (and how their gradients work) are in mixprec/ops/fft.py.
+"""``mp.fft``: torch.fft's transforms. The ops (and how their gradients work) are in mixprec/ops/fft.py and
+fft_hermitian_shifts.py.
 
     import mixprec as mp
     spectrum = mp.fft.rfft(signal, norm="ortho")     # float32 -> complex64
@@ -8,7 +9,7 @@ from .ops.registry import get as _get
 from .ops.registry import public as _public
 
 __all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
-           "hfft", "ihfft"]
+           "hfft", "ihfft", "hfft2", "ihfft2", "hfftn", "ihfftn", "fftshift", "ifftshift"]
 
 fft = _public(_get("fft_fft"))
 ifft = _public(_get("fft_ifft"))
@@ -24,3 +25,9 @@ rfftn = _public(_get("fft_rfftn"))
 irfftn = _public(_get("fft_irfftn"))
 hfft = _public(_get("fft_hfft"))
 ihfft = _public(_get("fft_ihfft"))
+hfft2 = _public(_get("fft_hfft2"))
+ihfft2 = _public(_get("fft_ihfft2"))
+hfftn = _public(_get("fft_hfftn"))
+ihfftn = _public(_get("fft_ihfftn"))
+fftshift = _public(_get("fft_fftshift"))
+ifftshift = _public(_get("fft_ifftshift"))

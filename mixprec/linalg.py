@@ -1,5 +1,5 @@
-"""``mp.linalg``: torch.linalg's functions. The ops (and their derivatives) are in mixprec/ops/linalg_lu_cholesky.py
-and mixprec/ops/linalg_qr_eig_svd.py.
+"""``mp.linalg``: torch.linalg's functions. The ops (and their derivatives) are in mixprec/ops/linalg_lu_cholesky.py,
+linalg_qr_eig_svd.py, linalg_norms_products.py and linalg_lu_ldl.py.
 
     import mixprec as mp
     L = mp.linalg.cholesky(A)                  # A = L L^T
@@ -15,7 +15,9 @@ from .ops.registry import public as _public
 
 __all__ = ["LinAlgError", "inv", "inv_ex", "solve", "solve_triangular", "lu_factor", "lu_solve", "cholesky",
            "cholesky_ex", "qr", "householder_product", "eigh", "eigvalsh", "eig", "eigvals", "svd", "svdvals", "det",
-           "slogdet", "pinv", "lstsq", "matrix_rank", "matrix_norm", "cond", "tensorinv", "tensorsolve", "vecdot"]
+           "slogdet", "pinv", "lstsq", "matrix_rank", "matrix_norm", "cond", "tensorinv", "tensorsolve", "vecdot",
+           "vector_norm", "norm", "matrix_power", "multi_dot", "cross", "diagonal", "vander", "matrix_exp", "lu",
+           "lu_factor_ex", "solve_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve"]
 
 inv = _public(_get("linalg_inv"))
 inv_ex = _public(_get("linalg_inv_ex"))
@@ -43,3 +45,17 @@ cond = _public(_get("linalg_cond"))
 tensorinv = _public(_get("linalg_tensorinv"))
 tensorsolve = _public(_get("linalg_tensorsolve"))
 vecdot = _public(_get("linalg_vecdot"))
+vector_norm = _public(_get("linalg_vector_norm"))
+norm = _public(_get("linalg_norm"))
+matrix_power = _public(_get("linalg_matrix_power"))
+multi_dot = _public(_get("linalg_multi_dot"))
+cross = _public(_get("linalg_cross"))
+diagonal = _public(_get("linalg_diagonal"))
+vander = _public(_get("linalg_vander"))
+matrix_exp = _public(_get("linalg_matrix_exp"))
+lu = _public(_get("linalg_lu"))
+lu_factor_ex = _public(_get("linalg_lu_factor_ex"))
+solve_ex = _public(_get("linalg_solve_ex"))
+ldl_factor = _public(_get("linalg_ldl_factor"))
+ldl_factor_ex = _public(_get("linalg_ldl_factor_ex"))
+ldl_solve = _public(_get("linalg_ldl_solve"))

@@ -272,7 +272,6 @@ NO_DERIVATIVE = [
     ("geqrf", lambda a: mp.geqrf(a)[0], "derivative of geqrf is not implemented"),
     ("qr-r", lambda a: mp.linalg.qr(a, "r")[1], "mode='r'"),
     ("qr-complete-tall", lambda a: mp.linalg.qr(a, "complete")[0], "mode='complete' and nrows > ncols"),
-    ("lu_factor-rectangular", lambda a: mp.linalg.lu_factor(a)[0], "only implemented for square"),
 ]
 
 
@@ -370,3 +369,68 @@ def test_gpu_results_and_errors_match_the_cpu():
         mp.linalg.inv(SINGULAR.cuda())
     with pytest.raises(mp.linalg.LinAlgError, match="not positive-definite"):
         mp.linalg.cholesky(NOT_PD.cuda())
+
+
+# ----------------------------------------------------------------- edge cases torch's OpInfo samples found
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_factor_gradients_match_torch_in_the_triangle_read_and_are_zero_outside(upper):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 5))
+    factor = np.linalg.cholesky(x @ x.T + np.eye(5))
+    factor = factor.T if upper else factor
+    b, g_inv, g_solve = rng.standard_normal((5, 3)), rng.standard_normal((5, 5)), rng.standard_normal((5, 3))
+    read = np.triu(np.ones((5, 5))) if upper else np.tril(np.ones((5, 5)))
+    tl = torch.tensor(factor, requires_grad=True)
+    want_inv, = torch.autograd.grad(torch.cholesky_inverse(tl, upper=upper), tl, torch.tensor(g_inv))
+    want_solve, = torch.autograd.grad(torch.cholesky_solve(torch.tensor(b), tl, upper=upper), tl,
+                                      torch.tensor(g_solve))
+    ml = mp.tensor(factor, requires_grad=True)
+    got_inv, = mp.autograd.grad(mp.cholesky_inverse(ml, upper=upper), ml, mp.tensor(g_inv))
+    got_solve, = mp.autograd.grad(mp.cholesky_solve(mp.tensor(b), ml, upper=upper), ml, mp.tensor(g_solve))
+    for got, want in ((got_inv, want_inv), (got_solve, want_solve)):
+        np.testing.assert_allclose(got.numpy(), want.numpy() * read, rtol=1e-10, atol=1e-12)
+        assert np.abs(want.numpy() * (1 - read)).max() > 1e-3  # (torch's is not zero there: the listed deviation)
+
+
+def test_householder_product_of_no_reflector_stays_on_the_graph():
+    a = mp.randn(4, 3, dtype=mp.float64, requires_grad=True)
+    q = mp.linalg.householder_product(a, mp.zeros(0, dtype=mp.float64))
+    assert q.requires_grad
+    np.testing.assert_array_equal(q.detach().numpy(), np.eye(4, 3))
+    (g,) = mp.autograd.grad(q.sum(), a)
+    assert not g.numpy().any()
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")  # (torch's own, internal)
+def test_matrix_rank_takes_batched_tolerance_tensors_like_torch():
+    a = np.random.default_rng(2).standard_normal((2, 5, 5))
+    for kw in ({"atol": [0.0, 1.0]}, {"rtol": [[0.5], [0.1]]}, {"atol": [0.0, 2.0], "rtol": [0.3, 0.0]}):
+        got = mp.linalg.matrix_rank(mp.tensor(a), **{k: mp.tensor(v) for k, v in kw.items()})
+        want = torch.linalg.matrix_rank(torch.tensor(a), **{k: torch.tensor(v) for k, v in kw.items()})
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_lu_solve_of_empty_matrices_gives_torchs_shapes():
+    lu, piv = mp.zeros(0, 0), mp.zeros(0, dtype=mp.int32)
+    assert tuple(mp.linalg.lu_solve(lu, piv, mp.zeros(0, 4)).shape) == (0, 4)
+    assert tuple(mp.lu_solve(mp.zeros(2, 0, 3), mp.zeros(2, 0, 0), mp.zeros(2, 0, dtype=mp.int32)).shape) == (2, 0, 3)
+
+
+def test_ldl_factor_and_solve_match_torchs_bunch_kaufman_pivoting():
+    rng = np.random.default_rng(11)
+    blocks = 0
+    for n in (1, 2, 3, 5, 8) * 6:
+        a = rng.standard_normal((n, n))
+        a = a + a.T
+        a[np.diag_indices(n)] *= rng.choice([1.0, 0.01])  # small diagonals force 2 x 2 pivots
+        want = torch.linalg.ldl_factor_ex(torch.tensor(a))
+        got = mp.linalg.ldl_factor_ex(mp.tensor(a))
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        assert got[1].dtype == mp.int32 and int(got[2]) == int(want[2])
+        blocks += int((want[1] < 0).any())
+        b = rng.standard_normal((n, 2))
+        np.testing.assert_allclose(mp.linalg.ldl_solve(got[0], got[1], mp.tensor(b)).numpy(),
+                                   torch.linalg.ldl_solve(want[0], want[1], torch.tensor(b)).numpy(), rtol=1e-9,
+                                   atol=1e-10)
+    assert blocks > 5  # (the 2 x 2 pivots were exercised)

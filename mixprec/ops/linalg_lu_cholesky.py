@@ -28,7 +28,7 @@ from ..backend import array_module, linalg_errors
 from ..backend.devices import CPU, to_device
 from .elementwise import where
 from .registry import get, register
-from .shape import dim_index
+from .shape import cat, dim_index
 from ..tensor import eye, Tensor, zeros, zeros_like
 
 
@@ -501,7 +501,7 @@ def linalg_lu_factor(ctx, A, *, pivot=True):
 def _permutation_matrix(pivots, m, like):
     """P (..., m, m) with A = P L U, from LAPACK's 1-based row swaps (a constant: no gradient)."""
     xp = array_module(pivots._array)
-    piv = pivots._array.reshape(-1, pivots.shape[-1]).astype(np.int64) - 1
+    piv = pivots._array.reshape(int(np.prod(pivots.shape[:-1])), pivots.shape[-1]).astype(np.int64) - 1
     b, k = piv.shape
     perm = xp.broadcast_to(xp.arange(m), (b, m)).copy()
     rows = xp.arange(b)
@@ -521,33 +521,78 @@ def _lu_parts(LU):
     return lower, upper
 
 
-@linalg_lu_factor.grad
-def _(ctx, g_lu, g_piv=None):
-    """With P fixed, L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1 splits into its strict lower and upper parts."""
-    A = ctx.inputs[0]
-    if A.numel() == 0:
+def _pad_to(t, rows, cols):
+    """t (..., r, c) with zero rows/columns appended up to (rows, cols)."""
+    r, c = t.shape[-2:]
+    if rows > r:
+        t = cat([t, zeros(*t.shape[:-2], rows - r, c, dtype=t.dtype, device=t.device)], -2)
+    if cols > c:
+        t = cat([t, zeros(*t.shape[:-2], t.shape[-2], cols - c, dtype=t.dtype, device=t.device)], -1)
+    return t
+
+
+def lu_vjp(P, L, U, gl, gu):
+    """The gradient of A = P L U (P fixed) from those of L (m x k, unit lower) and U (k x n, upper), k = min(m, n).
+
+    Tall or square (k = n): with Y = P^T dA U^-1 = [Y1; Y2] and C = L1^-1 Y1, dL1 = L1 tril(C, -1), dU = triu(C) U
+    and dL2 = Y2 - L2 triu(C); so gC = tril(L1^T gL1, -1) + triu(gU U^T - L2^T gL2), gY = [L1^-T gC; gL2] and
+    gA = P gY U^-T. Wide (k = m): the same with the roles of L and U exchanged (X = L^-1 P^T dA = [X1 X2],
+    C = X1 U1^-1, dU2 = X2 - tril(C, -1) U2).
+    """
+    m, n = L.shape[-2], U.shape[-1]
+    k = min(m, n)
+    gl, gu = _zeros_if_none(gl, L), _zeros_if_none(gu, U)
+    if m >= n:
+        l1, l2, gl1, gl2 = L[..., :k, :], L[..., k:, :], gl[..., :k, :], gl[..., k:, :]
+        gc = tril(l1.mT @ gl1, -1) + triu(gu @ U.mT - l2.mT @ gl2)
+        gy = cat([linalg_solve_triangular(l1.mT, gc, upper=True, unitriangular=True), gl2], -2)
+        return P @ linalg_solve_triangular(U.mT, gy, upper=False, left=False)
+    u1, u2, gu1, gu2 = U[..., :k], U[..., k:], gu[..., :k], gu[..., k:]
+    gc = tril(L.mT @ gl - gu2 @ u2.mT, -1) + triu(gu1 @ u1.mT)
+    gx = cat([linalg_solve_triangular(u1.mT, gc, upper=False, left=False), gu2], -1)
+    return P @ linalg_solve_triangular(L.mT, gx, upper=True, unitriangular=True)
+
+
+def lu_jvp(P, L, U, ta):
+    """(dL, dU) of A = P L U for a tangent dA (the forward half of lu_vjp's derivation)."""
+    m, n = L.shape[-2], U.shape[-1]
+    k = min(m, n)
+    pa = P.mT @ ta
+    if m >= n:
+        l1, l2 = L[..., :k, :], L[..., k:, :]
+        y = linalg_solve_triangular(U, pa, upper=True, left=False)
+        c = linalg_solve_triangular(l1, y[..., :k, :], upper=False, unitriangular=True)
+        return cat([l1 @ tril(c, -1), y[..., k:, :] - l2 @ triu(c)], -2), triu(c) @ U
+    u1, u2 = U[..., :k], U[..., k:]
+    x = linalg_solve_triangular(L, pa, upper=False, unitriangular=True)
+    c = linalg_solve_triangular(u1, x[..., :k], upper=True, left=False)
+    return L @ tril(c, -1), cat([triu(c) @ u1, x[..., k:] - tril(c, -1) @ u2], -1)
+
+
+def lu_factor_grad(ctx, g_lu, *_):
+    """lu_vjp with L's and U's gradients read from the packed LU's (strict lower part, upper part)."""
+    A, (lu, piv) = ctx.inputs[0], ctx.outputs[:2]
+    if A.numel() == 0 or g_lu is None:
         return _zeros_if_none(None, A),
-    if A.shape[-1] != A.shape[-2]:
-        raise NotImplementedError("linalg_lu_factor: the derivative is only implemented for square matrices")
-    lower, upper = _lu_parts(ctx.outputs[0])
-    m = tril(lower.mT @ g_lu, -1) + triu(g_lu @ upper.mT)
-    y = linalg_solve_triangular(lower.mT, m, upper=True, unitriangular=True)
-    z = linalg_solve_triangular(upper.mT, y, upper=False, left=False)
-    return _permutation_matrix(ctx.outputs[1], A.shape[-1], A) @ z,
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    lower, upper = _lu_parts(lu)
+    return lu_vjp(_permutation_matrix(piv, m, A), lower, upper, tril(g_lu[..., :, :k], -1), triu(g_lu[..., :k, :])),
 
 
-@linalg_lu_factor.jvp
-def _(ctx, ta, *_):
-    A = ctx.inputs[0]
+def lu_factor_tangent(ctx, ta, *_):
+    A, (lu, piv) = ctx.inputs[0], ctx.outputs[:2]
+    rest = (None,) * (len(ctx.outputs) - 1)
     if A.numel() == 0:
-        return _zeros_if_none(None, A), None
-    if A.shape[-1] != A.shape[-2]:
-        raise NotImplementedError("linalg_lu_factor: forward-mode AD is only implemented for square matrices")
-    lower, upper = _lu_parts(ctx.outputs[0])
-    p = _permutation_matrix(ctx.outputs[1], A.shape[-1], A)
-    c = linalg_solve_triangular(lower, p.mT @ ta, upper=False, unitriangular=True)
-    c = linalg_solve_triangular(upper, c, upper=True, left=False)
-    return lower @ tril(c, -1) + triu(c) @ upper, None
+        return (_zeros_if_none(None, A),) + rest
+    m, n = A.shape[-2:]
+    lower, upper = _lu_parts(lu)
+    dl, du = lu_jvp(_permutation_matrix(piv, m, A), lower, upper, ta)
+    return (tril(_pad_to(dl, m, n), -1) + triu(_pad_to(du, m, n)),) + rest
+
+
+linalg_lu_factor.grad(lu_factor_grad)
+linalg_lu_factor.jvp(lu_factor_tangent)
 
 
 @register("lu_solve", methods=("lu_solve",), promote=(0, 1), composite=True)

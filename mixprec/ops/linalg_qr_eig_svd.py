@@ -22,6 +22,7 @@ from .elementwise import where
 from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_convergence, _no_derivative, _run,
                                  _same_dtype, _zeros_if_none, diag_embed, diagonal, linalg_inv_ex, linalg_solve,
                                  linalg_solve_triangular, tril, triu)
+from .math_ops import norm
 from .registry import register
 from .shape import cat, dim_index
 from ..tensor import arange, Tensor, zeros
@@ -153,7 +154,10 @@ def _householder_q(A, tau, k, cols):
 def linalg_householder_product(ctx, A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th Householder vector in A."""
     k = _check_householder("linalg_householder_product", A, tau)
-    return _householder_q(A, tau, k, A.shape[-1])
+    q = _householder_q(A, tau, k, A.shape[-1])
+    # With no reflector the result is the identity; adding the sum over no elements of A (exactly 0, also beside an
+    # inf) keeps it on A's graph, as torch's, with a zero gradient.
+    return q if k else q + A[..., :0].sum(-1, keepdim=True)
 
 
 @register("ormqr", methods=("ormqr",), promote=(0, 1, 2), composite=True)
@@ -383,12 +387,19 @@ def svd(ctx, input, some=True, compute_uv=True):
 
 
 def _tolerance(s, atol, rtol, shape):
-    """max(atol, rtol * s_max), with torch's default rtol = eps * max(m, n) when neither is given."""
+    """max(atol, rtol * s_max) per matrix, shaped (..., 1) to compare with s, with torch's default rtol = eps *
+    max(m, n) when neither is given (0 where atol > 0). atol and rtol may be numbers or arrays that broadcast against
+    the batch shape (so the result's batch shape may be the broadcast of both)."""
+    xp = array_module(s)
+    dt = s.dtype
+    smax = s.max(-1) if s.shape[-1] else s.sum(-1)
+    atol_ = xp.asarray(0.0 if atol is None else atol, dtype=dt)
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(s.dtype).eps * max(shape[-2:])
-    atol = 0.0 if atol is None else atol
-    smax = s.max(-1, keepdims=True) if s.shape[-1] else s.sum(-1, keepdims=True)
-    return array_module(s).maximum(s.dtype.type(atol), s.dtype.type(rtol) * smax)
+        default = dt.type(np.finfo(dt).eps * max(shape[-2:]))
+        rtol_ = default if atol is None else xp.where(atol_ > 0, dt.type(0), default)
+    else:
+        rtol_ = xp.asarray(rtol, dtype=dt)
+    return xp.maximum(atol_, rtol_ * smax)[..., None]
 
 
 @register("linalg_pinv", saves=("A", "output"))
@@ -505,7 +516,7 @@ def linalg_matrix_norm(ctx, A, ord="fro", dim=(-2, -1), keepdim=False):
     if (a.shape[-1] == 0 or a.shape[-2] == 0) and ord not in (-1, -2, -np.inf):
         out = a.abs().sum((-2, -1))  # an empty matrix's norm is 0, as in torch (the negative orders' min refuses)
     elif ord == "fro":
-        out = (a * a).sum((-2, -1)).sqrt()
+        out = norm(a, 2, (-2, -1))  # (the vector norm's subgradient at 0 is 0, where sqrt's derivative is not)
     elif ord in ("nuc", 2, -2):
         s = linalg_svdvals(a)
         out = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))

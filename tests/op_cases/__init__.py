@@ -9,10 +9,12 @@ from . import attention, complex_ops, ctc, einsum, fft, linalg_lu_cholesky, lina
 from . import differences, histograms, quantile, rnn, sampling, searching, sorting, special, statistics
 from . import arrange, copies, scatter
 from . import binary_math, conversions, pointwise, rounding, value_tests
+from . import fft_hermitian_shifts, linalg_lowrank, linalg_lu_ldl, linalg_norms_products
 from .case import EPS, Case  # noqa: F401
 
 MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
            attention, einsum, rnn, ctc, complex_ops, fft, linalg_lu_cholesky, linalg_qr_eig_svd, quantile, pooling,
            padding, sampling, special, statistics, sorting, searching, differences, histograms, arrange, scatter,
-           copies, rounding, pointwise, binary_math, value_tests, conversions)
+           copies, rounding, pointwise, binary_math, value_tests, conversions, linalg_norms_products, linalg_lu_ldl,
+           fft_hermitian_shifts, linalg_lowrank)
 CASES = [case for module in MODULES for case in module.CASES]

@@ -95,6 +95,8 @@ CASES = [
          lambda b, a: (sla.solve_triangular(a, b, lower=True, trans=1), a), lowp=False, rtol64=1e-10),
     Case("lu_factor", "linalg_lu_factor", [rnd(4, 4)], lambda a: with_long(mp.linalg.lu_factor(a), mp), lu_ref,
          lowp=False, rtol64=1e-10),
+    Case("lu_factor-wide", "linalg_lu_factor", [rnd(2, 3, 5)], lambda a: with_long(mp.linalg.lu_factor(a), mp),
+         lambda a: tuple(np.stack(x) for x in zip(*[lu_ref(m) for m in a])), lowp=False, rtol64=1e-10),
     Case("lu_solve", "lu_solve", [rnd(4, 2), wellcond(4, 4)],
          lambda b, lu: mp.lu_solve(b, lu, mp.tensor(PIVOTS, device=b.device)), lu_solve_ref, lowp=False,
          rtol64=1e-10),
