@@ -5,6 +5,8 @@ from .parameter import Parameter  # noqa: F401
 from .module import Module, ModuleDict, ModuleList, Sequential  # noqa: F401
 from .layers import (BatchNorm1d, BatchNorm2d, Bilinear, Dropout, Embedding, Flatten, GELU,  # noqa: F401
                      Identity, Linear, LayerNorm, LogSoftmax, PReLU, ReLU, RMSNorm, Sigmoid, SiLU, Softmax, Tanh)
+from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,  # noqa: F401
+                         LogSigmoid, Mish, ReLU6, RReLU, SELU, Softplus, Softshrink, Softsign, Tanhshrink, Threshold)
 from .losses import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa: F401
                      HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                      MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
