@@ -88,3 +88,35 @@ def test_rrelu_in_training_follows_the_seed_and_its_gradient_is_the_slope():
 def test_bad_arguments_raise_a_clear_error(fn, exc, match):
     with pytest.raises(exc, match=match):
         fn()
+
+
+@pytest.mark.parametrize("name,args,shape", [
+    ("PixelShuffle", (2,), (2, 8, 3, 3)), ("PixelUnshuffle", (2,), (2, 2, 4, 6)), ("ChannelShuffle", (2,), (2, 4, 3)),
+    ("Unfold", ((2, 3), 1, 1, 2), (2, 3, 5, 6)), ("Fold", ((4, 5), (2, 2)), (2, 8, 12))])
+def test_rearranging_layers_match_torch(name, args, shape):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    m, t = getattr(mp.nn, name)(*args), getattr(torch.nn, name)(*args)
+    np.testing.assert_allclose(m(mp.tensor(x)).numpy(), t(torch.tensor(x)).numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,shape", [("Dropout1d", (4, 6, 5)), ("Dropout2d", (4, 6, 3, 3)),
+                                        ("Dropout3d", (2, 6, 2, 2, 2))])
+def test_channel_dropout_layers_drop_whole_channels_in_training_only(name, shape):
+    x = mp.ones(*shape)
+    layer = getattr(mp.nn, name)(0.5)
+    mp.manual_seed(0)
+    y = layer(x).numpy().reshape(shape[0], shape[1], -1)
+    assert set(np.unique(y)) == {0.0, 2.0} and np.all(y.min(-1) == y.max(-1))  # a channel is all kept or all dropped
+    mp.manual_seed(0)
+    np.testing.assert_array_equal(layer(x).numpy().reshape(y.shape), y)
+    np.testing.assert_array_equal(layer.eval()(x).numpy(), x.numpy())
+
+
+def test_alpha_dropout_keeps_zero_mean_and_unit_variance():
+    mp.manual_seed(0)
+    x = mp.randn(200000)
+    y = mp.nn.AlphaDropout(0.3)(x).numpy()
+    assert abs(y.mean()) < 0.01 and abs(y.std() - 1) < 0.01
+    assert np.isclose(y, -1.7580993408473766 / np.sqrt((1.7580993408473766 ** 2 * 0.3 + 1) * 0.7)
+                      + 1.7580993408473766 / np.sqrt((1.7580993408473766 ** 2 * 0.3 + 1) * 0.7) * 0.3).mean() > 0.25

@@ -44,6 +44,12 @@ DEVIATIONS: dict = {
     # Random outputs: mixprec's generator is not torch's, so only structure, dtypes and shapes compare.
     ("nn.functional.dropout", "forward"): "random mask: mixprec's generator is not torch's",
     ("nn.functional.dropout", "grad"): "random mask: mixprec's generator is not torch's",
+    ("nn.functional.dropout2d", "forward"): "random channel mask: mixprec's generator is not torch's",
+    ("nn.functional.dropout2d", "grad"): "random channel mask: mixprec's generator is not torch's",
+    ("nn.functional.dropout3d", "forward"): "random channel mask: mixprec's generator is not torch's",
+    ("nn.functional.dropout3d", "grad"): "random channel mask: mixprec's generator is not torch's",
+    ("nn.functional.feature_alpha_dropout.with_train", "forward"): "random channel mask: mixprec's generator is not torch's",
+    ("nn.functional.feature_alpha_dropout.with_train", "grad"): "random channel mask: mixprec's generator is not torch's",
     ("nn.functional.fractional_max_pool2d", "forward"): "random pooling regions: mixprec's generator is not torch's",
     ("nn.functional.fractional_max_pool2d", "grad"): "random pooling regions: mixprec's generator is not torch's",
     ("nn.functional.fractional_max_pool3d", "forward"): "random pooling regions: mixprec's generator is not torch's",
@@ -86,6 +92,8 @@ TOLERANCES = {
 SAMPLE_DEVIATIONS = {
     "nn.functional.scaled_dot_product_attention": (lambda s: s.kwargs.get("dropout_p", 0) > 0,
                                                    "random dropout mask: mixprec's generator is not torch's"),
+    "nn.functional.alpha_dropout": (lambda s: s.kwargs.get("training", False),
+                                    "random dropout mask in training: mixprec's generator is not torch's"),
     "nn.functional.rrelu": (lambda s: s.kwargs.get("training", False),
                             "random slopes in training: mixprec's generator is not torch's"),
 }

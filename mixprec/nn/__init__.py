@@ -7,6 +7,8 @@ from .layers import (BatchNorm1d, BatchNorm2d, Bilinear, Dropout, Embedding, Fla
                      Identity, Linear, LayerNorm, LogSoftmax, PReLU, ReLU, RMSNorm, Sigmoid, SiLU, Softmax, Tanh)
 from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,  # noqa: F401
                          LogSigmoid, Mish, ReLU6, RReLU, SELU, Softplus, Softshrink, Softsign, Tanhshrink, Threshold)
+from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
+from .rearrange import ChannelShuffle, Fold, PixelShuffle, PixelUnshuffle, Unfold  # noqa: F401
 from .losses import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa: F401
                      HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                      MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,

@@ -18,9 +18,9 @@ class _Activation(Module):
         return ", ".join(f"{a}={getattr(self, a)}" for a in self._args)
 
 
-def _layer(name, fn, args=(), defaults=(), doc=""):
-    """An _Activation subclass whose __init__ takes ``args`` (keyword or positional), the last ones with
-    ``defaults``."""
+def function_layer(name, fn, args=(), defaults=(), doc=""):
+    """A layer (an _Activation subclass) calling F.<fn>, whose __init__ takes ``args`` (keyword or
+    positional), the last ones with ``defaults``."""
     def __init__(self, *given, **named):
         Module.__init__(self)
         if len(given) > len(args):
@@ -41,26 +41,27 @@ def _layer(name, fn, args=(), defaults=(), doc=""):
 
 
 _INPLACE = ("inplace",)
-LeakyReLU = _layer("LeakyReLU", "leaky_relu", ("negative_slope", "inplace"), (0.01, False),
+LeakyReLU = function_layer("LeakyReLU", "leaky_relu", ("negative_slope", "inplace"), (0.01, False),
                    "x where x > 0, else negative_slope * x.")
-ELU = _layer("ELU", "elu", ("alpha", "inplace"), (1.0, False), "x where x > 0, else alpha * (exp(x) - 1).")
-CELU = _layer("CELU", "celu", ("alpha", "inplace"), (1.0, False), "max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).")
-SELU = _layer("SELU", "selu", _INPLACE, (False,), "scale * elu(x, alpha) with the self-normalising constants.")
-Hardtanh = _layer("Hardtanh", "hardtanh", ("min_val", "max_val", "inplace"), (-1.0, 1.0, False),
+ELU = function_layer("ELU", "elu", ("alpha", "inplace"), (1.0, False),
+                     "x where x > 0, else alpha * (exp(x) - 1).")
+CELU = function_layer("CELU", "celu", ("alpha", "inplace"), (1.0, False), "max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).")
+SELU = function_layer("SELU", "selu", _INPLACE, (False,), "scale * elu(x, alpha) with the self-normalising constants.")
+Hardtanh = function_layer("Hardtanh", "hardtanh", ("min_val", "max_val", "inplace"), (-1.0, 1.0, False),
                   "x clamped to [min_val, max_val].")
-ReLU6 = _layer("ReLU6", "relu6", _INPLACE, (False,), "min(max(0, x), 6).")
-Hardswish = _layer("Hardswish", "hardswish", _INPLACE, (False,), "x * relu6(x + 3) / 6.")
-Hardsigmoid = _layer("Hardsigmoid", "hardsigmoid", _INPLACE, (False,), "relu6(x + 3) / 6.")
-Mish = _layer("Mish", "mish", _INPLACE, (False,), "x * tanh(softplus(x)).")
-Softsign = _layer("Softsign", "softsign", doc="x / (1 + |x|).")
-Softshrink = _layer("Softshrink", "softshrink", ("lambd",), (0.5,), "x -+ lambd outside [-lambd, lambd], 0 inside.")
-Hardshrink = _layer("Hardshrink", "hardshrink", ("lambd",), (0.5,), "x outside [-lambd, lambd], 0 inside.")
-Tanhshrink = _layer("Tanhshrink", "tanhshrink", doc="x - tanh(x).")
-Threshold = _layer("Threshold", "threshold", ("threshold", "value", "inplace"), (False,),
+ReLU6 = function_layer("ReLU6", "relu6", _INPLACE, (False,), "min(max(0, x), 6).")
+Hardswish = function_layer("Hardswish", "hardswish", _INPLACE, (False,), "x * relu6(x + 3) / 6.")
+Hardsigmoid = function_layer("Hardsigmoid", "hardsigmoid", _INPLACE, (False,), "relu6(x + 3) / 6.")
+Mish = function_layer("Mish", "mish", _INPLACE, (False,), "x * tanh(softplus(x)).")
+Softsign = function_layer("Softsign", "softsign", doc="x / (1 + |x|).")
+Softshrink = function_layer("Softshrink", "softshrink", ("lambd",), (0.5,), "x -+ lambd outside [-lambd, lambd], 0 inside.")
+Hardshrink = function_layer("Hardshrink", "hardshrink", ("lambd",), (0.5,), "x outside [-lambd, lambd], 0 inside.")
+Tanhshrink = function_layer("Tanhshrink", "tanhshrink", doc="x - tanh(x).")
+Threshold = function_layer("Threshold", "threshold", ("threshold", "value", "inplace"), (False,),
                    "value where x <= threshold, else x.")
-LogSigmoid = _layer("LogSigmoid", "logsigmoid", doc="log(sigmoid(x)).")
-GLU = _layer("GLU", "glu", ("dim",), (-1,), "a * sigmoid(b), a and b the halves of the input along dim.")
-Softplus = _layer("Softplus", "softplus", ("beta", "threshold"), (1.0, 20.0),
+LogSigmoid = function_layer("LogSigmoid", "logsigmoid", doc="log(sigmoid(x)).")
+GLU = function_layer("GLU", "glu", ("dim",), (-1,), "a * sigmoid(b), a and b the halves of the input along dim.")
+Softplus = function_layer("Softplus", "softplus", ("beta", "threshold"), (1.0, 20.0),
                   "log(1 + exp(beta * x)) / beta, linear where beta * x > threshold.")
 
 
