@@ -42,27 +42,28 @@ def function_layer(name, fn, args=(), defaults=(), doc=""):
 
 _INPLACE = ("inplace",)
 LeakyReLU = function_layer("LeakyReLU", "leaky_relu", ("negative_slope", "inplace"), (0.01, False),
-                   "x where x > 0, else negative_slope * x.")
-ELU = function_layer("ELU", "elu", ("alpha", "inplace"), (1.0, False),
-                     "x where x > 0, else alpha * (exp(x) - 1).")
-CELU = function_layer("CELU", "celu", ("alpha", "inplace"), (1.0, False), "max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).")
+                           "x where x > 0, else negative_slope * x.")
+ELU = function_layer("ELU", "elu", ("alpha", "inplace"), (1.0, False), "x where x > 0, else alpha * (exp(x) - 1).")
+CELU = function_layer("CELU", "celu", ("alpha", "inplace"), (1.0, False),
+                      "max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).")
 SELU = function_layer("SELU", "selu", _INPLACE, (False,), "scale * elu(x, alpha) with the self-normalising constants.")
 Hardtanh = function_layer("Hardtanh", "hardtanh", ("min_val", "max_val", "inplace"), (-1.0, 1.0, False),
-                  "x clamped to [min_val, max_val].")
+                          "x clamped to [min_val, max_val].")
 ReLU6 = function_layer("ReLU6", "relu6", _INPLACE, (False,), "min(max(0, x), 6).")
 Hardswish = function_layer("Hardswish", "hardswish", _INPLACE, (False,), "x * relu6(x + 3) / 6.")
 Hardsigmoid = function_layer("Hardsigmoid", "hardsigmoid", _INPLACE, (False,), "relu6(x + 3) / 6.")
 Mish = function_layer("Mish", "mish", _INPLACE, (False,), "x * tanh(softplus(x)).")
 Softsign = function_layer("Softsign", "softsign", doc="x / (1 + |x|).")
-Softshrink = function_layer("Softshrink", "softshrink", ("lambd",), (0.5,), "x -+ lambd outside [-lambd, lambd], 0 inside.")
+Softshrink = function_layer("Softshrink", "softshrink", ("lambd",), (0.5,),
+                            "x - lambd above lambd, x + lambd below -lambd, 0 between.")
 Hardshrink = function_layer("Hardshrink", "hardshrink", ("lambd",), (0.5,), "x outside [-lambd, lambd], 0 inside.")
 Tanhshrink = function_layer("Tanhshrink", "tanhshrink", doc="x - tanh(x).")
 Threshold = function_layer("Threshold", "threshold", ("threshold", "value", "inplace"), (False,),
-                   "value where x <= threshold, else x.")
+                           "value where x <= threshold, else x.")
 LogSigmoid = function_layer("LogSigmoid", "logsigmoid", doc="log(sigmoid(x)).")
 GLU = function_layer("GLU", "glu", ("dim",), (-1,), "a * sigmoid(b), a and b the halves of the input along dim.")
 Softplus = function_layer("Softplus", "softplus", ("beta", "threshold"), (1.0, 20.0),
-                  "log(1 + exp(beta * x)) / beta, linear where beta * x > threshold.")
+                          "log(1 + exp(beta * x)) / beta, linear where beta * x > threshold.")
 
 
 class RReLU(Module):

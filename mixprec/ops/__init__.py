@@ -20,6 +20,7 @@ from . import linalg_qr_eig_svd  # noqa: F401,E402  (mp.linalg, part 2: QR, eige
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 from . import nn_activations  # noqa: F401,E402  (leaky_relu, elu, hardtanh, ... glu, rrelu)
 from . import feature_dropout, nn_rearrange  # noqa: F401,E402  (channel and alpha dropout; one_hot, unfold...)
+from . import nn_norms_losses  # noqa: F401,E402  (instance/local response norms, two losses)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op
