@@ -131,6 +131,7 @@ ADAPTERS = {
     "einsum": lambda tensors, equation: mp.einsum(equation, tensors),
     "where": lambda self, condition, other, **kw: mp.where(condition, self, other, **kw),
     "nn.functional.embedding": lambda weight, idx, **kw: F.embedding(idx, weight, **kw),
+    "nn.functional.embedding_bag": lambda weight, idx, **kw: F.embedding_bag(idx, weight, **kw),
     "zero_": lambda x: x.clone().zero_(),
     "T": lambda x: x.T,
     "mT": lambda x: x.mT,

@@ -21,6 +21,7 @@ from . import inplace  # noqa: F401,E402  (in-place methods and views under auto
 from . import nn_activations  # noqa: F401,E402  (leaky_relu, elu, hardtanh, ... glu, rrelu)
 from . import feature_dropout, nn_rearrange  # noqa: F401,E402  (channel and alpha dropout; one_hot, unfold...)
 from . import nn_norms_losses  # noqa: F401,E402  (instance/local response norms, two losses)
+from . import embedding_bag  # noqa: F401,E402  (embedding_bag)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op
