@@ -14,6 +14,7 @@ from .losses import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntro
                      MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
                      CTCLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
 from .losses import GaussianNLLLoss, TripletMarginWithDistanceLoss  # noqa: F401
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from .normalization import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm  # noqa: F401
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,  # noqa: F401

@@ -7,11 +7,11 @@ not exercised by some case, so no op can land untested.
 from . import activation, bitwise, conv, elementwise, inplace, losses, math_ops, matmul, nn_layers, norm_ops, reduce, shape
 from . import attention, complex_ops, ctc, einsum, fft, linalg_lu_cholesky, linalg_qr_eig_svd, padding, pooling
 from . import quantile, rnn, sampling
-from . import embedding_bag, feature_dropout, nn_activations, nn_norms_losses, nn_rearrange
+from . import embedding_bag, feature_dropout, interpolate, nn_activations, nn_norms_losses, nn_rearrange
 from .case import EPS, Case  # noqa: F401
 
 MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
            attention, einsum, rnn, ctc, complex_ops, fft, linalg_lu_cholesky, linalg_qr_eig_svd, quantile, pooling,
            padding, sampling)
-MODULES += (nn_activations, feature_dropout, nn_rearrange, nn_norms_losses, embedding_bag)
+MODULES += (nn_activations, feature_dropout, nn_rearrange, nn_norms_losses, embedding_bag, interpolate)
 CASES = [case for module in MODULES for case in module.CASES]
