@@ -13,5 +13,6 @@ from .case import EPS, Case  # noqa: F401
 MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
            attention, einsum, rnn, ctc, complex_ops, fft, linalg_lu_cholesky, linalg_qr_eig_svd, quantile, pooling,
            padding, sampling)
-MODULES += (nn_activations, feature_dropout, nn_rearrange, nn_norms_losses, embedding_bag, interpolate)
+MODULES += (nn_activations, feature_dropout, nn_rearrange, nn_norms_losses, embedding_bag,
+            interpolate)
 CASES = [case for module in MODULES for case in module.CASES]
