@@ -23,6 +23,7 @@ from . import feature_dropout, nn_rearrange  # noqa: F401,E402  (channel and alp
 from . import nn_norms_losses  # noqa: F401,E402  (instance/local response norms, two losses)
 from . import embedding_bag  # noqa: F401,E402  (embedding_bag)
 from . import interpolate  # noqa: F401,E402  (interpolate and its upsample spellings)
+from . import samplers  # noqa: F401,E402  (normal, bernoulli, multinomial, randint_like; uniform_ and the other fills)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op

@@ -8,11 +8,12 @@ from . import activation, bitwise, conv, elementwise, inplace, losses, math_ops,
 from . import attention, complex_ops, ctc, einsum, fft, linalg_lu_cholesky, linalg_qr_eig_svd, padding, pooling
 from . import quantile, rnn, sampling
 from . import embedding_bag, feature_dropout, interpolate, nn_activations, nn_norms_losses, nn_rearrange
+from . import samplers
 from .case import EPS, Case  # noqa: F401
 
 MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
            attention, einsum, rnn, ctc, complex_ops, fft, linalg_lu_cholesky, linalg_qr_eig_svd, quantile, pooling,
            padding, sampling)
 MODULES += (nn_activations, feature_dropout, nn_rearrange, nn_norms_losses, embedding_bag,
-            interpolate)
+            interpolate, samplers)
 CASES = [case for module in MODULES for case in module.CASES]
