@@ -121,7 +121,6 @@ KNOWN_FAILURES: dict = {
     "cat": "refuses torch's legacy rule that skips 1-D empty tensors in the list",
     "tensordot": "refuses contracted dims of size 1 against size n, which torch broadcasts",
     "norm.nuc": "the nuclear norm is not implemented (its error says no SVD; mixprec has one)",
-    "nn.functional.embedding": "no max_norm / norm_type arguments",
     "nn.functional.grid_sample": "mode='bicubic' is not implemented",
     "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
     "nn.functional.pairwise_distance": "refuses a negative p, which torch accepts",

@@ -15,29 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..autograd.grad_mode import no_grad
 from ..backend import devices
 from ..tensor import Tensor, zeros
-from .nn_layers import embedding
+from .nn_layers import embedding, renorm_rows_
 from .registry import register
 from .shape import stack
 
 _MODES = ("sum", "mean", "max")
-
-
-def renorm_rows_(weight, indices, max_norm, norm_type, name):
-    """Scale, in place and outside autograd, each row of ``weight`` that ``indices`` reference and whose
-    norm_type-norm exceeds max_norm to norm max_norm (torch's embedding_renorm_: by max_norm / (norm + 1e-7))."""
-    rows = np.unique(devices.to_host(indices._array).reshape(-1))
-    if rows.size == 0:
-        return
-    if not isinstance(weight, Tensor) or not _dt.is_floating(weight.dtype):
-        raise TypeError(f"{name}: max_norm needs a floating-point weight tensor")
-    with no_grad():
-        where = Tensor._wrap(devices.to_device(rows, weight.device))
-        picked = weight[where]
-        norms = picked.norm(p=float(norm_type), dim=1, keepdim=True)
-        weight[where] = picked * (max_norm / (norms + 1e-7)).clamp(max=1.0)
 
 
 @register("embedding_bag", functional=True, composite=True)
