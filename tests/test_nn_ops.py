@@ -502,3 +502,20 @@ def test_embedding_max_norm_and_scale_grad_by_freq_match_torch(torch):
     y.backward(mp.tensor(g))
     ty.backward(torch.tensor(g))
     np.testing.assert_allclose(mw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+def test_avg_pool_takes_a_one_element_padding_and_a_negative_divisor_as_torch(torch):
+    x = np.random.default_rng(1).standard_normal((1, 2, 5, 5))
+    for kw in (dict(kernel_size=3, padding=[1]), dict(kernel_size=(3,), stride=(2,), padding=(1,)),
+               dict(kernel_size=2, divisor_override=-3)):
+        np.testing.assert_allclose(F.avg_pool2d(mp.tensor(x), **kw).numpy(),
+                                   torch.nn.functional.avg_pool2d(torch.tensor(x), **kw).numpy(), rtol=1e-12)
+
+
+def test_pairwise_distance_takes_a_negative_p_as_torch(torch):
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    for p in (-1.0, -2.5, -np.inf):
+        np.testing.assert_allclose(F.pairwise_distance(mp.tensor(a), mp.tensor(b), p=p).numpy(),
+                                   torch.nn.functional.pairwise_distance(torch.tensor(a), torch.tensor(b), p=p).numpy(),
+                                   rtol=1e-12)

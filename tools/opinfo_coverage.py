@@ -113,8 +113,6 @@ SAMPLE_DEVIATIONS = {
 KNOWN_FAILURES: dict = {
     "div.trunc_rounding": "div has no rounding_mode argument",
     "div.floor_rounding": "div has no rounding_mode argument",
-    "nn.functional.avg_pool2d": "refuses padding given as a 1-element list, and a negative divisor_override",
-    "nn.functional.avg_pool3d": "refuses a negative divisor_override, which torch divides by",
     "nn.functional.batch_norm": "refuses the 1-D empty input (0,) that torch accepts",
     "gather": "refuses an empty index with more dims than the input",
     "scatter_add": "a 0-d input raises a raw IndexError",
@@ -123,7 +121,6 @@ KNOWN_FAILURES: dict = {
     "norm.nuc": "the nuclear norm is not implemented (its error says no SVD; mixprec has one)",
     "nn.functional.grid_sample": "mode='bicubic' is not implemented",
     "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
-    "nn.functional.pairwise_distance": "refuses a negative p, which torch accepts",
     ("cholesky_inverse", "grad"): "the gradient differs on the 5x5 samples (not yet analysed)",
     ("cholesky_solve", "grad"): "the gradient in the factor differs on the 5x5 samples (not yet analysed)",
     ("linalg.householder_product", "grad"): "with an empty tau the output does not require grad",
