@@ -1,7 +1,9 @@
-"""instance_norm and local_response_norm; gaussian_nll_loss and triplet_margin_with_distance_loss.
+"""instance_norm and local_response_norm; gaussian_nll_loss, triplet_margin_with_distance_loss and
+linear_cross_entropy.
 
-All four are composites of Tensor ops (so both modes of autograd come from those), computed in float32 for
-half inputs and rounded once; none is on an autocast list. The losses reduce as losses.py's do.
+All are composites of Tensor ops (so both modes of autograd come from those); the norms and the first two
+losses compute in float32 for half inputs and round once. None is on an autocast list (linear_cross_entropy's
+matrix product and cross entropy keep their own policies). The losses reduce as losses.py's do.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import math
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor, zeros
-from .losses import _reduce, _reduction
+from .losses import _reduce, _reduction, cross_entropy
 from .math_ops import pairwise_distance
 from .opmath import compute_dtype
 from .registry import register
@@ -157,3 +159,33 @@ def triplet_margin_with_distance_loss(ctx, anchor, positive, negative, *, distan
     if swap:
         negative_distance = negative_distance.minimum(d(positive, negative))
     return _reduce((positive_distance - negative_distance + margin).clamp(min=0), reduction)
+
+
+# ---------------------------------------------------------------- linear_cross_entropy
+@register("linear_cross_entropy", functional=True, composite=True)
+def linear_cross_entropy(ctx, input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """cross_entropy(linear(input, linear_weight, linear_bias), target, ...): input (in,) or (N, in), weight
+    (C, in) or (C, d_1, ..., d_K, in) for a K-dimensional loss. ``options`` (torch's chunking strategy, a memory
+    saving with the same result) is accepted and ignored: mixprec computes the unchunked form."""
+    for what, t in (("input", input), ("linear_weight", linear_weight)):
+        _floating_tensor(t, "linear_cross_entropy", what)
+    if input.ndim not in (1, 2) or linear_weight.ndim < 2 or input.shape[-1] != linear_weight.shape[-1]:
+        raise RuntimeError(f"linear_cross_entropy: expected input (in,) or (N, in) and linear_weight (C, ..., in) "
+                           f"with the same in, got {tuple(input.shape)} and {tuple(linear_weight.shape)}")
+    classes, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if out_features and input.ndim == 1:
+        raise RuntimeError("linear_cross_entropy: a K-dimensional loss (linear_weight of more than 2 dims) needs a "
+                           "batched (N, in) input")
+    if linear_bias is not None and tuple(linear_bias.shape) != (classes, *out_features):
+        raise RuntimeError(f"linear_cross_entropy: expected linear_bias of shape {(classes, *out_features)}, got "
+                           f"{tuple(linear_bias.shape)}")
+    logits = (input @ linear_weight.reshape(-1, input.shape[-1]).mT).reshape(*input.shape[:-1], classes,
+                                                                            *out_features)
+    if linear_bias is not None:
+        logits = logits + linear_bias
+    probabilities = tuple(target.shape) == tuple(logits.shape)
+    if probabilities and ignore_index is not None:
+        raise RuntimeError("linear_cross_entropy: ignore_index cannot be given when target holds probabilities")
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)

@@ -6,7 +6,7 @@ import numpy as np
 import mixprec as mp
 import mixprec.nn.functional as F
 
-from .case import Case, pos, rnd
+from .case import Case, const, pos, rnd
 
 
 def _instance_norm_ref(a, w=None, b=None, eps=1e-5):
@@ -65,7 +65,15 @@ CASES = [
              a, p, n, distance_function=lambda x, y: 1 - mp.nn.functional.cosine_similarity(x, y), swap=True),
          lambda a, p, n: np.maximum(1 + _cos_d(a, p) - np.minimum(_cos_d(a, n), _cos_d(p, n)), 0).mean(),
          lowp_ulps=4, lowp_spread=4),
+    Case("linear_cross_entropy", "linear_cross_entropy", [rnd(4, 3), rnd(5, 3), const(np.array([0, 4, 2, 2]))],
+         F.linear_cross_entropy, lambda x, w, t: _linear_ce_ref(x, w, t), lowp_ulps=8, lowp_spread=8),
 ]
+
+
+def _linear_ce_ref(x, w, t):
+    logits = x @ w.T
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    return -logp[np.arange(len(t)), t].mean()
 
 
 def _cos_d(x, y):
