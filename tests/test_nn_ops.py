@@ -483,3 +483,35 @@ def test_cpu_checks_raise_at_once_naming_the_culprit():
     with pytest.raises(IndexError, match=r"out of range for a table of 5 rows.*\[-1, 2\]"):
         F.embedding(mp.tensor([-1, 2]), mp.randn(5, 2))
     F.nll_loss(mp.randn(3, 4), mp.tensor([0, -100, 1]))  # ignore_index is not out of bounds
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq_match_torch(torch):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((6, 4))
+    idx = np.array([[1, 3, 1], [5, 1, 0]])
+    mw, tw = mp.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = F.embedding(mp.tensor(idx), mw, max_norm=1.0, scale_grad_by_freq=True)
+    ty = torch.nn.functional.embedding(torch.tensor(idx), tw, max_norm=1.0, scale_grad_by_freq=True)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(mw.detach().numpy(), tw.detach().numpy(), rtol=1e-12)  # the rows renormalised
+    g = rng.standard_normal(y.shape)
+    y.backward(mp.tensor(g))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(mw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+def test_avg_pool_takes_a_one_element_padding_and_a_negative_divisor_as_torch(torch):
+    x = np.random.default_rng(1).standard_normal((1, 2, 5, 5))
+    for kw in (dict(kernel_size=3, padding=[1]), dict(kernel_size=(3,), stride=(2,), padding=(1,)),
+               dict(kernel_size=2, divisor_override=-3)):
+        np.testing.assert_allclose(F.avg_pool2d(mp.tensor(x), **kw).numpy(),
+                                   torch.nn.functional.avg_pool2d(torch.tensor(x), **kw).numpy(), rtol=1e-12)
+
+
+def test_pairwise_distance_takes_a_negative_p_as_torch(torch):
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    for p in (-1.0, -2.5, -np.inf):
+        np.testing.assert_allclose(F.pairwise_distance(mp.tensor(a), mp.tensor(b), p=p).numpy(),
+                                   torch.nn.functional.pairwise_distance(torch.tensor(a), torch.tensor(b), p=p).numpy(),
+                                   rtol=1e-12)

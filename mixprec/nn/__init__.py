@@ -5,10 +5,17 @@ from .parameter import Parameter  # noqa: F401
 from .module import Module, ModuleDict, ModuleList, Sequential  # noqa: F401
 from .layers import (BatchNorm1d, BatchNorm2d, Bilinear, Dropout, Embedding, Flatten, GELU,  # noqa: F401
                      Identity, Linear, LayerNorm, LogSoftmax, PReLU, ReLU, RMSNorm, Sigmoid, SiLU, Softmax, Tanh)
+from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,  # noqa: F401
+                         LogSigmoid, Mish, ReLU6, RReLU, SELU, Softplus, Softshrink, Softsign, Tanhshrink, Threshold)
+from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
+from .rearrange import ChannelShuffle, Fold, PixelShuffle, PixelUnshuffle, Unfold  # noqa: F401
 from .losses import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa: F401
                      HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                      MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
                      CTCLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
+from .losses import GaussianNLLLoss, TripletMarginWithDistanceLoss  # noqa: F401
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+from .normalization import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm  # noqa: F401
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,  # noqa: F401
                       AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, FractionalMaxPool2d,

@@ -229,3 +229,28 @@ class CTCLoss(_Loss):
     def forward(self, log_probs, targets, input_lengths, target_lengths):
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
                           reduction=self.reduction, zero_infinity=self.zero_infinity)
+
+
+class GaussianNLLLoss(_Loss):
+    """Gaussian negative log likelihood of target under N(input, var) (var clamped to at least eps)."""
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """max(margin + d(anchor, positive) - d(anchor, negative), 0) for a distance function d."""
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
+        super().__init__(reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: margin must be greater than 0, got {margin}")
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                   margin=self.margin, swap=self.swap, reduction=self.reduction)

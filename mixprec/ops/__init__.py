@@ -32,6 +32,12 @@ from . import value_tests, conversions  # noqa: F401,E402  (isclose, allclose, e
 from . import inplace  # noqa: F401,E402  (in-place methods and views under autograd; binds Tensor.add_ etc.)
 from . import scatter  # noqa: F401,E402  (masks, flat indices, scatters, scattered reductions; after inplace: binds masked_fill_ etc.)
 from . import copies  # noqa: F401,E402  (the <view>_copy ops, fill)
+from . import nn_activations  # noqa: F401,E402  (leaky_relu, elu, hardtanh, ... glu, rrelu)
+from . import feature_dropout, nn_rearrange  # noqa: F401,E402  (channel and alpha dropout; one_hot, unfold...)
+from . import nn_norms_losses  # noqa: F401,E402  (instance/local response norms, two losses)
+from . import embedding_bag  # noqa: F401,E402  (embedding_bag)
+from . import interpolate  # noqa: F401,E402  (interpolate and its upsample spellings)
+from . import samplers  # noqa: F401,E402  (normal, bernoulli, multinomial, randint_like; uniform_ and the other fills)
 
 from . import policies as _policies, registry as _registry  # noqa: E402
 _policies.check(_registry._REGISTRY)  # every entry of the policy table names a registered op

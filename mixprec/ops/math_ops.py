@@ -339,9 +339,11 @@ def _(ctx, ta, tb, *_):
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
 
 
-def _check_distance_p(name, p):
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not p >= 0:
-        raise ValueError(f"{name}: p must be a non-negative number (inf allowed), got {p!r}")
+def _check_distance_p(name, p, negative=False):
+    """p as a float; a negative p only where ``negative`` (pairwise_distance: the norm's (sum |x|^p)^(1/p))."""
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or np.isnan(p) \
+            or (p < 0 and not negative):
+        raise ValueError(f"{name}: p must be a {'' if negative else 'non-negative '}number (inf allowed), got {p!r}")
     return float(p)
 
 
@@ -454,4 +456,4 @@ def pdist(ctx, input, p=2.0):
 @register("pairwise_distance", functional=True, promote=(0, 1), composite=True)
 def pairwise_distance(ctx, x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """p-norm of x1 - x2 + eps along the last dim (broadcasting): torch's distance of matching rows."""
-    return norm(x1 - x2 + eps, _check_distance_p("pairwise_distance", p), -1, keepdim)
+    return norm(x1 - x2 + eps, _check_distance_p("pairwise_distance", p, negative=True), -1, keepdim)

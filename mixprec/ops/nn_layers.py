@@ -107,12 +107,44 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
 
 
 # ---------------------------------------------------------------- embedding
-@register("embedding", functional=True, promote=(1,), linear=True, saves=("input",))
-def embedding(ctx, input, weight, padding_idx=None):
+@register("embedding", functional=True, composite=True)
+def embedding(ctx, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
     """Rows of ``weight`` picked by the integer tensor ``input``: shape input.shape + (dim,).
 
-    The row at padding_idx gets no gradient (it stays what it is, zeros by default).
+    The row at padding_idx gets no gradient (it stays what it is, zeros by default). max_norm first scales,
+    in place and outside autograd, each referenced row whose norm_type-norm exceeds it down to max_norm (as
+    torch does to ``weight``); scale_grad_by_freq divides each row's gradient by how often its index occurs
+    in ``input``. sparse=True is accepted and gives a dense gradient (mixprec has no sparse tensors).
     """
+    if max_norm is not None:
+        renorm_rows_(weight, input, max_norm, norm_type, "embedding")
+    return _embedding(input, weight, padding_idx, bool(scale_grad_by_freq))
+
+
+def renorm_rows_(weight, indices, max_norm, norm_type, name):
+    """Scale, in place and outside autograd, each row of ``weight`` that ``indices`` reference and whose
+    norm_type-norm exceeds max_norm to norm max_norm (torch's embedding_renorm_: by max_norm / (norm + 1e-7))."""
+    if not isinstance(weight, Tensor) or not _dt.is_floating(weight.dtype) or weight.ndim != 2:
+        raise TypeError(f"{name}: max_norm needs a 2-D floating-point weight tensor")
+    if not isinstance(indices, Tensor) or indices.dtype.kind not in "iu":
+        raise TypeError(f"{name}: indices must be an integer tensor")
+    rows = np.unique(devices.to_host(indices._array).reshape(-1))
+    if rows.size == 0:
+        return
+    if rows[0] < -weight.shape[0] or rows[-1] >= weight.shape[0]:
+        raise IndexError(f"{name}: index out of range for a table of {weight.shape[0]} rows; got indices spanning "
+                         f"[{rows[0]}, {rows[-1]}]")
+    with no_grad():
+        where = Tensor._wrap(devices.to_device(rows, weight.device))
+        picked = weight[where]
+        norms = picked.norm(p=float(norm_type), dim=1, keepdim=True)
+        weight[where] = picked * (max_norm / (norms + 1e-7)).clamp(max=1.0)
+
+
+@register("_embedding", promote=(1,), linear=True, saves=("input",))
+def _embedding(ctx, input, weight, padding_idx=None, scale_grad_by_freq=False):
+    """embedding's rows, on arrays (see embedding)."""
     if input.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
     if weight.ndim != 2:
@@ -123,7 +155,7 @@ def embedding(ctx, input, weight, padding_idx=None):
                         f"embedding: index out of range for a table of {num} rows",
                         culprit=lambda: f"indices spanning [{int(input.min())}, {int(input.max())}]")
     ctx.padding_idx = _padding_idx(padding_idx, num)
-    ctx.num = num
+    ctx.num, ctx.scale_grad_by_freq = num, scale_grad_by_freq
     return weight[input]
 
 
@@ -135,16 +167,19 @@ def _padding_idx(padding_idx, num):
     return padding_idx % num
 
 
-@embedding.grad
+@_embedding.grad
 def _(ctx, g):
     idx = ctx.inputs[0]._array.reshape(-1)
     dim = g.shape[-1]
     xp = array_module(g._array)
-    gw = index_put(Tensor._wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), g.reshape(idx.size, dim),
-                   accumulate=True)
+    rows = g.reshape(idx.size, dim)
+    if ctx.scale_grad_by_freq:  # each row's gradient over how often its index occurs
+        counts = xp.bincount(idx, minlength=ctx.num)[idx].astype(g._array.dtype)
+        rows = rows / Tensor._wrap(counts.reshape(-1, 1))
+    gw = index_put(Tensor._wrap(xp.zeros((ctx.num, dim), dtype=g.dtype)), (idx,), rows, accumulate=True)
     if ctx.padding_idx is not None:
         gw = index_put(gw, (ctx.padding_idx,), 0.0)
-    return None, gw
+    return None, gw, None, None
 
 
 # ---------------------------------------------------------------- prelu

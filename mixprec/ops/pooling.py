@@ -244,13 +244,20 @@ def _pool_out_size(name, size, k, s, p, d, ceil_mode):
     return out
 
 
+def _pool_tuple(name, what, value, nd, minimum):
+    """ntuple, where a pool also takes a one-element sequence for every dim (as torch's pools do)."""
+    if isinstance(value, (tuple, list)) and len(value) == 1:
+        value = value[0]
+    return ntuple(name, what, value, nd, minimum)
+
+
 def _pool_geometry(name, size, kernel_size, stride, padding, dilation, ceil_mode):
     nd = len(size)
-    k = ntuple(name, "kernel_size", kernel_size, nd, 1)
+    k = _pool_tuple(name, "kernel_size", kernel_size, nd, 1)
     no_stride = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
-    s = k if no_stride else ntuple(name, "stride", stride, nd, 1)
-    p = ntuple(name, "padding", padding, nd, 0)
-    d = ntuple(name, "dilation", dilation, nd, 1)
+    s = k if no_stride else _pool_tuple(name, "stride", stride, nd, 1)
+    p = _pool_tuple(name, "padding", padding, nd, 0)
+    d = _pool_tuple(name, "dilation", dilation, nd, 1)
     if any(pi > ki // 2 for pi, ki in zip(p, k)):
         raise ValueError(f"{name}: padding {p} should be at most half the kernel size {k}")
     out = tuple(_pool_out_size(name, n, *args, ceil_mode) for n, *args in zip(size, k, s, p, d))
@@ -488,8 +495,9 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     n, c, *size = x.shape
     g = _pool_geometry(name, size, kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and (isinstance(divisor_override, bool) or not isinstance(
-            divisor_override, (int, np.integer)) or divisor_override <= 0):
-        raise ValueError(f"{name}: divisor_override must be a positive int, got {divisor_override!r}")
+            divisor_override, (int, np.integer)) or divisor_override == 0):
+        raise ValueError(f"{name}: divisor_override must be a non-zero int (a negative one divides by it, as torch), "
+                         f"got {divisor_override!r}")
     work = compute_dtype(x.dtype)
     if divisor_override is not None:
         divisor = float(divisor_override)

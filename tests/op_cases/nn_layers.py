@@ -25,6 +25,10 @@ CASES = [
     Case("embedding-padding-idx", "embedding", [const(np.array([2, 0, 2])), rnd(4, 2)],
          lambda i, w: F.embedding(i, w, padding_idx=2), embedding_ref,
          grad=False),  # (the padding row gets no gradient: see test_nn_ops)
+    Case("embedding-max-norm", "_embedding", [const(np.array([1, 3, 1])), rnd(4, 3)],
+         lambda i, w: F.embedding(i, w.detach().clone(), max_norm=0.5, norm_type=1.0),
+         lambda i, w: (w * np.minimum(1, 0.5 / (np.abs(w).sum(1, keepdims=True) + 1e-7)))[i],
+         grad=False),  # (the rows are renormalised in place, outside autograd; scale_grad_by_freq: test_nn_ops)
     Case("batch_norm-training", "batch_norm", [rnd(4, 3, 2), rnd(3), rnd(3)],
          lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), batch_norm_train_ref,
          lowp_ulps=8, lowp_spread=8),
