@@ -24,6 +24,9 @@ from .autograd import (enable_grad, inference_mode, is_anomaly_check_nan_enabled
                        is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
 from . import autograd, amp, nn, optim  # noqa: F401
 from .amp import autocast  # noqa: F401  (mp.autocast, torch.autocast's twin)
+from .amp import (clear_autocast_cache, get_autocast_dtype, is_autocast_available,  # noqa: F401  (torch.*'s)
+                  is_autocast_cache_enabled, is_autocast_enabled, set_autocast_cache_enabled, set_autocast_dtype,
+                  set_autocast_enabled)
 from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)
 from . import cuda, cpu, testing  # noqa: F401  (torch.cuda.amp / torch.cpu.amp names; mp.testing)
 from . import observers, profiler  # noqa: F401  (mp.observers: who watches op calls; mp.profiler)
