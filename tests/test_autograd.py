@@ -598,3 +598,21 @@ def test_requires_grad_on_a_tensor_with_history_keeps_it(torch):
         assert y.grad_fn is not None and not y.is_leaf and view.grad_fn is not None
         (y.sum() + view.sum()).backward()
         assert x.grad.tolist() == [2.0, 3.0, 3.0]
+
+
+def test_grad_takes_a_generator_of_inputs_as_torchs(torch):
+    """autograd.grad(loss, model.parameters(), create_graph=True): the gradient-penalty recipe, verbatim."""
+    torch.manual_seed(0)
+    tm = torch.nn.Linear(3, 2)
+    m = mp.nn.Linear(3, 2)
+    m.load_state_dict({k: mp.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    tg = torch.autograd.grad((tm(torch.tensor(x)) ** 2).sum(), inputs=tm.parameters(), create_graph=True)
+    g = mp.autograd.grad((m(mp.tensor(x)) ** 2).sum(), inputs=m.parameters(), create_graph=True)
+    assert len(g) == len(tg) == 2 and all(t.grad_fn is not None for t in g)
+    for a, b in zip(g, tg):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    sum((t ** 2).sum() for t in g).backward()  # the penalty is differentiable
+    assert m.weight.grad is not None
+    with pytest.raises(TypeError, match="grad: inputs must be a Tensor or an iterable of Tensors, got str"):
+        mp.autograd.grad(g[0].sum(), "weight")

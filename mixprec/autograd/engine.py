@@ -414,9 +414,10 @@ def _store_grad(leaf, g, foreign, create_graph):
 def _tensors(value, what):
     if isinstance(value, Tensor):
         return [value]
-    if isinstance(value, (list, tuple)) and all(isinstance(t, Tensor) for t in value):
-        return list(value)
-    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(value).__name__}")
+    items = list(value) if hasattr(value, "__iter__") and not isinstance(value, (str, bytes)) else [None]
+    if all(isinstance(t, Tensor) for t in items):  # any iterable: model.parameters() is a generator
+        return items
+    raise TypeError(f"{what} must be a Tensor or an iterable of Tensors, got {type(value).__name__}")
 
 
 def _seeds(outputs, grad_outputs, who):
