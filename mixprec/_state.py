@@ -74,6 +74,7 @@ class Memory:
 
 class Devices:
     default = None         # the device creation functions allocate on (None: the CPU)
+    entered = ()           # (previous default, CuPy device context) per entered mp.device, innermost last
 
 
 class Capture:
@@ -91,7 +92,7 @@ OWNERS = {
                               "ops/autocast.py"),
     "profiler": {"recorders": "profiler/profiler.py"},
     "memory": {"hook": "cuda/memory.py"},
-    "devices": {"default": "backend/devices.py"},
+    "devices": dict.fromkeys(("default", "entered"), "backend/devices.py"),
     "capture": {"active": "backend/capture.py"},
 }
 
