@@ -345,12 +345,21 @@ def test_in_place_change_through_a_view_is_detected():
 
 
 # ------------------------------------------------------------------ anomaly mode
-def test_detect_anomaly_names_the_forward_op():
-    x = f64([0.0, 1.0])
-    with mp.autograd.detect_anomaly(), np.errstate(divide="ignore"):
-        y = x.sqrt()  # d sqrt / dx at 0 is inf
-        with pytest.raises(RuntimeError, match=r"sqrtBackward returned NaN or inf(.|\n)*forward call of sqrt"):
-            y.sum().backward()
+@pytest.mark.filterwarnings("ignore:.*anomaly:UserWarning")
+def test_detect_anomaly_fails_on_nan_not_on_inf_as_torchs(torch):
+    """check_nan=True: an inf gradient (sqrt at 0) passes, a NaN one (sqrt of a negative) names the forward op."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for lib, make in ((torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True)),
+                          (mp, lambda v: f64(v))):
+            with lib.autograd.detect_anomaly(check_nan=True):
+                x = make([0.0, 1.0])
+                x.sqrt().sum().backward()  # d sqrt / dx at 0 is inf: not an anomaly
+                assert np.isinf(x.grad.numpy()[0])
+                with pytest.raises(RuntimeError, match=r"(?i)sqrtBackward0?'? returned nan values"):
+                    make([-1.0]).sqrt().sum().backward()
+    with mp.autograd.detect_anomaly(), np.errstate(invalid="ignore"):
+        with pytest.raises(RuntimeError, match=r"sqrtBackward returned NaN(.|\n)*forward call of sqrt"):
+            f64([-1.0]).sqrt().sum().backward()
 
 
 def test_without_anomaly_mode_nan_gradients_pass_silently():
