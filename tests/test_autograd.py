@@ -625,3 +625,55 @@ def test_grad_takes_a_generator_of_inputs_as_torchs(torch):
     assert m.weight.grad is not None
     with pytest.raises(TypeError, match="grad: inputs must be a Tensor or an iterable of Tensors, got str"):
         mp.autograd.grad(g[0].sum(), "weight")
+
+
+# ------------------------------------------------------------------ torch.autograd.graph's API
+def test_gradient_edges_are_grad_inputs_as_torchs(torch):
+    """get_gradient_edge(t) names where t's gradient goes; grad(..., inputs=edge) gives the gradient there."""
+    results = {}
+    for lib, make in ((torch, lambda: torch.tensor([0.5, 1.0, 2.0], requires_grad=True)),
+                      (mp, lambda: mp.tensor([0.5, 1.0, 2.0], requires_grad=True))):
+        from_graph = lib.autograd.graph
+        a = make()
+        b = a * 2
+        c = b.exp().sum()
+        edge = from_graph.get_gradient_edge(b)
+        assert isinstance(edge, from_graph.GradientEdge) and edge.node is b.grad_fn and edge.output_nr == 0
+        assert type(from_graph.get_gradient_edge(a).node).__name__ == "AccumulateGrad"
+        (g_edge,) = lib.autograd.grad(c, edge, retain_graph=True)
+        g_list = lib.autograd.grad(c, [edge, a])
+        results[lib] = [g.detach().numpy() for g in (g_edge, *g_list)]
+        with pytest.raises(RuntimeError):
+            from_graph.get_gradient_edge(lib.ones(2))
+    for x, y in zip(results[mp], results[torch]):
+        np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+def test_saved_attributes_of_grad_fn_as_torchs(torch):
+    """grad_fn._saved_self / _saved_other / _saved_result / _saved_dim: what backward keeps, by torch's names."""
+    ta, a = torch.tensor([1.0, 2.0], requires_grad=True), mp.tensor([1.0, 2.0], requires_grad=True)
+    tb, b = torch.tensor([3.0, 4.0], requires_grad=True), mp.tensor([3.0, 4.0], requires_grad=True)
+    prod, tprod = a * b, ta * tb
+    assert prod.grad_fn._saved_self is a and tprod.grad_fn._saved_self is ta  # the input itself
+    assert prod.grad_fn._saved_other is b and tprod.grad_fn._saved_other is tb
+    e, te = a.exp(), ta.exp()
+    np.testing.assert_allclose(e.grad_fn._saved_result.detach().numpy(), te.grad_fn._saved_result.detach().numpy())
+    assert a.sum(0).grad_fn._saved_dim in (0, (0,)) and ta.sum(0).grad_fn._saved_dim == (0,)
+    for lib_e in (e, te):
+        with pytest.raises(AttributeError):
+            lib_e.grad_fn._saved_self  # exp keeps its result, not its input
+    e.sum().backward()
+    te.sum().backward()
+    for lib_e in (e, te):
+        with pytest.raises(RuntimeError, match="(?i)backward through the graph a second time"):
+            lib_e.grad_fn._saved_result
+
+
+def test_set_multithreading_enabled_is_accepted_as_torchs(torch):
+    for lib in (torch, mp):
+        x = lib.ones(2, requires_grad=True)
+        with lib.autograd.set_multithreading_enabled(False):
+            (x * 3).sum().backward()
+        assert x.grad.numpy().tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="set_multithreading_enabled: mode must be True or False"):
+        mp.autograd.set_multithreading_enabled("no")

@@ -10,6 +10,6 @@ from .engine import backward, grad  # noqa: F401
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .grad_mode import (detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled,  # noqa: F401
                         is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly,
-                        set_grad_enabled)
+                        set_grad_enabled, set_multithreading_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .graph import Node  # noqa: F401

@@ -32,6 +32,7 @@ import contextlib
 import itertools
 import traceback
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -191,6 +192,19 @@ def gradient_edge(t) -> tuple:
         refresh_view(t)
     fn = t._grad_fn
     return (fn, t.output_nr) if fn is not None else (accumulator(t), 0)
+
+
+class GradientEdge(NamedTuple):
+    """Where a tensor's gradient goes (torch.autograd.graph.GradientEdge); usable as ``inputs=`` of grad/backward."""
+    node: Node
+    output_nr: int
+
+
+def get_gradient_edge(t) -> GradientEdge:
+    """The GradientEdge of ``t``: its grad_fn and output number, or its leaf's AccumulateGrad."""
+    if not (isinstance(t, Tensor) and t._requires_grad):
+        raise RuntimeError(f"get_gradient_edge: expected a Tensor that requires grad, got {t!r:.80}")
+    return GradientEdge(*gradient_edge(t))
 
 
 # ---------------------------------------------------------------- a tensor's history: the only writers
@@ -645,9 +659,27 @@ class OpNode(Node):
 
     def __getattr__(self, name):  # a Function's node shows its ctx's attributes, as torch's does
         ctx = self.__dict__.get("ctx")
+        if name.startswith("_saved_") and "op" in self.__dict__ and not self.op.user_backward:
+            return self._saved_attribute(name[7:])
         if ctx is None or not self.op.user_backward:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(ctx, name)
+
+    def _saved_attribute(self, key):
+        """torch's grad_fn._saved_<name>: what backward keeps of argument <name> ("self" is the first), or of the
+        output ("result"; "result1"... for a later one)."""
+        self._check_alive()
+        names = ("self", *self.op.arg_names[1:])
+        if key.startswith("result") and key[6:] in ("", *map(str, range(self._n_outputs))):
+            values, i = self._unpack_outputs(), int(key[6:] or 0)
+        elif key in names or key in self.op.arg_names:
+            values, i = self._unpack_inputs(), names.index(key) if key in names else self.op.arg_names.index(key)
+        else:
+            raise AttributeError(f"{self._label()} has no argument or output {key!r} (its arguments: {names})")
+        value = values[i] if i < len(values) else self.kwargs.get(self.op.arg_names[i])
+        if isinstance(value, NotSaved):
+            raise AttributeError(f"{self._label()}'s backward does not keep {key!r}, so it has no _saved_{key}")
+        return value
 
     def _apply(self, grads):
         """One gradient per input slot, from the gradients of the outputs."""
