@@ -30,6 +30,8 @@ from .amp import (clear_autocast_cache, get_autocast_dtype, is_autocast_availabl
 from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)
 from . import cuda, cpu, testing  # noqa: F401  (torch.cuda.amp / torch.cpu.amp names; mp.testing)
 from . import observers, profiler  # noqa: F401  (mp.observers: who watches op calls; mp.profiler)
+from .autograd import profiler as _autograd_profiler  # noqa: E402  (mp.autograd.profiler, over mp.profiler)
+del _autograd_profiler
 from .serialization import CheckpointError, load, save  # noqa: F401  (checkpoints, no pickle)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from . import random  # noqa: F401
