@@ -91,6 +91,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     run = _Run(create_graph, retain_graph, accumulate, targets, {id(g._array) for g in grad_outputs}, observed)
     pending = _collect([node for node, _ in roots])
     execute = _to_execute(pending, targets, accumulate, inputs)
+    run.will_run = lambda node: id(node) in pending and (execute is None or id(node) in execute)
     for (node, nr), g in zip(roots, grad_outputs):
         _deliver(pending[id(node)], nr, g)
     ready = [(-entry[0]._seq, key, entry[0]) for key, entry in pending.items() if entry[1] == 0]

@@ -29,6 +29,7 @@ base after an in-place change). Tensors start as leaves (mixprec/tensor.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import traceback
 import weakref
@@ -205,6 +206,47 @@ def get_gradient_edge(t) -> GradientEdge:
     if not (isinstance(t, Tensor) and t._requires_grad):
         raise RuntimeError(f"get_gradient_edge: expected a Tensor that requires grad, got {t!r:.80}")
     return GradientEdge(*gradient_edge(t))
+
+
+class _MultiGradHook:
+    """register_multi_grad_hook's state: the gradients one backward pass has delivered so far."""
+
+    def __init__(self, tensors, fn, mode):
+        self.tensors, self.fn, self.mode, self.run, self.grads, self.waiting = tensors, fn, mode, None, None, None
+        self.handles = [t.register_hook(functools.partial(self.arrived, i)) for i, t in enumerate(tensors)]
+
+    def arrived(self, i, grad):
+        run = PER_THREAD.engine.runs[-1]  # (the backward pass running now: engine.py's)
+        first = run is not self.run
+        if first:
+            self.run, self.grads = run, [None] * len(self.tensors)
+            self.waiting = {j for j, t in enumerate(self.tensors) if run.will_run(gradient_edge(t)[0])}
+        if self.mode == "any":
+            if first:
+                self.fn(grad)
+            return None
+        self.grads[i] = grad
+        self.waiting.discard(i)
+        if not self.waiting:
+            self.waiting = {None}  # (called once per backward pass)
+            self.fn(tuple(self.grads))
+        return None
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """torch's register_multi_grad_hook: mode "all" calls fn(grads) once per backward pass, when every tensor
+    of ``tensors`` that this pass reaches has its gradient (None for the others); mode "any" calls fn(grad)
+    with the first of them to arrive. Returns a handle whose remove() removes the hook."""
+    tensors = list(tensors)
+    if mode not in ("all", "any"):
+        raise ValueError(f"register_multi_grad_hook: mode must be 'all' or 'any', got {mode!r}")
+    if not tensors or not all(isinstance(t, Tensor) and t._requires_grad for t in tensors):
+        raise ValueError("register_multi_grad_hook: expected a non-empty sequence of tensors that require grad")
+    return _MultiGradHook(tensors, fn, mode)
 
 
 # ---------------------------------------------------------------- a tensor's history: the only writers
