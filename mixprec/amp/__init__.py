@@ -1,6 +1,7 @@
 """Automatic mixed precision: autocast (autocast_mode) and loss scaling (grad_scaler)."""
 from ..ops.registry import CastPolicy  # noqa: F401
 from .autocast_mode import *  # noqa: F401,F403
+from .switches import set_autocast_cache_enabled, set_autocast_dtype, set_autocast_enabled  # noqa: F401
 from .grad_scaler import *  # noqa: F401,F403  (GradScaler, StaticGradScaler)
 from .master_weights import MasterWeights, master_params  # noqa: F401  (float32 masters of a float16 model)
 from .opt_levels import initialize  # noqa: F401  (apex's O0-O3)

@@ -24,8 +24,7 @@ from ..ops import registry as _reg
 from ..ops.autocast import DEFAULT_DTYPES, DEVICE_TYPES, LOWER_DTYPES, CastPolicy  # noqa: F401
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
-           "is_autocast_cache_enabled", "clear_autocast_cache", "set_autocast_enabled", "set_autocast_dtype",
-           "set_autocast_cache_enabled", "resolve_dtypes", "op_policy", "register_autocast",
+           "is_autocast_cache_enabled", "clear_autocast_cache", "resolve_dtypes", "op_policy", "register_autocast",
            "override", "custom_fwd", "custom_bwd"]
 
 
@@ -132,23 +131,6 @@ def get_autocast_dtype(device_type) -> np.dtype:
     """The lower-precision dtype of the active region on ``device_type`` (else as set, else its default)."""
     default = _ac.set_dtype(_check_device_type(device_type, "get_autocast_dtype"))
     return (_ac.active_regions() or {}).get(device_type, default)
-
-
-def set_autocast_enabled(device_type, enabled) -> None:
-    """torch's low-level switch: autocast on ``device_type`` on or off in this thread (prefer mp.autocast)."""
-    who = "set_autocast_enabled"
-    _ac.set_switches(_check_device_type(device_type, who), enabled=_flag(enabled, "enabled", who))
-
-
-def set_autocast_dtype(device_type, dtype) -> None:
-    """The lower dtype set_autocast_enabled(device_type, True) uses, in this thread (prefer mp.autocast)."""
-    who = "set_autocast_dtype"
-    _ac.set_switches(_check_device_type(device_type, who), dtype=_check_lower_dtype(dtype, who))
-
-
-def set_autocast_cache_enabled(enabled) -> None:
-    """Whether weight casts are cached, in this thread (prefer mp.autocast(cache_enabled=...))."""
-    _ac.set_switches(cache=_flag(enabled, "enabled", "set_autocast_cache_enabled"))
 
 
 def is_autocast_cache_enabled() -> bool:

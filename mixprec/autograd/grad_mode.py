@@ -188,21 +188,3 @@ class detect_anomaly(set_detect_anomaly):
         self._prev = (m.anomaly, m.check_nan)
         self.mode, self.check_nan = True, bool(check_nan)
 
-
-class set_multithreading_enabled(_Switch):
-    """torch's switch for running backward on one thread per device. mixprec's engine always runs backward on
-    the calling thread, so both settings compute the same; accepted (checked, and a context manager or
-    decorator) so ported code runs."""
-
-    _bare_decorator = False
-
-    def __init__(self, mode: bool):
-        if not isinstance(mode, bool):
-            raise TypeError(f"set_multithreading_enabled: mode must be True or False, got {mode!r}")
-        self.mode = mode
-
-    def _enter(self):
-        pass
-
-    def clone(self):
-        return set_multithreading_enabled(self.mode)

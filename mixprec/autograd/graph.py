@@ -230,7 +230,6 @@ class _MultiGradHook:
         if not self.waiting:
             self.waiting = {None}  # (called once per backward pass)
             self.fn(tuple(self.grads))
-        return None
 
     def remove(self):
         for h in self.handles:
@@ -238,9 +237,8 @@ class _MultiGradHook:
 
 
 def register_multi_grad_hook(tensors, fn, *, mode="all"):
-    """torch's register_multi_grad_hook: mode "all" calls fn(grads) once per backward pass, when every tensor
-    of ``tensors`` that this pass reaches has its gradient (None for the others); mode "any" calls fn(grad)
-    with the first of them to arrive. Returns a handle whose remove() removes the hook."""
+    """torch's: mode "all" calls fn(grads) once per backward pass when every tensor it reaches has its gradient
+    (None for the others); mode "any" calls fn(grad) with the first to arrive. Returns a handle (remove())."""
     tensors = list(tensors)
     if mode not in ("all", "any"):
         raise ValueError(f"register_multi_grad_hook: mode must be 'all' or 'any', got {mode!r}")
