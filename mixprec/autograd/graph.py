@@ -196,7 +196,7 @@ def gradient_edge(t) -> tuple:
 
 
 class GradientEdge(NamedTuple):
-    """Where a tensor's gradient goes (torch.autograd.graph.GradientEdge); usable as ``inputs=`` of grad/backward."""
+    """Where a tensor's gradient goes (torch.autograd.graph.GradientEdge); usable as ``inputs=`` of autograd.grad."""
     node: Node
     output_nr: int
 
