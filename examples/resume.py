@@ -42,7 +42,7 @@ def build(seed, device, total_steps):
     optimizer = mp.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = mp.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps, skip_unstepped=True)
     # a high initial scale and a short growth interval: the scale moves (and steps get skipped) during the run
-    scaler = mp.GradScaler(mp.device(device).device.type, init_scale=2.0 ** 24, growth_interval=10)
+    scaler = mp.GradScaler(mp.device(device).type, init_scale=2.0 ** 24, growth_interval=10)
     return model, optimizer, scheduler, scaler
 
 
@@ -53,7 +53,7 @@ def train(state, data, device, start, stop):
     for step in range(start, stop):
         idx = mp.randint(0, len(x), (64,)).numpy()  # drawn from mixprec's generator: part of the checkpoint
         xb, yb = mp.tensor(x[idx], device=device), mp.tensor(y[idx], device=device)
-        with mp.autocast(mp.device(device).device.type, dtype=mp.float16):
+        with mp.autocast(mp.device(device).type, dtype=mp.float16):
             loss = F.cross_entropy(model(xb), yb)
         optimizer.zero_grad()
         scaler.scale(loss).backward()

@@ -79,7 +79,7 @@ def train(data, args, amp: bool):
     """One full training run; returns the model, the per-step history and the seconds per epoch."""
     from tqdm import tqdm
     x_train, _, y_train, _ = data
-    device = mp.device(args.device).device
+    device = mp.device(args.device)
     dtype = getattr(mp, args.dtype)
     mp.manual_seed(args.seed)  # both runs start from the same weights and see the same batches
     model = make_model().to(device)

@@ -150,7 +150,7 @@ def warmup_cosine(total, warmup):
 
 def train(model, train_inputs, args):
     from tqdm import tqdm
-    device = mp.device(args.device).device
+    device = mp.device(args.device)
     dtype = getattr(mp, args.dtype)
     x_all, y_all = (mp.tensor(a, device=device) for a in to_examples(train_inputs))
     optimizer = make_optimizer(model, args)

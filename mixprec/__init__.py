@@ -26,11 +26,18 @@ from .ops.value_tests import allclose, equal  # noqa: F401  (Python bools, not o
 from .ops.conversions import resolve_conj, resolve_neg  # noqa: F401  (no lazy bits: the tensor itself)
 from . import autograd, amp, nn, optim  # noqa: F401
 from .amp import autocast  # noqa: F401  (mp.autocast, torch.autocast's twin)
+from .amp import (clear_autocast_cache, get_autocast_dtype, is_autocast_available,  # noqa: F401  (torch.*'s)
+                  is_autocast_cache_enabled, is_autocast_enabled, set_autocast_cache_enabled, set_autocast_dtype,
+                  set_autocast_enabled)
 from .amp import GradScaler  # noqa: F401  (mp.GradScaler, as torch.amp.GradScaler)
-from . import cuda, cpu, testing  # noqa: F401  (torch.cuda.amp / torch.cpu.amp names; mp.testing)
+from . import cuda, cpu, testing  # noqa: F401  (torch.cuda / torch.cpu names; mp.testing)
+from . import accelerator  # noqa: F401  (torch.accelerator's device-agnostic calls)
+from .cuda import OutOfMemoryError  # noqa: F401  (torch.OutOfMemoryError)
 from . import observers, profiler  # noqa: F401  (mp.observers: who watches op calls; mp.profiler)
+from .autograd import profiler as _autograd_profiler  # noqa: E402  (mp.autograd.profiler, over mp.profiler)
+del _autograd_profiler
 from .serialization import CheckpointError, load, save  # noqa: F401  (checkpoints, no pickle)
-from .random import get_rng_state, set_rng_state  # noqa: F401
+from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: F401
 from . import random  # noqa: F401
 from . import distributed  # noqa: F401  (MPI / NCCL data parallelism; imports no MPI until used)
 from . import fft, linalg  # noqa: F401,E402  (mp.fft and mp.linalg: torch.fft's and torch.linalg's functions)

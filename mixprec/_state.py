@@ -61,6 +61,7 @@ class Autocast:
     cache = None           # {(id(weight), dtype): (weight, version, cast)}
     overrides = ()         # {(op, device_type): rule} dicts of scoped overrides, innermost last
     entered = None         # what each entered region replaced, innermost last
+    dtypes = {}            # {device_type: lower dtype} set by mp.set_autocast_dtype (outside regions)
 
 
 class Profiler:
@@ -73,6 +74,7 @@ class Memory:
 
 class Devices:
     default = None         # the device creation functions allocate on (None: the CPU)
+    entered = ()           # (previous default, CuPy device context) per entered mp.device, innermost last
 
 
 class Capture:
@@ -86,11 +88,11 @@ OWNERS = {
               "observers": "observers.py", "calls": "observers.py"},
     "saving": dict.fromkeys(("hooks", "disabled", "inplace"), "autograd/graph.py"),
     "engine": {"runs": "autograd/engine.py"},
-    "autocast": dict.fromkeys(("cache_enabled", "enabled_depth", "cache", "overrides", "entered"),
+    "autocast": dict.fromkeys(("cache_enabled", "enabled_depth", "cache", "overrides", "entered", "dtypes"),
                               "ops/autocast.py"),
     "profiler": {"recorders": "profiler/profiler.py"},
     "memory": {"hook": "cuda/memory.py"},
-    "devices": {"default": "backend/devices.py"},
+    "devices": dict.fromkeys(("default", "entered"), "backend/devices.py"),
     "capture": {"active": "backend/capture.py"},
 }
 

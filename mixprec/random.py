@@ -14,13 +14,31 @@ from . import dtypes as _dt
 from .backend import curand, devices
 from .tensor import Tensor, _finish, _like, _resolve, _shape
 
-_rng_state = {"np": np.random.default_rng()}
+def _fresh_seed() -> int:
+    return int(np.random.SeedSequence().entropy % 2 ** 63)  # from the OS's entropy
+
+
+_initial = _fresh_seed()
+_rng_state = {"np": np.random.default_rng(_initial), "seed": _initial}
 
 
 def manual_seed(seed: int):
     """Seed every generator mixprec draws from (NumPy's and, with a GPU, CuPy's)."""
     _rng_state["np"] = np.random.default_rng(seed)
+    _rng_state["seed"] = seed
     curand.manual_seed(seed)
+
+
+def seed() -> int:
+    """Seed the generator with a non-deterministic number (from the OS) and return it, as torch.seed."""
+    s = _fresh_seed()
+    manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    """The seed the generator was last seeded with (by manual_seed or seed; else the one it started from)."""
+    return _rng_state["seed"]
 
 
 def _random(kind, size, dtype, device, requires_grad):

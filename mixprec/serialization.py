@@ -299,14 +299,18 @@ def _encode_container(obj, buffers, memo, where, enclosing):
 
 
 # ---------------------------------------------------------------- load
-def load(f, map_location=None):
+def load(f, map_location=None, *, weights_only=None):
     """Read a checkpoint written by mp.save.
 
     map_location: None puts every tensor back on the device it was saved from
     (a CUDA tensor needs a GPU, else pass map_location="cpu"); a device ("cpu",
     "cuda:0") puts them all there; a dict {"cuda:1": "cuda:0"} renames devices.
     NumPy arrays and scalars always load as NumPy. A bad file raises CheckpointError.
+    weights_only (True, False or None) is accepted for torch.load's callers: a mixprec
+    checkpoint is never unpickled, so what it loads is always what weights_only=True allows.
     """
+    if weights_only is not None and not isinstance(weights_only, bool):
+        raise TypeError(f"mp.load: weights_only must be True, False or None, got {weights_only!r}")
     device_of = _device_mapper(map_location)
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:  # a missing or unreadable file is an OSError, as for any open()

@@ -319,8 +319,15 @@ class Tensor:
 
     __pos__ = positive
 
-    def to(self, *args, dtype=None, device=None, copy=False):
-        """to(dtype), to(device), to(device, dtype) or to(other_tensor); differentiable."""
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
+        """to(dtype), to(device), to(device, dtype) or to(other_tensor), each then optionally non_blocking and
+        copy (positional after a dtype or tensor, as torch's); differentiable. non_blocking is a hint only."""
+        k = next((i for i, a in enumerate(args) if isinstance(a, bool)), len(args))
+        args, flags = args[:k], args[k:]
+        if flags and (len(flags) > 2 or not all(isinstance(f, bool) for f in flags) or not args
+                      or (isinstance(args[-1], (str, devices.Device)) and str(args[-1]) not in _dt._BY_NAME)):
+            raise TypeError(f"to(): got {(*args, *flags)!r}; non_blocking and copy (bools) follow a dtype or tensor")
+        copy = flags[1] if len(flags) == 2 else copy
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device

@@ -8,7 +8,7 @@ import pytest
 
 import mixprec as mp
 import mixprec.nn.functional as F
-from mixprec.amp import opt_levels
+from mixprec.amp import apex
 
 
 def mlp(seed=0):
@@ -189,7 +189,7 @@ def test_bad_arguments_name_what_was_wrong(monkeypatch):
     with pytest.raises(ValueError, match="not set up by mp.amp.initialize"):
         with mp.amp.scale_loss(mp.tensor(1.0), stranger):
             pass
-    monkeypatch.setattr(opt_levels, "_LOSS_SCALERS", [])
+    monkeypatch.setattr(apex, "_LOSS_SCALERS", [])
     for call in (lambda: mp.amp.scale_loss(mp.tensor(1.0), opt).__enter__(), mp.amp.state_dict,
                  lambda: mp.amp.load_state_dict({})):
         with pytest.raises(RuntimeError, match="initialize first|initialize\\(model, optimizer, ...\\) first"):

@@ -9,6 +9,7 @@ resolver in test_policy_tables.py.
 from __future__ import annotations
 
 import threading
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -25,6 +26,8 @@ from mixprec.ops import registry
 
 F16, BF16, F32, F64 = mp.float16, mp.bfloat16, mp.float32, mp.float64
 LOWER = [pytest.param(BF16, id="bfloat16"), pytest.param(F16, id="float16")]
+# autocast("cuda") without a GPU warns that it disables itself (tested in test_cuda_region_without_a_gpu_...)
+pytestmark = pytest.mark.filterwarnings("ignore:autocast. CUDA is not available:UserWarning")
 
 
 def _state():
@@ -76,6 +79,16 @@ def test_enabled_must_be_a_bool():
         mp.autocast("cpu", cache_enabled=1)
 
 
+def test_cache_enabled_none_takes_the_surrounding_setting_as_torchs(torch):
+    """torch's default cache_enabled=None reads the current setting when the region is made."""
+    for lib in (torch, mp):
+        with lib.autocast("cpu", cache_enabled=False):
+            inner = lib.autocast("cpu", cache_enabled=None)
+            assert (inner._cache_enabled if lib is torch else inner.cache_enabled) is False
+        outer = lib.autocast("cpu")
+        assert (outer._cache_enabled if lib is torch else outer.cache_enabled) is True
+
+
 def test_is_autocast_available():
     assert mp.amp.is_autocast_available("cuda") and mp.amp.is_autocast_available("cpu")
     assert not mp.amp.is_autocast_available("mps")
@@ -92,14 +105,25 @@ def test_enter_sets_state_and_exit_restores_it():
     assert mp.amp.get_autocast_dtype("cpu") == BF16  # the default when no region is active
 
 
-def test_cuda_region_enters_without_a_gpu_and_leaves_cpu_tensors_alone():
-    """torch warns and disables autocast('cuda') without a GPU; mixprec enters (it is only state)."""
+@pytest.mark.skipif(mp.is_cuda_available(), reason="the behaviour without a usable GPU")
+def test_cuda_region_without_a_gpu_warns_and_is_disabled_as_torchs(torch):
+    """A ported CUDA script on a machine without a GPU: both libraries warn and run the region in float32."""
     x, w = mp.randn(2, 3), mp.randn(4, 3)
+    for lib, region in ((torch, lambda: torch.autocast("cuda")), (mp, lambda: mp.autocast("cuda"))):
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            ctx = region()
+        with ctx:
+            assert not lib.is_autocast_enabled("cuda")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # asking for no autocast is not warned about
+            lib.autocast("cuda", enabled=False)
     with mp.autocast("cuda"):
-        assert mp.amp.is_autocast_enabled("cuda")
         assert F.linear(x, w).dtype == F32
+        with mp.autocast("cpu"):  # the CPU region is independent of it
+            assert F.linear(x, w).dtype == BF16
 
 
+@pytest.mark.gpu
 def test_nesting_per_device_type_and_inner_dtype():
     with mp.autocast("cuda"):
         with mp.autocast("cpu", dtype=F16):
@@ -208,16 +232,6 @@ def test_one_decorated_function_in_several_threads_keeps_each_threads_state():
         t.join(10)
     assert seen == {"first inside": (True, F16), "second inside": (True, F16), "first after": (BF16, True),
                     "first outside": False, "second after": False}
-
-
-def test_ported_code_aliases():
-    with mp.cpu.amp.autocast():
-        assert mp.amp.get_autocast_dtype("cpu") == BF16 and mp.amp.is_autocast_enabled("cpu")
-    with mp.cuda.amp.autocast(dtype=BF16):
-        assert mp.amp.get_autocast_dtype("cuda") == BF16
-    with mp.cuda.amp.autocast(enabled=False):
-        assert not mp.amp.is_autocast_enabled("cuda")
-    assert mp.cuda.amp.autocast().device_type == "cuda" and mp.cpu.amp.autocast().device_type == "cpu"
 
 
 # ----------------------------------------------------------------- policies at dispatch
@@ -572,20 +586,6 @@ def test_custom_fwd_and_bwd_validation():
         NoFwd.apply(mp.randn(2, requires_grad=True)).sum().backward()
 
 
-def test_cuda_amp_custom_fwd_alias():
-    calls = []
-
-    @mp.cuda.amp.custom_fwd(cast_inputs=F32)
-    def fwd(ctx, x):
-        calls.append(x.dtype)
-        return x
-
-    class Ctx:
-        pass
-    fwd(Ctx(), mp.randn(2, dtype=F16))
-    assert calls == [F16]  # no CUDA region is active: inputs are left alone
-
-
 # ----------------------------------------------------------------- register_autocast and override
 def test_register_autocast_gives_a_user_op_a_policy(user_ops):
     def scaled_sum(ctx, a, b):
@@ -801,3 +801,43 @@ def test_leaving_an_autocast_region_or_override_that_was_not_entered_is_a_clear_
             layer.__exit__(None, None, None)  # would have dropped the other override
         assert len(PER_THREAD.autocast.overrides) == 1
     assert PER_THREAD.autocast.overrides == ()
+
+
+# ----------------------------------------------------------------- torch's top-level switches
+def test_top_level_autocast_state_functions_match_torchs(torch):
+    """mp.is_autocast_enabled / get_autocast_dtype / set_autocast_* behave as torch.*'s, outside and in regions."""
+    dt = {torch: {"bf16": torch.bfloat16, "f16": torch.float16}, mp: {"bf16": BF16, "f16": F16}}
+    x = {torch: torch.ones(2, 2), mp: mp.ones(2, 2)}
+    seen = {}
+    for lib in (torch, mp):
+        log = seen[lib] = []
+        log.append((lib.is_autocast_enabled("cpu"), str(lib.get_autocast_dtype("cpu")).rsplit(".")[-1]))
+        lib.set_autocast_dtype("cpu", dt[lib]["f16"])
+        log.append((lib.is_autocast_enabled("cpu"), str(lib.get_autocast_dtype("cpu")).rsplit(".")[-1]))
+        lib.set_autocast_enabled("cpu", True)
+        try:
+            log.append((lib.is_autocast_enabled("cpu"), str((x[lib] @ x[lib]).dtype).rsplit(".")[-1]))
+            with lib.autocast("cpu", dtype=dt[lib]["bf16"]):
+                log.append(str((x[lib] @ x[lib]).dtype).rsplit(".")[-1])
+            log.append((lib.is_autocast_enabled("cpu"), str((x[lib] @ x[lib]).dtype).rsplit(".")[-1]))
+            lib.set_autocast_cache_enabled(False)
+            log.append(lib.is_autocast_cache_enabled())
+        finally:
+            lib.set_autocast_enabled("cpu", False)
+            lib.set_autocast_dtype("cpu", dt[lib]["bf16"])
+            lib.set_autocast_cache_enabled(True)
+            lib.clear_autocast_cache()
+        log.append((lib.is_autocast_enabled("cpu"), lib.is_autocast_cache_enabled()))
+    assert seen[mp] == seen[torch]
+    assert seen[mp][2] == (True, "float16")
+
+
+def test_set_autocast_functions_check_their_arguments():
+    with pytest.raises(ValueError, match="set_autocast_enabled: device_type"):
+        mp.set_autocast_enabled("tpu", True)
+    with pytest.raises(TypeError, match="set_autocast_enabled: enabled must be True or False"):
+        mp.set_autocast_enabled("cpu", 1)
+    with pytest.raises(ValueError, match="set_autocast_dtype: dtype must be float16 or bfloat16"):
+        mp.set_autocast_dtype("cpu", mp.float64)
+    with pytest.raises(TypeError, match="set_autocast_cache_enabled"):
+        mp.set_autocast_cache_enabled(None)

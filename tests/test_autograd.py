@@ -345,12 +345,21 @@ def test_in_place_change_through_a_view_is_detected():
 
 
 # ------------------------------------------------------------------ anomaly mode
-def test_detect_anomaly_names_the_forward_op():
-    x = f64([0.0, 1.0])
-    with mp.autograd.detect_anomaly(), np.errstate(divide="ignore"):
-        y = x.sqrt()  # d sqrt / dx at 0 is inf
-        with pytest.raises(RuntimeError, match=r"sqrtBackward returned NaN or inf(.|\n)*forward call of sqrt"):
-            y.sum().backward()
+@pytest.mark.filterwarnings("ignore:.*anomaly:UserWarning")
+def test_detect_anomaly_fails_on_nan_not_on_inf_as_torchs(torch):
+    """check_nan=True: an inf gradient (sqrt at 0) passes, a NaN one (sqrt of a negative) names the forward op."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for lib, make in ((torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True)),
+                          (mp, lambda v: f64(v))):
+            with lib.autograd.detect_anomaly(check_nan=True):
+                x = make([0.0, 1.0])
+                x.sqrt().sum().backward()  # d sqrt / dx at 0 is inf: not an anomaly
+                assert np.isinf(x.grad.numpy()[0])
+                with pytest.raises(RuntimeError, match=r"(?i)sqrtBackward0?'? returned nan values"):
+                    make([-1.0]).sqrt().sum().backward()
+    with mp.autograd.detect_anomaly(), np.errstate(invalid="ignore"):
+        with pytest.raises(RuntimeError, match=r"sqrtBackward returned NaN(.|\n)*forward call of sqrt"):
+            f64([-1.0]).sqrt().sum().backward()
 
 
 def test_without_anomaly_mode_nan_gradients_pass_silently():
@@ -598,3 +607,73 @@ def test_requires_grad_on_a_tensor_with_history_keeps_it(torch):
         assert y.grad_fn is not None and not y.is_leaf and view.grad_fn is not None
         (y.sum() + view.sum()).backward()
         assert x.grad.tolist() == [2.0, 3.0, 3.0]
+
+
+def test_grad_takes_a_generator_of_inputs_as_torchs(torch):
+    """autograd.grad(loss, model.parameters(), create_graph=True): the gradient-penalty recipe, verbatim."""
+    torch.manual_seed(0)
+    tm = torch.nn.Linear(3, 2)
+    m = mp.nn.Linear(3, 2)
+    m.load_state_dict({k: mp.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    tg = torch.autograd.grad((tm(torch.tensor(x)) ** 2).sum(), inputs=tm.parameters(), create_graph=True)
+    g = mp.autograd.grad((m(mp.tensor(x)) ** 2).sum(), inputs=m.parameters(), create_graph=True)
+    assert len(g) == len(tg) == 2 and all(t.grad_fn is not None for t in g)
+    for a, b in zip(g, tg):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    sum((t ** 2).sum() for t in g).backward()  # the penalty is differentiable
+    assert m.weight.grad is not None
+    with pytest.raises(TypeError, match="grad: inputs must be a Tensor or an iterable of Tensors, got str"):
+        mp.autograd.grad(g[0].sum(), "weight")
+
+
+# ------------------------------------------------------------------ torch.autograd.graph's API
+def test_gradient_edges_are_grad_inputs_as_torchs(torch):
+    """get_gradient_edge(t) names where t's gradient goes; grad(..., inputs=edge) gives the gradient there."""
+    results = {}
+    for lib, make in ((torch, lambda: torch.tensor([0.5, 1.0, 2.0], requires_grad=True)),
+                      (mp, lambda: mp.tensor([0.5, 1.0, 2.0], requires_grad=True))):
+        from_graph = lib.autograd.graph
+        a = make()
+        b = a * 2
+        c = b.exp().sum()
+        edge = from_graph.get_gradient_edge(b)
+        assert isinstance(edge, from_graph.GradientEdge) and edge.node is b.grad_fn and edge.output_nr == 0
+        assert type(from_graph.get_gradient_edge(a).node).__name__ == "AccumulateGrad"
+        (g_edge,) = lib.autograd.grad(c, edge, retain_graph=True)
+        g_list = lib.autograd.grad(c, [edge, a])
+        results[lib] = [g.detach().numpy() for g in (g_edge, *g_list)]
+        with pytest.raises(RuntimeError):
+            from_graph.get_gradient_edge(lib.ones(2))
+    for x, y in zip(results[mp], results[torch]):
+        np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+def test_saved_attributes_of_grad_fn_as_torchs(torch):
+    """grad_fn._saved_self / _saved_other / _saved_result / _saved_dim: what backward keeps, by torch's names."""
+    ta, a = torch.tensor([1.0, 2.0], requires_grad=True), mp.tensor([1.0, 2.0], requires_grad=True)
+    tb, b = torch.tensor([3.0, 4.0], requires_grad=True), mp.tensor([3.0, 4.0], requires_grad=True)
+    prod, tprod = a * b, ta * tb
+    assert prod.grad_fn._saved_self is a and tprod.grad_fn._saved_self is ta  # the input itself
+    assert prod.grad_fn._saved_other is b and tprod.grad_fn._saved_other is tb
+    e, te = a.exp(), ta.exp()
+    np.testing.assert_allclose(e.grad_fn._saved_result.detach().numpy(), te.grad_fn._saved_result.detach().numpy())
+    assert a.sum(0).grad_fn._saved_dim in (0, (0,)) and ta.sum(0).grad_fn._saved_dim == (0,)
+    for lib_e in (e, te):
+        with pytest.raises(AttributeError):
+            lib_e.grad_fn._saved_self  # exp keeps its result, not its input
+    e.sum().backward()
+    te.sum().backward()
+    for lib_e in (e, te):
+        with pytest.raises(RuntimeError, match="(?i)backward through the graph a second time"):
+            lib_e.grad_fn._saved_result
+
+
+def test_set_multithreading_enabled_is_accepted_as_torchs(torch):
+    for lib in (torch, mp):
+        x = lib.ones(2, requires_grad=True)
+        with lib.autograd.set_multithreading_enabled(False):
+            (x * 3).sum().backward()
+        assert x.grad.numpy().tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="set_multithreading_enabled: mode must be True or False"):
+        mp.autograd.set_multithreading_enabled("no")

@@ -327,3 +327,32 @@ def test_saves_declarations_are_checked(user_ops):
     y = f64(mp, [3.0, 4.0])
     prod2(x, y).sum().backward()
     assert x.grad.tolist() == [3.0, 4.0] and y.grad.tolist() == [1.0, 2.0]
+
+
+def test_register_multi_grad_hook_as_torchs(torch):
+    """mode "all": once per backward pass, None for tensors the pass does not reach; mode "any": the first
+    gradient to arrive. Side by side with torch, non-leaf tensors included."""
+    seen = {}
+    for lib in (torch, mp):
+        log = seen[lib] = []
+        a, b, c = (lib.ones(2, requires_grad=True) for _ in range(3))
+        mid = a * 4
+
+        def as_list(g):
+            return None if g is None else g.tolist()
+        h = lib.autograd.graph.register_multi_grad_hook(
+            (a, b, c, mid), lambda gs: log.append(("all", [as_list(g) for g in gs])))
+        (mid + b * 3).sum().backward()
+        (a * 5).sum().backward()
+        (c * 7).sum().backward()
+        h.remove()
+        (a * 2 + b).sum().backward()  # removed: not called
+        h = lib.autograd.graph.register_multi_grad_hook((a, b), lambda g: log.append(("any", as_list(g))), mode="any")
+        (a * 2 + b * 3).sum().backward()
+        h.remove()
+    assert seen[mp] == seen[torch]
+    assert len(seen[mp]) == 4
+    with pytest.raises(ValueError, match="register_multi_grad_hook: mode must be 'all' or 'any'"):
+        mp.autograd.graph.register_multi_grad_hook([mp.ones(1, requires_grad=True)], print, mode="some")
+    with pytest.raises(ValueError, match="tensors that require grad"):
+        mp.autograd.graph.register_multi_grad_hook([mp.ones(1)], print)

@@ -23,7 +23,7 @@ def test_cuda_without_cupy_names_the_reason(monkeypatch):
     monkeypatch.setattr(devices, "_cuda_devices", {})
     assert not mp.is_cuda_available() and mp.device_count() == 0
     for make in (lambda: devices.as_device("cuda"), lambda: mp.zeros(2, device="cuda:0"),
-                 lambda: mp.ones(2).cuda(), lambda: mp.device("cuda"), lambda: mp.set_default_device("cuda")):
+                 lambda: mp.ones(2).cuda(), lambda: mp.device("cuda").__enter__(), lambda: mp.set_default_device("cuda")):
         with pytest.raises(mp.DeviceUnavailableError, match=r"CuPy is not installed.*mixprec\[cuda12\]"):
             make()
 

@@ -98,3 +98,35 @@ def test_mixing_devices_names_both(monkeypatch):
 def test_mixing_real_devices_names_both():
     with pytest.raises(RuntimeError, match=r"add: .*got cpu and cuda:\d"):
         mp.ones(2) + mp.ones(2, device="cuda")
+
+
+def test_device_objects_are_made_without_a_gpu_as_torchs(torch):
+    """mp.device("cuda") is a value (type, index), as torch.device: no GPU is needed until it is used."""
+    for spec in (("cuda",), ("cuda", 1), ("cuda:1",), ("cpu",)):
+        d, td = mp.device(*spec), torch.device(*spec)
+        assert (d.type, d.index, str(d)) == (td.type, td.index, str(td))
+        assert isinstance(d, mp.Device) and mp.device(d) == d
+    assert (mp.device("cuda:1") == mp.device("cuda", 1)) == (torch.device("cuda:1") == torch.device("cuda", 1))
+    assert (mp.device("cuda") == mp.device("cuda:0")) == (torch.device("cuda") == torch.device("cuda:0"))
+    assert mp.device("cpu") == mp.ones(1).device and mp.ones(1).device == mp.device("cpu")
+    with pytest.raises(ValueError, match="unknown device"):
+        mp.device("cuda:x")
+
+
+@pytest.mark.skipif(mp.is_cuda_available(), reason="the behaviour without a usable GPU")
+def test_using_a_cuda_device_without_a_gpu_says_why():
+    d = mp.device("cuda")
+    with pytest.raises(mp.DeviceUnavailableError, match="not available"):
+        mp.zeros(2, device=d)
+    with pytest.raises(mp.DeviceUnavailableError, match="not available"):
+        with d:
+            pass
+    assert mp.get_default_device() == "cpu"
+
+
+def test_device_context_nests_and_restores():
+    with mp.device("cpu"):
+        with mp.device("cpu") as inner:
+            assert inner is devices.CPU
+        assert mp.get_default_device() is devices.CPU
+    assert mp.get_default_device() is devices.CPU

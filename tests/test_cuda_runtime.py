@@ -50,6 +50,18 @@ CALLS = {
     "nvtx.range_pop": lambda: cuda.nvtx.range_pop(),
     "nvtx.mark": lambda: cuda.nvtx.mark("x"),
     "nvtx.range": lambda: cuda.nvtx.range("x").__enter__(),
+    "ExternalStream": lambda: cuda.ExternalStream(0),
+    "set_stream": lambda: cuda.set_stream(object()),
+    "is_current_stream_capturing": lambda: cuda.is_current_stream_capturing(),
+    "mem_get_info": lambda: cuda.mem_get_info(),
+    "memory_snapshot": lambda: cuda.memory_snapshot(),
+    "memory._record_memory_history": lambda: cuda.memory._record_memory_history(),
+    "memory._snapshot": lambda: cuda.memory._snapshot(),
+    "reset_max_memory_allocated": lambda: cuda.reset_max_memory_allocated(),  # (after its FutureWarning)
+    "set_per_process_memory_fraction": lambda: cuda.set_per_process_memory_fraction(0.5),
+    "seed": lambda: cuda.seed(),
+    "seed_all": lambda: cuda.seed_all(),
+    "initial_seed": lambda: cuda.initial_seed(),
     "CUDAGraph": lambda: cuda.CUDAGraph(),
     "graph_pool_handle": lambda: cuda.graph_pool_handle(),
     "make_graphed_callables": lambda: cuda.make_graphed_callables(mp.nn.Linear(2, 2), (mp.ones(1, 2),)),
@@ -318,3 +330,73 @@ def test_dropout_on_the_gpu_draws_there_from_one_host_seed():
     np.testing.assert_array_equal(a.numpy(), b.numpy())
     kept = (a.numpy() != 0).mean()
     assert abs(kept - 0.75) < 0.01 and set(np.unique(a.numpy())) <= {0.0, np.float32(1 / 0.75)}
+
+
+def test_stream_context_of_none_changes_nothing_without_a_gpu(torch):
+    """torch.cuda.StreamContext(None) / set_stream(None) are no-ops on any machine; so are mixprec's."""
+    for lib in (torch, mp):
+        with lib.cuda.StreamContext(None) as entered:
+            assert entered is None
+        lib.cuda.set_stream(None)
+    assert mp.cuda.StreamContext is mp.cuda.stream
+
+
+def test_out_of_memory_error_catches_what_a_failed_gpu_allocation_raises():
+    cupy_oom = cuda_memory._cupy_oom()
+    assert mp.OutOfMemoryError is mp.cuda.OutOfMemoryError
+    assert mp.cuda.OutOfMemoryError is (cupy_oom or cuda_memory._OutOfMemoryError)
+    assert issubclass(mp.cuda.OutOfMemoryError, MemoryError)
+
+
+def test_seed_and_initial_seed_as_torchs(torch):
+    for lib in (torch, mp):
+        lib.manual_seed(1234)
+        assert lib.initial_seed() == 1234
+        s = lib.seed()
+        assert isinstance(s, int) and lib.initial_seed() == s
+        a = lib.rand(3)
+        lib.manual_seed(s)
+        np.testing.assert_array_equal(lib.rand(3).numpy(), a.numpy())  # seed() gave a usable seed
+
+
+@gpu
+def test_memory_info_snapshot_and_history(tmp_path):
+    free, total = cuda.mem_get_info()
+    assert 0 <= free <= total
+    cuda.memory._record_memory_history(max_entries=100)
+    try:
+        x = mp.empty(2 ** 20, device="cuda")
+        snap = cuda.memory._snapshot()
+    finally:
+        cuda.memory._record_memory_history(enabled=None)
+    assert any(s["allocated_size"] >= x.numel() * 4 for s in snap["segments"])
+    allocs = [t for trace in snap["device_traces"] for t in trace if t["action"] == "alloc"]
+    assert any(t["size"] >= 2 ** 22 and t["frames"] for t in allocs)
+    path = tmp_path / "snap.pickle"
+    cuda.memory._dump_snapshot(str(path))
+    assert path.stat().st_size > 0
+    assert cuda.memory_snapshot() and all(s["total_size"] >= s["allocated_size"] for s in cuda.memory_snapshot())
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        cuda.reset_max_memory_allocated()
+    with pytest.raises(ValueError, match="fraction must be a number in \\[0, 1\\]"):
+        cuda.set_per_process_memory_fraction(2.0)
+    cuda.set_per_process_memory_fraction(1.0)
+
+
+@gpu
+def test_external_stream_set_stream_and_capturing():
+    s = cuda.Stream()
+    ext = cuda.ExternalStream(s.cuda_stream)
+    assert ext.cuda_stream == s.cuda_stream and ext.device_index == s.device_index
+    before = cuda.current_stream()
+    cuda.set_stream(s)
+    try:
+        assert cuda.current_stream() == s
+        assert cuda.is_current_stream_capturing() is False
+    finally:
+        cuda.set_stream(before)
+    assert cuda.current_stream() == before
+    with pytest.raises(TypeError, match="stream_ptr"):
+        cuda.ExternalStream("0x1")
+    with pytest.raises(TypeError, match="set_stream expects"):
+        cuda.set_stream(0)

@@ -23,7 +23,7 @@ LAYERS = (  # (name, module prefixes), lowest first; the longest matching prefix
     ("core", ("mixprec.tensor", "mixprec.random", "mixprec.autograd.graph", "mixprec.autograd.engine",
               "mixprec.autograd.grad_mode", "mixprec.autograd.forward_ad", "mixprec.observers", "mixprec.ops.autocast")),
     ("ops", ("mixprec.ops", "mixprec.autograd")),
-    ("library", ("mixprec",)),
+    ("library", ("mixprec", "mixprec.autograd.profiler")),  # (torch.autograd.profiler's names, over mp.profiler)
 )
 INNER_IMPORT_BUDGET = 21  # imports of mixprec modules inside functions today; lower it as they go
 

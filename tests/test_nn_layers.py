@@ -238,11 +238,11 @@ def test_model_optimizer_and_checkpoint_on_each_device(device, tmp_path):
     m, loss, total = run(device)
     assert np.isclose(loss, ref_loss, rtol=1e-10) and np.isclose(total, ref_total, rtol=1e-10)
     for (name, a), b in zip(ref.state_dict().items(), m.state_dict().values()):
-        assert b.device == mp.device(device).device
+        assert b.device == device
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
     mp.save(m.state_dict(), tmp_path / "m.mp")
     back = mp.load(tmp_path / "m.mp")
-    assert all(v.device == mp.device(device).device for v in back.values())
+    assert all(v.device == device for v in back.values())
     assert all(v.device == "cpu" for v in mp.load(tmp_path / "m.mp", map_location="cpu").values())
 
 

@@ -78,17 +78,58 @@ def test_ops_beyond_the_reference_text_are_not_in_it():
         assert name not in reference[device], f"{name} is on the {device} list now: drop it from TORCH_BEYOND_REFERENCE"
 
 
+_TEST_LIST_POLICIES = {"torch_fp16": "lower_precision_fp", "nn_fp16": "lower_precision_fp",
+                       "linalg_fp16": "lower_precision_fp", "methods_fp16": "lower_precision_fp",
+                       "torch_fp32": "fp32", "nn_fp32": "fp32", "methods_fp32": "fp32",
+                       "torch_need_autocast_promote": "promote", "banned": "banned"}
+
+
+def _torch_cuda_test_lists(torch):
+    """{op name: policy} from torch's own CUDA autocast test lists (the AutocastTestLists class of
+    torch/testing/_internal/autocast_test_lists.py), read as text: importing it needs torch's test deps."""
+    path = Path(torch.__file__).parent / "testing" / "_internal" / "autocast_test_lists.py"
+    text = path.read_text().split("class AutocastCPUTestLists")[0]
+    found, policy = {}, None
+    for line in text.splitlines():
+        heading = re.match(r"\s+self\.(\w+) = \[", line)
+        if heading:
+            policy = _TEST_LIST_POLICIES.get(heading.group(1))
+        for name in re.findall(r'\("(\w+)"', line) if policy else ():
+            found.setdefault(name, policy)
+    return found
+
+
 def test_ops_beyond_the_reference_text_follow_torch():
-    """The entries of TORCH_BEYOND_REFERENCE are what torch's CPU autocast really does."""
+    """The entries of TORCH_BEYOND_REFERENCE are what torch 2.13 does: on the CPU run side by side; on CUDA
+    each has an autocast kernel registered in torch's dispatcher and the policy of torch's own CUDA test lists
+    (scaled_dot_product_attention, in none of them, the CPU's lower_precision_fp)."""
     torch = pytest.importorskip("torch")
     args = (torch.randn(4, 3, dtype=torch.bfloat16), torch.randn(4, 3, dtype=torch.bfloat16))
     calls = {"smooth_l1_loss": lambda: torch.nn.functional.smooth_l1_loss(*args)}
+    test_lists = _torch_cuda_test_lists(torch)
     for (device, name), policy in op_coverage.TORCH_BEYOND_REFERENCE.items():
-        assert device == "cpu" and policy == "fp32", "only CPU float32 entries can be checked without a GPU"
+        assert mp.amp.op_policy(name, device) == CastPolicy(policy), name
+        if device == "cuda":
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "AutocastCUDA"), name
+            assert test_lists.get(name, "lower_precision_fp") == policy, name
+            if name not in test_lists:
+                assert torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "AutocastCPU")
+                assert mp.amp.op_policy(name, "cpu") is CastPolicy.LOWER_PRECISION_FP
+            continue
+        assert policy == "fp32", "only CPU float32 entries are run here"
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert calls[name]().dtype == torch.float32, name
         with mp.autocast("cpu", dtype=mp.bfloat16):
             assert getattr(mp.nn.functional, name)(*(mp.tensor(a.float().numpy()) for a in args)).dtype == mp.float32
+
+
+def test_torchs_cuda_test_lists_agree_with_the_table_where_both_name_an_op():
+    """Every op torch's CUDA autocast test lists name and mixprec has by that name carries that policy here."""
+    torch = pytest.importorskip("torch")
+    disagree = {name: (policy, mp.amp.op_policy(name, "cuda"))
+                for name, policy in _torch_cuda_test_lists(torch).items()
+                if name in registry._REGISTRY and mp.amp.op_policy(name, "cuda") != CastPolicy(policy)}
+    assert not disagree, f"torch's CUDA test lists vs mixprec's table (op: (torch, mixprec)): {disagree}"
 
 
 def test_reference_is_parsed_completely():

@@ -320,3 +320,82 @@ def test_the_handlers_error_propagates_as_in_torch():
         with lib.profiler.profile() as fresh:  # a new profiler starts after it
             x + 1
         assert len(fresh.events()) > 0
+
+
+# ----------------------------------------------------------------- torch's other profile options and totals
+def _warnings_of(make):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        obj = make()
+    return obj, [(w.category, str(w.message)) for w in record]
+
+
+@pytest.mark.skipif(mp.is_cuda_available(), reason="the behaviour without a usable GPU")
+def test_profile_accepts_torchs_options_on_the_cpu(torch):
+    """use_cuda (deprecated), profile_memory, with_stack, with_flops, with_modules: accepted as torch's are."""
+    _, tw = _warnings_of(lambda: torch.profiler.profile(use_cuda=True))
+    p, w = _warnings_of(lambda: profile(use_cuda=True))
+    assert [c for c, _ in tw] == [FutureWarning] and (FutureWarning, tw[0][1]) in w
+    assert p.activities == {ProfilerActivity.CPU}  # no GPU: the CPU is profiled (with mixprec's warning)
+    options = dict(profile_memory=True, with_stack=True, with_flops=True, with_modules=True)
+    torch.profiler.profile(**options)
+    _, w = _warnings_of(lambda: profile(**options))
+    assert [m.split("=")[0] for _, m in w] == [f"mp.profiler: {k}" for k in options]
+    assert all(c is UserWarning and "records no" in m for c, m in w)
+    with pytest.raises(TypeError, match="profile: with_flops must be True or False"):
+        profile(with_flops="yes")
+
+
+def test_self_cpu_time_total_and_total_average_as_torchs(torch):
+    x = mp.randn(32, 32)
+    with profile() as prof:
+        with record_function("block"):
+            (x @ x).relu()
+    events = prof.events()
+    tx = torch.randn(32, 32)
+    with torch.profiler.profile() as tprof:
+        (tx @ tx).relu()
+    for lib_events in (events, tprof.events()):
+        total = lib_events.key_averages().total_average()
+        assert total.key == "Total" and total.count == len(lib_events)
+        assert total.self_cpu_time_total == pytest.approx(lib_events.self_cpu_time_total, rel=1e-6)
+    assert events.self_cpu_time_total == pytest.approx(sum(e.self_cpu_time_total for e in events))
+    assert events.total_average().count == len(events)
+
+
+@pytest.mark.skipif(mp.is_cuda_available(), reason="the behaviour without a usable GPU")
+def test_autograd_profiler_names_as_torchs(torch):
+    """torch.autograd.profiler.profile/record_function/emit_nvtx as mp.autograd.profiler.*."""
+    for lib in (torch, mp):
+        x = lib.ones(16, 16)
+        prof, w = _warnings_of(lambda: lib.autograd.profiler.profile(use_device="cuda"))
+        assert w == [(UserWarning, "CUDA is not available, disabling CUDA profiling")]
+        with prof:
+            with lib.autograd.profiler.record_function("block"):
+                x @ x
+        names = [e.name for e in prof.function_events]
+        assert names[0] == "block" and len(names) >= 2
+        assert prof.self_cpu_time_total > 0
+        assert prof.total_average().count == len(prof.function_events)
+    off = mp.autograd.profiler.profile(enabled=False)  # (torch's disabled profiler has no function_events)
+    with off:
+        mp.ones(2) + 1
+    assert off.function_events is None
+    _, w = _warnings_of(lambda: mp.autograd.profiler.profile(use_cuda=True))
+    assert w[0][0] is FutureWarning and "use_device" in w[0][1]
+    with pytest.raises(RuntimeError, match="no results"):
+        mp.autograd.profiler.profile(enabled=False).total_average()
+    with pytest.raises(AssertionError):  # torch without CUDA refuses emit_nvtx as well
+        with torch.autograd.profiler.emit_nvtx():
+            pass
+    with pytest.raises(mp.DeviceUnavailableError, match="emit_nvtx needs a CUDA GPU"):
+        with mp.autograd.profiler.emit_nvtx():
+            pass
+
+
+@pytest.mark.gpu
+def test_emit_nvtx_opens_a_range_per_op_on_a_gpu():
+    x = mp.randn(8, 8, device="cuda", requires_grad=True)
+    with mp.autograd.profiler.emit_nvtx(record_shapes=True) as nv:
+        (x @ x).sum().backward()
+    assert nv._observing is None and x.grad is not None

@@ -259,3 +259,19 @@ def test_a_text_mode_file_or_a_missing_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="mp.save: cannot create the checkpoint in") as info:
         mp.save({"w": mp.ones(2)}, target)
     assert info.value.filename == str(target)  # the file asked for, not the temporary one next to it
+
+
+@pytest.mark.parametrize("weights_only", [True, False, None])
+def test_load_accepts_torchs_weights_only(tmp_path, weights_only):
+    """torch.load(f, weights_only=True) ports as is: a mixprec checkpoint is never unpickled either way."""
+    path = tmp_path / "w.mp"
+    mp.save({"w": mp.arange(3.0)}, path)
+    back = mp.load(path, map_location="cpu", weights_only=weights_only)
+    np.testing.assert_array_equal(back["w"].numpy(), [0.0, 1.0, 2.0])
+
+
+def test_load_refuses_a_weights_only_that_is_not_a_flag(tmp_path):
+    path = tmp_path / "w.mp"
+    mp.save({"w": mp.arange(3.0)}, path)
+    with pytest.raises(TypeError, match="mp.load: weights_only must be True, False or None, got 'yes'"):
+        mp.load(path, weights_only="yes")

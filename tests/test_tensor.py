@@ -506,3 +506,30 @@ def test_builtin_abs_is_the_abs_op(dtype):
     assert x.grad.tolist() == [-1.0, 1.0]
     with pytest.raises(TypeError, match="abs: bool inputs are not supported"):
         abs(mp.tensor([True, False]))
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("cpu",), {"non_blocking": True}),
+    (("float16", True, True), {}),
+    (("cpu", "float16", True, False), {}),
+    (("float32", False, True), {}),
+    (("float32",), {"copy": True, "non_blocking": True}),
+    (("tensor", True, True), {}),
+])
+def test_to_takes_non_blocking_and_copy_as_torchs(torch, args, kwargs):
+    """x.to(device, non_blocking=True) and to(dtype, non_blocking, copy) positionally: dtype and copying as torch."""
+    x, tx = mp.ones(2), torch.ones(2)
+    other, tother = mp.zeros(1, dtype=mp.float16), torch.zeros(1, dtype=torch.float16)
+    conv = {"float16": (mp.float16, torch.float16), "float32": (mp.float32, torch.float32), "tensor": (other, tother)}
+    y = x.to(*(conv.get(a, (a,))[0] if isinstance(a, str) else a for a in args), **kwargs)
+    ty = tx.to(*(conv.get(a, (a, a))[1] if isinstance(a, str) else a for a in args), **kwargs)
+    assert str(y.dtype) == str(ty.dtype).removeprefix("torch.")
+    assert (y is x) == (ty is tx)
+
+
+def test_to_refuses_flags_where_torch_does(torch):
+    for bad in (("cpu", True), (mp.float16, False, True, True)):
+        with pytest.raises(TypeError, match=r"to\(\): .*non_blocking and copy"):
+            mp.ones(2).to(*bad)
+    with pytest.raises(TypeError):
+        torch.ones(2).to("cpu", True)

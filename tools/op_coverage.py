@@ -43,11 +43,23 @@ NAME_MAP = {
     "RNNCell": ("rnn_tanh_cell", "rnn_relu_cell"),
 }
 
-# What torch does beyond the reference text, checked against torch in tests/test_policy_tables.py:
-# (device type, op) -> policy. torch's own CPU autocast test list (nn_fp32) runs smooth_l1_loss in
-# float32, but the reference's CPU list omits it.
+# What torch 2.13 does beyond the reference text: (device type, op) -> policy. The reference's CPU list
+# omits smooth_l1_loss, which torch's own CPU autocast test list (nn_fp32) runs in float32. On CUDA, torch
+# 2.13 registers autocast kernels for more ops than its documented CUDA list names; their policies are
+# the lists of torch's CUDA autocast test lists (torch/testing/_internal/autocast_test_lists.py) that hold
+# them, scaled_dot_product_attention's (in none of them) that of torch's registration, as on the CPU.
+# tests/test_policy_tables.py checks each against torch.
 TORCH_BEYOND_REFERENCE = {
     ("cpu", "smooth_l1_loss"): "fp32",
+    ("cuda", "conv_tbc"): "lower_precision_fp",
+    ("cuda", "_convolution"): "lower_precision_fp",
+    ("cuda", "scaled_dot_product_attention"): "lower_precision_fp",
+    ("cuda", "einsum"): "lower_precision_fp",
+    ("cuda", "linalg_vecdot"): "lower_precision_fp",
+    ("cuda", "rms_norm"): "fp32",
+    ("cuda", "logsumexp"): "fp32",
+    ("cuda", "vdot"): "promote",
+    ("cuda", "grid_sampler"): "promote",
 }
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

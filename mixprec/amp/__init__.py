@@ -1,8 +1,10 @@
 """Automatic mixed precision: autocast (autocast_mode) and loss scaling (grad_scaler)."""
 from ..ops.registry import CastPolicy  # noqa: F401
 from .autocast_mode import *  # noqa: F401,F403
+from .switches import set_autocast_cache_enabled, set_autocast_dtype, set_autocast_enabled  # noqa: F401
 from .grad_scaler import *  # noqa: F401,F403  (GradScaler, StaticGradScaler)
 from .master_weights import MasterWeights, master_params  # noqa: F401  (float32 masters of a float16 model)
-from .opt_levels import initialize, load_state_dict, scale_loss, state_dict  # noqa: F401  (apex: O0-O3, its loop)
+from .opt_levels import initialize  # noqa: F401  (apex's O0-O3)
+from .apex import load_state_dict, scale_loss, state_dict  # noqa: F401  (apex's loop)
 from . import functional  # noqa: F401  (mp.amp.functional: unscale/update on raw arrays)
 from .inspector import inspect  # noqa: F401,E402  (mp.amp.inspect: where lower precision hurts a model)

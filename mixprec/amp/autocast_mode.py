@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from collections import abc
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..tensor import Tensor
-from ..backend import is_array
+from ..backend import availability, is_array
 from ..ops import autocast as _ac
 from ..ops import registry as _reg
 from ..ops.autocast import DEFAULT_DTYPES, DEVICE_TYPES, LOWER_DTYPES, CastPolicy  # noqa: F401
@@ -47,6 +48,12 @@ def _check_lower_dtype(dtype, who="autocast"):
         raise ValueError(f"{who}: dtype must be float16 or bfloat16 (mp.float16, mp.bfloat16 or a NumPy "
                          f"dtype-like), got {dtype!r}")
     return d
+
+
+def _flag(value, name, who="autocast"):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _as_rule(value, who):
@@ -82,20 +89,19 @@ class autocast(contextlib.ContextDecorator):
     (a decorated function) is entered from several threads or recursively —, and
     leaving one restores the outer state exactly, also when an exception leaves
     it. ``enabled=False`` inside a region runs ops in their input types.
-
-    Unlike torch, which warns and disables itself when asked for "cuda" without
-    a GPU, ``autocast("cuda")`` always enters: it only records state, which
-    matters only for tensors on a CUDA device.
+    cache_enabled=None takes the surrounding region's setting. As torch does,
+    ``autocast("cuda")`` without a usable GPU warns and disables itself.
     """
 
-    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=True):
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         self.device_type = _check_device_type(device_type)
         self.fast_dtype = DEFAULT_DTYPES[self.device_type] if dtype is None else _check_lower_dtype(dtype)
-        for name, flag in (("enabled", enabled), ("cache_enabled", cache_enabled)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise TypeError(f"autocast: {name} must be True or False, got {flag!r}")
-        self.enabled = bool(enabled)
-        self.cache_enabled = bool(cache_enabled)
+        cache_enabled = _ac.cache_enabled() if cache_enabled is None else cache_enabled
+        self.enabled, self.cache_enabled = _flag(enabled, "enabled"), _flag(cache_enabled, "cache_enabled")
+        if self.enabled and self.device_type == "cuda" and not availability.is_cuda_available():
+            warnings.warn(f"autocast: CUDA is not available ({availability.cuda_unavailable_reason()}); disabling "
+                          "autocast, so this region runs ops in their input types", UserWarning, stacklevel=2)
+            self.enabled = False
 
     def __enter__(self):
         _ac.enter_region(self.device_type, self.fast_dtype, self.enabled, self.cache_enabled, self)
@@ -122,9 +128,9 @@ def is_autocast_enabled(device_type="cuda") -> bool:
 
 
 def get_autocast_dtype(device_type) -> np.dtype:
-    """The lower-precision dtype of the active region on ``device_type`` (its default when none is)."""
-    _check_device_type(device_type, "get_autocast_dtype")
-    return (_ac.active_regions() or DEFAULT_DTYPES).get(device_type, DEFAULT_DTYPES[device_type])
+    """The lower-precision dtype of the active region on ``device_type`` (else as set, else its default)."""
+    default = _ac.set_dtype(_check_device_type(device_type, "get_autocast_dtype"))
+    return (_ac.active_regions() or {}).get(device_type, default)
 
 
 def is_autocast_cache_enabled() -> bool:

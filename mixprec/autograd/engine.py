@@ -29,7 +29,7 @@ from .._state import PER_THREAD
 from ..ops import autocast
 from ..tensor import Tensor, ones_like, tensor, zeros_like
 from . import grad_mode
-from .graph import AccumulateGrad, gradient_edge
+from .graph import AccumulateGrad, GradientEdge, gradient_edge
 
 
 def _engine():
@@ -86,11 +86,12 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     if inputs is not None:
         targets = {}
         for k, t in enumerate(inputs):
-            node, nr = gradient_edge(t)
+            node, nr = t if type(t) is GradientEdge else gradient_edge(t)
             targets.setdefault((id(node), nr), []).append(k)
     run = _Run(create_graph, retain_graph, accumulate, targets, {id(g._array) for g in grad_outputs}, observed)
     pending = _collect([node for node, _ in roots])
     execute = _to_execute(pending, targets, accumulate, inputs)
+    run.will_run = lambda node: id(node) in pending and (execute is None or id(node) in execute)
     for (node, nr), g in zip(roots, grad_outputs):
         _deliver(pending[id(node)], nr, g)
     ready = [(-entry[0]._seq, key, entry[0]) for key, entry in pending.items() if entry[1] == 0]
@@ -367,9 +368,9 @@ def _numel(shape):
 
 
 def _check_finite(node, index, g):
-    if not bool(g.isfinite().all().item()):
+    if bool(g.isnan().any().item()):  # NaN only, as torch: an inf gradient (sqrt at 0) is legitimate
         where = f"\nthe forward call of {node._label()} was made at:\n{node.trace}" if node.trace else ""
-        raise RuntimeError(f"function {node._label()}Backward returned NaN or inf values in its gradient "
+        raise RuntimeError(f"function {node._label()}Backward returned NaN values in its gradient "
                            f"{index}{where}")
 
 
@@ -412,11 +413,13 @@ def _store_grad(leaf, g, foreign, create_graph):
 
 # ---------------------------------------------------------------- entry points
 def _tensors(value, what):
-    if isinstance(value, Tensor):
+    kinds = (Tensor, GradientEdge) if what == "grad: inputs" else Tensor  # grad also takes GradientEdges
+    if isinstance(value, kinds):
         return [value]
-    if isinstance(value, (list, tuple)) and all(isinstance(t, Tensor) for t in value):
-        return list(value)
-    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(value).__name__}")
+    items = list(value) if hasattr(value, "__iter__") and not isinstance(value, (str, bytes)) else [None]
+    if all(isinstance(t, kinds) for t in items):  # any iterable: model.parameters() is a generator
+        return items
+    raise TypeError(f"{what} must be a Tensor or an iterable of Tensors, got {type(value).__name__}")
 
 
 def _seeds(outputs, grad_outputs, who):
@@ -478,7 +481,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     inputs_list = _tensors(inputs, "grad: inputs")
     seeds = _seeds(outputs, grad_outputs, "grad")
     for i, t in enumerate(inputs_list):
-        if not t.requires_grad:
+        if type(t) is not GradientEdge and not t.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad; mark it with "
                                "requires_grad=True")
     retain = create_graph if retain_graph is None else retain_graph
@@ -487,7 +490,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for i, (t, g) in enumerate(zip(inputs_list, result)):
         if g is None:
             if not allow_unused:
-                raise RuntimeError(f"the differentiated tensor at index {i} (shape {t.shape}) appears to not have "
+                what = f"shape {t.shape}" if isinstance(t, Tensor) else t
+                raise RuntimeError(f"the differentiated tensor at index {i} ({what}) appears to not have "
                                    "been used in the graph; set allow_unused=True if this is the desired behavior "
                                    "(its gradient is then None), or materialize_grads=True (zeros)")
             if materialize_grads:

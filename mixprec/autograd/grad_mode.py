@@ -149,7 +149,7 @@ class set_detect_anomaly:
 
     In anomaly mode each recorded op keeps the stack of its forward call, and an
     error inside its backward carries that stack (as a note on the exception);
-    with ``check_nan`` a backward that yields NaN or inf fails naming the op.
+    with ``check_nan`` a backward that yields NaN (not inf, as torch) fails naming the op.
     Costs a stack capture per op: for debugging, not training.
     """
 
@@ -187,3 +187,4 @@ class detect_anomaly(set_detect_anomaly):
         m = modes()
         self._prev = (m.anomaly, m.check_nan)
         self.mode, self.check_nan = True, bool(check_nan)
+

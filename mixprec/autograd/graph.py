@@ -29,9 +29,11 @@ base after an in-place change). Tensors start as leaves (mixprec/tensor.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import traceback
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -191,6 +193,58 @@ def gradient_edge(t) -> tuple:
         refresh_view(t)
     fn = t._grad_fn
     return (fn, t.output_nr) if fn is not None else (accumulator(t), 0)
+
+
+class GradientEdge(NamedTuple):
+    """Where a tensor's gradient goes (torch.autograd.graph.GradientEdge); usable as ``inputs=`` of autograd.grad."""
+    node: Node
+    output_nr: int
+
+
+def get_gradient_edge(t) -> GradientEdge:
+    """The GradientEdge of ``t``: its grad_fn and output number, or its leaf's AccumulateGrad."""
+    if not (isinstance(t, Tensor) and t._requires_grad):
+        raise RuntimeError(f"get_gradient_edge: expected a Tensor that requires grad, got {t!r:.80}")
+    return GradientEdge(*gradient_edge(t))
+
+
+class _MultiGradHook:
+    """register_multi_grad_hook's state: the gradients one backward pass has delivered so far."""
+
+    def __init__(self, tensors, fn, mode):
+        self.tensors, self.fn, self.mode, self.run, self.grads, self.waiting = tensors, fn, mode, None, None, None
+        self.handles = [t.register_hook(functools.partial(self.arrived, i)) for i, t in enumerate(tensors)]
+
+    def arrived(self, i, grad):
+        run = PER_THREAD.engine.runs[-1]  # (the backward pass running now: engine.py's)
+        first = run is not self.run
+        if first:
+            self.run, self.grads = run, [None] * len(self.tensors)
+            self.waiting = {j for j, t in enumerate(self.tensors) if run.will_run(gradient_edge(t)[0])}
+        if self.mode == "any":
+            if first:
+                self.fn(grad)
+            return None
+        self.grads[i] = grad
+        self.waiting.discard(i)
+        if not self.waiting:
+            self.waiting = {None}  # (called once per backward pass)
+            self.fn(tuple(self.grads))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """torch's: mode "all" calls fn(grads) once per backward pass when every tensor it reaches has its gradient
+    (None for the others); mode "any" calls fn(grad) with the first to arrive. Returns a handle (remove())."""
+    tensors = list(tensors)
+    if mode not in ("all", "any"):
+        raise ValueError(f"register_multi_grad_hook: mode must be 'all' or 'any', got {mode!r}")
+    if not tensors or not all(isinstance(t, Tensor) and t._requires_grad for t in tensors):
+        raise ValueError("register_multi_grad_hook: expected a non-empty sequence of tensors that require grad")
+    return _MultiGradHook(tensors, fn, mode)
 
 
 # ---------------------------------------------------------------- a tensor's history: the only writers
@@ -645,9 +699,27 @@ class OpNode(Node):
 
     def __getattr__(self, name):  # a Function's node shows its ctx's attributes, as torch's does
         ctx = self.__dict__.get("ctx")
+        if name.startswith("_saved_") and "op" in self.__dict__ and not self.op.user_backward:
+            return self._saved_attribute(name[7:])
         if ctx is None or not self.op.user_backward:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(ctx, name)
+
+    def _saved_attribute(self, key):
+        """torch's grad_fn._saved_<name>: what backward keeps of argument <name> ("self" is the first), or of the
+        output ("result"; "result1"... for a later one)."""
+        self._check_alive()
+        names = ("self", *self.op.arg_names[1:])
+        if key.startswith("result") and key[6:] in ("", *map(str, range(self._n_outputs))):
+            values, i = self._unpack_outputs(), int(key[6:] or 0)
+        elif key in names or key in self.op.arg_names:
+            values, i = self._unpack_inputs(), names.index(key) if key in names else self.op.arg_names.index(key)
+        else:
+            raise AttributeError(f"{self._label()} has no argument or output {key!r} (its arguments: {names})")
+        value = values[i] if i < len(values) else self.kwargs.get(self.op.arg_names[i])
+        if isinstance(value, NotSaved):
+            raise AttributeError(f"{self._label()}'s backward does not keep {key!r}, so it has no _saved_{key}")
+        return value
 
     def _apply(self, grads):
         """One gradient per input slot, from the gradients of the outputs."""

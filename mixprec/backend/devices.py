@@ -11,15 +11,24 @@ from .bfloat16 import require_dtype_support
 
 
 class Device:
-    """A place arrays live: ``Device("cpu")`` or ``Device("cuda", 0)``.
+    """A place arrays live, torch.device's twin (``mp.device is mp.Device``): ``mp.device("cpu")``,
+    ``mp.device("cuda")``, ``mp.device("cuda", 1)``, ``mp.device("cuda:1")`` or ``mp.device(other_device)``.
 
-    Compares equal to its string form: ``t.device == "cpu"``, ``t.device == "cuda:0"``
-    (a bare "cuda" matches any CUDA device).
+    Making one checks its spelling only, so it works without a GPU, as torch's does;
+    using a CUDA one (allocating, entering it) needs one. Compares equal to its string
+    form: ``t.device == "cpu"``, ``t.device == "cuda:0"`` (a bare "cuda" string matches
+    any CUDA device); two Devices are equal when type and index are (``device("cuda")``,
+    whose index is None, is not ``device("cuda:0")``, as in torch). ``with mp.device("cuda"):``
+    makes creation functions allocate there.
     """
 
     __slots__ = ("type", "index")
 
     def __init__(self, type: str, index: int | None = None):
+        if isinstance(type, Device):
+            type, index = type.type, type.index if index is None else index
+        elif isinstance(type, str) and ":" in type and index is None:
+            type, index = parse(type)
         if type not in ("cpu", "cuda"):
             raise ValueError(f"unknown device type {type!r}; expected 'cpu' or 'cuda'")
         if index is not None and (not isinstance(index, int) or index < 0 or type == "cpu" and index != 0):
@@ -46,6 +55,24 @@ class Device:
 
     def __hash__(self):
         return hash((self.type, self.index))
+
+    def __enter__(self):
+        dev = as_device(self)  # a CUDA device is checked for a usable GPU here
+        cuda_ctx = backend._cupy.cuda.Device(dev.index) if dev.type == "cuda" else None
+        if cuda_ctx is not None:
+            cuda_ctx.__enter__()
+        state = PER_THREAD.devices
+        state.entered = state.entered + ((get_default_device(), cuda_ctx),)
+        state.default = dev
+        return dev
+
+    def __exit__(self, *exc):
+        state = PER_THREAD.devices
+        (prev, cuda_ctx), state.entered = state.entered[-1], state.entered[:-1]
+        if cuda_ctx is not None:
+            cuda_ctx.__exit__(*exc)
+        state.default = prev
+        return False
 
 
 def parse(spec: str):
@@ -101,25 +128,7 @@ def set_default_device(spec) -> None:
     PER_THREAD.devices.default = as_device(spec)
 
 
-class device:
-    """``with mp.device("cuda"):`` makes creation functions allocate there."""
-
-    def __init__(self, spec):
-        self.device = as_device(spec)
-
-    def __enter__(self):
-        self._prev = get_default_device()
-        PER_THREAD.devices.default = self.device
-        if self.device.type == "cuda":
-            self._cuda_ctx = backend._cupy.cuda.Device(self.device.index)
-            self._cuda_ctx.__enter__()
-        return self.device
-
-    def __exit__(self, *exc):
-        if self.device.type == "cuda":
-            self._cuda_ctx.__exit__(*exc)
-        PER_THREAD.devices.default = self._prev
-        return False
+device = Device  # torch.device is both the type and the context manager: so is mp.device
 
 
 def on_device(dev: Device):

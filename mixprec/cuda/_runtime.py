@@ -229,6 +229,38 @@ class stream:
         return False
 
 
+StreamContext = stream  # torch.cuda.StreamContext: the class mp.cuda.stream(s) makes
+
+
+class ExternalStream(Stream):
+    """A stream made elsewhere (another library), given by its raw cudaStream_t handle, used as a Stream;
+    mixprec neither owns nor destroys it."""
+
+    def __init__(self, stream_ptr: int, device=None):
+        if isinstance(stream_ptr, bool) or not isinstance(stream_ptr, int) or stream_ptr < 0:
+            raise TypeError(f"mp.cuda.ExternalStream: stream_ptr must be a cudaStream_t handle (an int >= 0), got "
+                            f"{stream_ptr!r}")
+        index = device_index(device, "ExternalStream")
+        self._init(_be.cupy_module().cuda.ExternalStream(stream_ptr, index), index)
+
+
+def set_stream(s: Stream) -> None:
+    """Make ``s`` the current stream of its device (prefer ``with mp.cuda.stream(s):``); None changes nothing."""
+    if s is None:
+        return
+    _cupy("set_stream")
+    if not isinstance(s, Stream):
+        raise TypeError(f"mp.cuda.set_stream expects an mp.cuda.Stream or None, got {type(s).__name__}")
+    with _be.cupy_module().cuda.Device(s.device_index):
+        s.cupy_stream.use()
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether a CUDA graph capture is running on this thread's current stream."""
+    cp = _cupy("is_current_stream_capturing")
+    return bool(cp.cuda.get_current_stream().is_capturing())
+
+
 # ---------------------------------------------------------------- events
 class Event:
     """A marker in a stream: record it, then wait for it or time the work between two of them.

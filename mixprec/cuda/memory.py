@@ -19,6 +19,9 @@ memory hook it sees the allocations of the thread that started it.
 """
 from __future__ import annotations
 
+import pickle
+import traceback
+import warnings
 import weakref
 
 from .. import backend as _be
@@ -149,3 +152,110 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
         lines.append(f"  device free / total       {mib(stats['device_free_bytes'])} / "
                      f"{stats['device_total_bytes'] / 2 ** 20:.1f} MiB")
     return "\n".join(lines)
+
+
+def _cupy_oom():
+    """The exception CuPy raises when an allocation fails (absent from the strict stand-in and without CuPy)."""
+    found = getattr(getattr(getattr(_be._cupy, "cuda", None), "memory", None), "OutOfMemoryError", None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+class _OutOfMemoryError(MemoryError):
+    """A CUDA allocation failed (raised by CuPy; this class stands in where CuPy's is not there)."""
+
+
+# torch.cuda.OutOfMemoryError: catching it catches what a failed allocation on the GPU raises, i.e. CuPy's
+# (cupy.cuda.memory.OutOfMemoryError, a MemoryError where torch's is a RuntimeError).
+OutOfMemoryError = _cupy_oom() or _OutOfMemoryError
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of the device, as CUDA reports them (cudaMemGetInfo)."""
+    index = device_index(device, "mem_get_info")
+    cp = _be.cupy_module()
+    with cp.cuda.Device(index):
+        free, total = cp.cuda.runtime.memGetInfo()
+    return int(free), int(total)
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    """Deprecated, as in torch: it is reset_peak_memory_stats, which resets every peak."""
+    warnings.warn("mp.cuda.reset_max_memory_allocated now calls mp.cuda.reset_peak_memory_stats, which resets "
+                  "/all/ peak memory stats.", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device_index(device, "reset_max_memory_allocated"))
+
+
+def set_per_process_memory_fraction(fraction, device=None) -> None:
+    """Cap what CuPy's default pool may take from the device at ``fraction`` (0..1) of its memory; an
+    allocation past it fails with OutOfMemoryError (CuPy's MemoryPool.set_limit)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise ValueError(f"mp.cuda.set_per_process_memory_fraction: fraction must be a number in [0, 1], "
+                         f"got {fraction!r}")
+    index = device_index(device, "set_per_process_memory_fraction")
+    cp = _be.cupy_module()
+    with cp.cuda.Device(index):
+        cp.get_default_memory_pool().set_limit(fraction=float(fraction))
+
+
+def memory_snapshot() -> list:
+    """torch's memory_snapshot shape, as far as CuPy's pools tell: one entry per device mixprec has used and
+    per pool (the default one and each live CUDA graph's), with total_size (reserved) and allocated_size.
+    CuPy does not expose its blocks, so ``blocks`` is empty."""
+    cp = availability.require_cuda("mp.cuda.memory_snapshot")
+    out = []
+    for index in sorted(set(devices._cuda_devices) | {cp.cuda.runtime.getDevice()}):
+        with cp.cuda.Device(index):
+            for kind, pool in zip(("default", *("graph",) * len(_GRAPH_POOLS)), _pools(cp)):
+                out.append({"device": index, "segment_type": kind, "total_size": int(pool.total_bytes()),
+                            "allocated_size": int(pool.used_bytes()), "blocks": []})
+    return out
+
+
+# ---------------------------------------------------------------- allocation history (torch.cuda.memory._*)
+_history: dict = {"hook": None, "traces": [], "max_entries": None}
+
+
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=None) -> None:
+    """Record each allocation of this thread (size, device, Python stack) for _snapshot/_dump_snapshot.
+    enabled=None stops recording. CuPy's memory hook tells allocations, so frees are not recorded."""
+    cp = availability.require_cuda("mp.cuda.memory._record_memory_history")
+    if enabled not in (None, "all", "state", True, False):
+        raise ValueError(f"_record_memory_history: enabled must be None, 'state' or 'all', got {enabled!r}")
+    hook = _history["hook"]
+    if not enabled:
+        if hook is not None:
+            hook.__exit__(None, None, None)
+            _history["hook"] = None
+        return
+    _history["max_entries"] = max_entries
+    if hook is None:
+        class _HistoryHook(cp.cuda.MemoryHook):
+            name = "mixprec_memory_history"
+
+            def malloc_postprocess(self, device_id=None, size=0, mem_size=0, mem_ptr=0, **kwargs):
+                traces = _history["traces"]
+                frames = [{"filename": f.filename, "line": f.lineno, "name": f.name}
+                          for f in traceback.extract_stack()[:-1]] if stacks else []
+                traces.append({"action": "alloc", "device": device_id, "addr": mem_ptr, "size": mem_size or size,
+                               "frames": frames})
+                limit = _history["max_entries"]
+                if limit is not None and len(traces) > limit:
+                    del traces[:len(traces) - limit]
+
+        _history["hook"] = _HistoryHook().__enter__()
+
+
+def _snapshot(device=None) -> dict:
+    """{"segments": memory_snapshot(), "device_traces": [the recorded allocations of each device]}."""
+    availability.require_cuda("mp.cuda.memory._snapshot")
+    segments = memory_snapshot()
+    count = max([s["device"] for s in segments] + [t["device"] or 0 for t in _history["traces"]]) + 1
+    traces = [[t for t in _history["traces"] if (t["device"] or 0) == i] for i in range(count)]
+    return {"segments": segments, "device_traces": traces}
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
+    """Write _snapshot() to ``filename`` as a pickle, the format torch's memory viewer reads
+    (https://pytorch.org/memory_viz). Plain dicts and lists only."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)

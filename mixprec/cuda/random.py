@@ -26,6 +26,24 @@ def manual_seed(seed: int) -> None:
     _seed(seed)
 
 
+def seed() -> int:
+    """Seed mixprec's generator with a non-deterministic number (mp.seed: one generator for all devices)."""
+    device_index(None, "seed")
+    return _random.seed()
+
+
+def seed_all() -> int:
+    """The same as seed: there is one generator for all devices."""
+    device_index(None, "seed_all")
+    return _random.seed()
+
+
+def initial_seed() -> int:
+    """The seed mixprec's generator was last seeded with (mp.initial_seed)."""
+    device_index(None, "initial_seed")
+    return _random.initial_seed()
+
+
 def manual_seed_all(seed: int) -> None:
     """The same as manual_seed: there is one generator for all devices."""
     device_index(None, "manual_seed_all")

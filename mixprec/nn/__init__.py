@@ -25,3 +25,5 @@ from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
                       ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer  # noqa: F401
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401
+from . import parallel  # noqa: F401,E402  (mp.nn.parallel: DataParallel, DistributedDataParallel)
+from .parallel import DataParallel  # noqa: F401,E402

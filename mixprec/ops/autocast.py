@@ -106,6 +106,25 @@ def exit_region(owner):
             s.cache = None  # the outermost enabled region is over
 
 
+def set_switches(device_type=None, enabled=None, dtype=None, cache=None):
+    """torch's set_autocast_enabled/_dtype/_cache_enabled: this thread's state, changed outside any region."""
+    s, m = _state(), modes()
+    s.dtypes = s.dtypes if dtype is None else {**s.dtypes, device_type: dtype}
+    s.cache_enabled = s.cache_enabled if cache is None else cache
+    regions = dict(m.autocast_regions or {})
+    if enabled is not None and not enabled:
+        regions.pop(device_type, None)
+    elif enabled or (dtype is not None and device_type in regions):
+        current = regions.get(device_type, set_dtype(device_type))
+        regions[device_type] = current if dtype is None else dtype
+    m.autocast_regions = regions or None
+
+
+def set_dtype(device_type):
+    """The lower dtype set_switches gave ``device_type`` in this thread, else its default."""
+    return _state().dtypes.get(device_type, DEFAULT_DTYPES[device_type])
+
+
 def cache_enabled() -> bool:
     """Whether the innermost region (in this thread) caches weight casts."""
     return _state().cache_enabled

@@ -1,8 +1,11 @@
 """The autocast policy table: what ``mp.autocast`` does with each built-in op's floating inputs, per device type.
 
-One list per policy, as torch.amp's autocast op reference has them (torch 2.13; its lists are
-kept as data in tests/autocast-op-reference.md, and tests/test_policy_tables.py checks this
-table against them):
+This table follows torch 2.13's autocast tables. One list per policy, as torch.amp's autocast
+op reference has them (its lists are kept as data in tests/autocast-op-reference.md, and
+tests/test_policy_tables.py checks this table against them), plus the ops torch 2.13's CUDA
+autocast also handles beyond that documented list — marked "beyond the documented list" below,
+listed in TORCH_BEYOND_REFERENCE in tools/op_coverage.py and checked against torch's own
+registrations and autocast test lists:
 
     lower_precision_fp   cast to the region's float16/bfloat16
     fp32                 cast to float32
@@ -28,8 +31,12 @@ CUDA = {
         # matrix products (torch also lists __matmul__: mixprec's alias of matmul)
         "matmul", "mm", "mv", "bmm", "addmm", "addmv", "addr", "addbmm", "baddbmm", "chain_matmul", "multi_dot",
         "linear", "prelu",
+        "einsum", "linalg_vecdot",  # (beyond the documented list)
         # convolutions
         "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+        "_convolution", "conv_tbc",  # (beyond the documented list)
+        # attention (beyond the documented list)
+        "scaled_dot_product_attention",
         # recurrent cells: torch lists their modules, LSTMCell, GRUCell and RNNCell (tanh or relu)
         "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
     ),
@@ -40,8 +47,10 @@ CUDA = {
         "reciprocal", "rsqrt", "pow", "__rpow__", "__rtruediv__", "softplus",
         # reductions and distances
         "sum", "prod", "cumsum", "cumprod", "norm", "renorm", "dist", "cdist", "pdist",
+        "logsumexp",  # (beyond the documented list)
         # softmax and normalization
         "softmax", "log_softmax", "softmin", "layer_norm", "group_norm", "normalize", "cosine_similarity",
+        "rms_norm",  # (beyond the documented list)
         # losses
         "binary_cross_entropy_with_logits", "cosine_embedding_loss", "cross_entropy", "hinge_embedding_loss",
         "kl_div", "l1_loss", "margin_ranking_loss", "mse_loss", "multi_margin_loss", "multilabel_margin_loss",
@@ -51,6 +60,7 @@ CUDA = {
     "promote": (
         "addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sample", "index_put", "scatter_add",
         "tensordot",
+        "grid_sampler", "vdot",  # (beyond the documented list; grid_sample's own policy covers F.grid_sample)
     ),
     # CUDA ops that raise inside an enabled region (binary_cross_entropy_with_logits is the safe one)
     "banned": (

@@ -124,6 +124,20 @@ class EventAverage:
             self._inputs[dtypes_text(ev.input_dtypes)] += 1
             self._runs[dtypes_text(ev.run_dtypes)] += 1
 
+    def merge(self, row: "EventAverage"):
+        """Add another row's calls to this one (total_average sums the rows this way)."""
+        self.count += row.count
+        self.cpu_time_total += row.cpu_time_total
+        self.self_cpu_time_total += row.self_cpu_time_total
+        if row.cuda_time_total is not None:
+            self.cuda_time_total = (self.cuda_time_total or 0.0) + row.cuda_time_total
+            self.self_cuda_time_total = (self.self_cuda_time_total or 0.0) + row.self_cuda_time_total
+        self.casts += row.casts
+        self.cast_time_total += row.cast_time_total
+        self.cache_hits += row.cache_hits
+        for mine, theirs in ((self._policies, row._policies), (self._inputs, row._inputs), (self._runs, row._runs)):
+            mine.update(theirs)
+
     @property
     def cpu_time(self) -> float:
         return self.cpu_time_total / self.count
@@ -161,6 +175,13 @@ def _several(values, limit=2):
 
 class KeyAverages(list):
     """EventAverage rows in first-seen order; ``table()`` renders them."""
+
+    def total_average(self) -> EventAverage:
+        """All rows summed into one, keyed "Total" (torch's total_average)."""
+        total = EventAverage("Total")
+        for row in self:
+            total.merge(row)
+        return total
 
     def table(self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width: int = 55) -> str:
         """A table of the rows, sorted by ``sort_by`` (largest first; one of SORT_KEYS, None keeps the
@@ -238,6 +259,15 @@ class EventList(list):
 
     def table(self, sort_by: str | None = None, row_limit: int = 100) -> str:
         return self.key_averages().table(sort_by=sort_by, row_limit=row_limit)
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        """The self CPU time of every event, summed (microseconds), as torch's EventList."""
+        return sum(ev.self_cpu_time_total for ev in self)
+
+    def total_average(self) -> EventAverage:
+        """Every event summed into one row, keyed "Total"."""
+        return self.key_averages().total_average()
 
     def export_chrome_trace(self, path) -> None:
         """Write the events as a Chrome trace (JSON: chrome://tracing, https://ui.perfetto.dev).

@@ -213,6 +213,20 @@ def _check_activities(activities):
     return chosen | {ProfilerActivity.CPU}
 
 
+def _unrecorded(**options):
+    """torch's profile options mixprec accepts but does not record: checked, and a warning for each one set."""
+    for name, value in options.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"profile: {name} must be True or False, got {value!r}")
+        if value:
+            warnings.warn(f"mp.profiler: {name}=True is accepted, but mixprec records no "
+                          f"{_UNRECORDED[name]}; the profile has its other columns", UserWarning, stacklevel=3)
+
+
+_UNRECORDED = {"profile_memory": "memory columns", "with_stack": "call stacks", "with_flops": "FLOP counts",
+               "with_modules": "module hierarchy"}
+
+
 class profile:
     """Record what this thread's ops cost, as torch.profiler.profile does, plus what autocast did.
 
@@ -229,9 +243,21 @@ class profile:
     when a cycle was still recording); record_shapes: keep each call's input shapes.
     The results (events(), key_averages(), export_chrome_trace) are those of the last cycle
     that ended. Only the thread that entered the profiler is recorded.
+
+    torch's other options are accepted so its scripts run: use_cuda=True (deprecated, as in
+    torch: a FutureWarning) adds the CUDA activity; profile_memory, with_stack, with_flops and
+    with_modules, when True, warn that mixprec records no memory, stack, FLOP or module columns.
     """
 
-    def __init__(self, *, activities=None, schedule=None, on_trace_ready=None, record_shapes: bool = False):
+    def __init__(self, *, activities=None, schedule=None, on_trace_ready=None, record_shapes: bool = False,
+                 profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
+                 with_modules: bool = False, use_cuda: bool | None = None):
+        if use_cuda is not None:
+            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead", FutureWarning, stacklevel=2)
+            if use_cuda:
+                activities = set(activities or (ProfilerActivity.CPU,)) | {ProfilerActivity.CUDA}
+        _unrecorded(profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
+                    with_modules=with_modules)
         self.activities = _check_activities(activities)
         if schedule is not None and not callable(schedule):
             raise TypeError(f"profile: schedule must be a function step -> ProfilerAction (mp.profiler.schedule"
