@@ -365,12 +365,11 @@ def _find_two_host_tensors(args):
     """_find_tensors for the commonest call, two CPU Tensors of one dtype that are not views (``a + b``), in one
     step; None for anything else."""
     a, b = args
-    if type(a) is not Tensor or type(b) is not Tensor or a._view is not None or b._view is not None:
-        return None
-    x, y = a._array, b._array
-    if type(x) is not _NDARRAY or type(y) is not _NDARRAY or x.dtype is not y.dtype:
-        return None
-    return args, [x, y], CPU, a._requires_grad or b._requires_grad, True
+    if type(a) is Tensor is type(b) and a._view is None and b._view is None:
+        x, y = a._array, b._array
+        if type(x) is _NDARRAY is type(y) and x.dtype is y.dtype:
+            return args, [x, y], CPU, a._requires_grad or b._requires_grad, True
+    return None
 
 
 def _scalars_to_tensors(op, args):
