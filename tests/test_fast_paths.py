@@ -118,3 +118,24 @@ def test_the_backward_seed_of_a_host_output_is_what_ones_like_gives():
             assert (seed.dtype, seed.shape, seed.requires_grad, seed.grad_fn) == \
                 (plain.dtype, plain.shape, plain.requires_grad, plain.grad_fn)
             assert seed.numpy().tobytes() == plain.numpy().tobytes()
+
+
+def test_two_host_tensors_are_found_as_the_general_search_finds_them():
+    # dispatch._find_two_host_tensors answers for two CPU Tensors of one dtype that are not views, and leaves
+    # every other pair to _find_tensors; where it answers, it answers what _find_tensors does
+    add, index_select = mp.ops.get("add"), mp.ops.get("index_select")
+    base = mp.ones(3, 2)
+    pairs = [(mp.ones(2), mp.zeros(2)), (mp.ones(2, requires_grad=True), mp.zeros(2)),
+             (mp.ones(2, dtype=mp.float16), mp.zeros(2, dtype=mp.float16)), (mp.ones(2), mp.zeros(2, dtype=mp.float64)),
+             (base[0], mp.ones(2)), (mp.ones(2), 3.0), (mp.ones(3), mp.tensor([0, 2]))]
+    answered = 0
+    for args in pairs:
+        fast = dispatch._find_two_host_tensors(args)
+        for op in (add, index_select):
+            plain = dispatch._find_tensors(op, args)
+            if fast:
+                answered += 1
+                assert fast[0] is args and fast[2:] == plain[2:]
+                assert all(f is p for f, p in zip(fast[1], plain[1])) and len(fast[1]) == len(plain[1])
+    assert answered == 2 * 3  # the first three pairs
+    assert dispatch._find_two_host_tensors((base[0], mp.ones(2))) is None  # a view: refreshed by the general path

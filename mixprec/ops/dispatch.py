@@ -59,7 +59,7 @@ def dispatch(op, args, kwargs):
     if len(args) > op.max_args:
         raise TypeError(f"{op.name}() takes at most {op.max_args} positional arguments "
                         f"({', '.join(op.arg_names)}) but {len(args)} were given")
-    found = _find_tensors(op, args)
+    found = (len(args) == 2 and _find_two_host_tensors(args)) or _find_tensors(op, args)
     _, _, device, _, uniform = found
     if device is None:  # no Tensor at all
         found = _scalars_to_tensors(op, args)
@@ -359,6 +359,17 @@ def _find_tensors(op, args):
     else:
         device = _common_device(op, list(tensors_in(args)))
     return args, arrays, device, requires_grad, uniform
+
+
+def _find_two_host_tensors(args):
+    """_find_tensors for the commonest call, two CPU Tensors of one dtype that are not views (``a + b``), in one
+    step; None for anything else."""
+    a, b = args
+    if type(a) is Tensor is type(b) and a._view is None and b._view is None:
+        x, y = a._array, b._array
+        if type(x) is _NDARRAY is type(y) and x.dtype is y.dtype:
+            return args, [x, y], CPU, a._requires_grad or b._requires_grad, True
+    return None
 
 
 def _scalars_to_tensors(op, args):
