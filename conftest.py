@@ -23,6 +23,7 @@ from pathlib import Path
 
 import mixprec as mp
 import pytest
+from mixprec.ops import autocast, registry
 from sybil import Sybil
 from sybil.evaluators.python import PythonEvaluator
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
@@ -77,8 +78,22 @@ class PythonBlocks(PythonCodeBlockParser):
         self.codeblock_parser = CodeBlockParser("python", RunAndCapture())
 
 
+def remember_the_registry(namespace):
+    namespace["_ops_before_this_page"] = set(registry._REGISTRY)
+
+
+def forget_ops_the_page_made(namespace):
+    """A page that defines an op (docs/core.md's swish) leaves the registry as it found it."""
+    for name in set(registry._REGISTRY) - namespace["_ops_before_this_page"]:
+        op = registry.unregister(name)
+        for key in [k for k in autocast.REGISTERED if k[0] is op]:
+            del autocast.REGISTERED[key]
+
+
 pytest_collect_file = Sybil(
     parsers=[PythonBlocks(), CodeBlockParser("output", check_output), SkipParser()],
     patterns=["README.md", "docs/*.md"],
     path=str(Path(__file__).resolve().parent),
+    setup=remember_the_registry,
+    teardown=forget_ops_the_page_made,
 ).pytest()
