@@ -19,6 +19,8 @@ import contextlib
 import doctest
 import importlib.util
 import io
+import os
+import tempfile
 from pathlib import Path
 
 import mixprec as mp
@@ -78,12 +80,18 @@ class PythonBlocks(PythonCodeBlockParser):
         self.codeblock_parser = CodeBlockParser("python", RunAndCapture())
 
 
-def remember_the_registry(namespace):
+def before_a_page(namespace):
+    """Each page runs in a folder of its own (its blocks may write files), and the ops it finds registered
+    are remembered."""
+    namespace["_folder_before_this_page"] = os.getcwd()
+    os.chdir(tempfile.mkdtemp(prefix="mixprec-docs-"))
     namespace["_ops_before_this_page"] = set(registry._REGISTRY)
 
 
-def forget_ops_the_page_made(namespace):
-    """A page that defines an op (docs/core.md's swish) leaves the registry as it found it."""
+def after_a_page(namespace):
+    """Back to the folder pytest ran in; a page that defines an op (docs/core.md's swish) leaves the
+    registry as it found it."""
+    os.chdir(namespace["_folder_before_this_page"])
     for name in set(registry._REGISTRY) - namespace["_ops_before_this_page"]:
         op = registry.unregister(name)
         for key in [k for k in autocast.REGISTERED if k[0] is op]:
@@ -94,6 +102,6 @@ pytest_collect_file = Sybil(
     parsers=[PythonBlocks(), CodeBlockParser("output", check_output), SkipParser()],
     patterns=["README.md", "docs/*.md"],
     path=str(Path(__file__).resolve().parent),
-    setup=remember_the_registry,
-    teardown=forget_ops_the_page_made,
+    setup=before_a_page,
+    teardown=after_a_page,
 ).pytest()
