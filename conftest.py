@@ -30,6 +30,7 @@ from sybil import Sybil
 from sybil.evaluators.python import PythonEvaluator
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
+ROOT = Path(__file__).resolve().parent
 NEEDS_GPU, NEEDS_MPI = "# needs a GPU", "# needs mpi4py"
 CHECKER = doctest.OutputChecker()
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -81,10 +82,11 @@ class PythonBlocks(PythonCodeBlockParser):
 
 
 def before_a_page(namespace):
-    """Each page runs in a folder of its own (its blocks may write files), and the ops it finds registered
-    are remembered."""
+    """Each page runs in a folder of its own (its blocks may write files) that sees the repository's examples/
+    as a reader at the repository's root does, and the ops it finds registered are remembered."""
     namespace["_folder_before_this_page"] = os.getcwd()
     os.chdir(tempfile.mkdtemp(prefix="mixprec-docs-"))
+    os.symlink(ROOT / "examples", "examples")
     namespace["_ops_before_this_page"] = set(registry._REGISTRY)
 
 
@@ -101,7 +103,7 @@ def after_a_page(namespace):
 pytest_collect_file = Sybil(
     parsers=[PythonBlocks(), CodeBlockParser("output", check_output), SkipParser()],
     patterns=["README.md", "docs/*.md"],
-    path=str(Path(__file__).resolve().parent),
+    path=str(ROOT),
     setup=before_a_page,
     teardown=after_a_page,
 ).pytest()
