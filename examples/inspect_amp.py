@@ -33,6 +33,7 @@ import os
 import sys
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import mixprec as mp
 from mixprec import nn
@@ -103,6 +104,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    threadpool_limits(1, "blas")  # matrices this small: more BLAS threads only contend for the cores
     mp.manual_seed(args.seed)
     model, x, y = MODELS[args.model](args)
     if args.breakage == "logit-scale":

@@ -18,6 +18,7 @@ import os
 import tempfile
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import mixprec as mp
 from mixprec import nn
@@ -81,6 +82,7 @@ def load_checkpoint(path, state, device):
 
 
 def main(argv=None):
+    threadpool_limits(1, "blas")  # matrices this small: more BLAS threads only contend for the cores
     p = argparse.ArgumentParser(description="checkpoint/resume an AMP run and compare with an uninterrupted one")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--device", default="cuda" if mp.is_cuda_available() else "cpu")

@@ -28,6 +28,7 @@ import sys
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import mixprec as mp
 from mixprec import nn
@@ -152,20 +153,24 @@ def plot(history, path, title):
     import matplotlib.pyplot as plt
     steps = np.arange(len(history["loss"]))
     skipped = np.array(history["skipped"])
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    scaled = any(s != 1.0 for s in history["scale"]) or skipped.any()
+    fig, axes = plt.subplots(2 if scaled else 1, 1, figsize=(8, 6 if scaled else 3.5), sharex=True, squeeze=False)
+    ax1 = axes[0, 0]
     ax1.plot(steps, history["loss"], lw=1, label="training loss")
     ax1.set_ylabel("cross entropy")
     ax1.set_yscale("log")
-    ax1.set_title(title)
+    ax1.set_title(title if scaled else title + " (no loss scaling)")
     ax1.legend()
-    ax2.step(steps, history["scale"], where="post", lw=1.5, label="loss scale")
-    if skipped.any():
-        ax2.scatter(steps[skipped], np.array(history["scale"])[skipped], color="red", marker="x", zorder=3,
-                    label=f"skipped step (inf/NaN gradient), {int(skipped.sum())} in all")
-    ax2.set_yscale("log", base=2)
-    ax2.set_ylabel("loss scale")
-    ax2.set_xlabel("optimizer step")
-    ax2.legend()
+    if scaled:  # a run without loss scaling (bfloat16) has no scale to draw
+        ax2 = axes[1, 0]
+        ax2.step(steps, history["scale"], where="post", lw=1.5, label="loss scale")
+        if skipped.any():
+            ax2.scatter(steps[skipped], np.array(history["scale"])[skipped], color="red", marker="x", zorder=3,
+                        label=f"skipped step (inf/NaN gradient), {int(skipped.sum())} in all")
+        ax2.set_yscale("log", base=2)
+        ax2.set_ylabel("loss scale")
+        ax2.legend()
+    axes[-1, 0].set_xlabel("optimizer step")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -173,6 +178,7 @@ def plot(history, path, title):
 
 def main(argv=None):
     args = parse_args(argv)
+    threadpool_limits(1, "blas")  # matrices this small: more BLAS threads only contend for the cores
     if args.distributed:
         mp.distributed.init_process_group("nccl" if args.device.startswith("cuda") else "mpi")
         args.device = str(mp.distributed.get_device())  # nccl: this rank's own GPU
@@ -203,7 +209,7 @@ def main(argv=None):
         print("(on a CPU half precision is emulated, so AMP is not faster here; the arithmetic is the "
               "same as on a GPU, where float16 runs on tensor cores)")
     print(f"wrote {args.out}")
-    print(f"test accuracy: {accuracy(model, x_test, y_test, args, amp=True):.4f}")
+    print(f"AMP ({args.dtype}) test accuracy: {accuracy(model, x_test, y_test, args, amp=True):.4f}")
     if args.distributed:
         mp.distributed.destroy_process_group()
 

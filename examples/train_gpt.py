@@ -20,7 +20,7 @@ Mixed precision: under autocast the linear layers and the attention run in
 the lower dtype, layer norms and the loss in float32; inside the attention the
 scores and their softmax stay float32 (--trace shows it). float16 needs the
 GradScaler (its range ends at 65504); bfloat16 has float32's range, so the
-scaler is off and the plot's loss-scale panel stays at 1.
+scaler is off and the plot shows the loss alone.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import os
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import mixprec as mp
 from mixprec import nn
@@ -216,6 +217,7 @@ def print_trace(model, inputs, args):
 def main(argv=None):
     from train_digits import plot   # the loss / loss-scale figure both examples draw
     args = parse_args(argv)
+    threadpool_limits(1, "blas")  # matrices this small: more BLAS threads only contend for the cores
     mp.manual_seed(args.seed)
     train_inputs, test_inputs = make_split(args.seed)
     model = GPT(DIGITS, 2 * LENGTH - 1, args.width, args.heads, args.layers).to(args.device)

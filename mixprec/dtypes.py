@@ -230,3 +230,42 @@ def _combine(higher, lower):
     if _CATEGORY[lower] > _CATEGORY[higher]:
         return promote(higher, lower)
     return higher
+
+
+class finfo:
+    """The numbers of a floating dtype, as torch.finfo: ``mp.finfo(mp.float16).max`` is 65504.0.
+
+    bits; eps (the gap from 1.0 to the next value: 2^-mantissa bits); max, min (the largest finite value and its
+    negative); tiny = smallest_normal (below it values are subnormal, losing precision); resolution (10^-digits,
+    the decimal precision); dtype (its name). A complex dtype gives the numbers of its real part.
+    """
+
+    def __init__(self, dtype=None):
+        d = float32 if dtype is None else as_dtype(dtype)
+        if d in COMPLEX:
+            d = real_of(d)
+        if d not in FLOATING:
+            raise TypeError(f"finfo needs a floating or complex dtype, got {d.name}; use mp.iinfo for integers")
+        info = ml_dtypes.finfo(d.type)
+        self.bits, self.dtype = info.bits, d.name
+        self.eps, self.max, self.min = builtins.float(info.eps), builtins.float(info.max), builtins.float(info.min)
+        self.tiny = self.smallest_normal = builtins.float(info.smallest_normal)
+        self.resolution = 10.0 ** -info.precision
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """The range of an integer dtype, as torch.iinfo: bits, min, max, dtype (its name)."""
+
+    def __init__(self, dtype):
+        d = as_dtype(dtype)
+        if d.kind not in "iu":
+            raise TypeError(f"iinfo needs an integer dtype, got {d.name}; use mp.finfo for floating dtypes")
+        info = np.iinfo(d)
+        self.bits, self.min, self.max, self.dtype = info.bits, builtins.int(info.min), builtins.int(info.max), d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

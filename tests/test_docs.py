@@ -6,6 +6,7 @@ function or a moved file makes this fail, so the guided tour cannot go stale.
 """
 from __future__ import annotations
 
+import doctest
 import importlib
 import re
 from pathlib import Path
@@ -52,3 +53,18 @@ def test_cited_name_exists(page, name):
 @pytest.mark.parametrize("page,path", _citations(PATH))
 def test_cited_file_exists(page, path):
     assert (ROOT / path).exists(), f"{page.name} cites `{path}`, which does not exist"
+
+
+# The public API's docstrings open with a short example; each runs, and prints what it shows.
+EXAMPLES = ["mixprec.autocast", "mixprec.GradScaler", "mixprec.amp.inspect", "mixprec.amp.initialize"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_docstring_example_runs(name):
+    obj = _resolve(name)
+    tests = [t for t in doctest.DocTestFinder(recurse=False).find(obj, name) if t.examples]
+    assert tests, f"{name}'s docstring has no >>> example"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        runner.run(test)
+    assert runner.failures == 0, f"{name}'s docstring example failed (doctest's report is above)"

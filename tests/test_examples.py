@@ -38,7 +38,7 @@ def test_train_digits_default_run_reaches_the_target(tmp_path):
         pytest.importorskip(module, reason="the examples extra (pip install '.[examples]') is not installed")
     out, progress = run_example("train_digits.py", "--out", "plot.png", cwd=tmp_path)
     last = out.strip().splitlines()[-1]
-    match = re.fullmatch(r"test accuracy: (0\.\d{4}|1\.0000)", last)
+    match = re.fullmatch(r"AMP \(float16\) test accuracy: (0\.\d{4}|1\.0000)", last)
     assert match, f"the last line should be the test accuracy, got {last!r}"
     assert float(match.group(1)) >= 0.95
     assert re.search(r"skipped steps: \d+ of \d+", out)

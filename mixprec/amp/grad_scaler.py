@@ -76,12 +76,19 @@ def _inverse(scale) -> np.float32:
 class GradScaler:
     """Dynamic loss scaling: torch.amp.GradScaler's state machine, with fused kernels on CUDA.
 
-    Each iteration::
-
-        scaler.scale(loss).backward()   # gradients come out multiplied by the scale
-        scaler.unscale_(opt)            # optional: to clip or inspect true gradients
-        scaler.step(opt)                # unscale (if not done) and skip opt.step() on inf/NaN
-        scaler.update()                 # back off after an overflow, grow after growth_interval clean steps
+    >>> import mixprec as mp
+    >>> mp.manual_seed(0)
+    >>> model = mp.nn.Linear(4, 2)
+    >>> opt = mp.optim.SGD(model.parameters(), lr=0.1)
+    >>> scaler = mp.GradScaler("cpu")                 # "cuda" (the default) on a GPU
+    >>> with mp.autocast("cpu", dtype=mp.float16):
+    ...     loss = model(mp.randn(8, 4)).pow(2).mean()
+    >>> scaler.scale(loss).backward()   # gradients come out multiplied by the scale
+    >>> scaler.unscale_(opt)            # optional: to clip or inspect the true gradients
+    >>> scaler.step(opt)                # unscales (if not done); skips opt.step() on inf/NaN
+    >>> scaler.update()                 # backs off after an overflow, grows after growth_interval clean steps
+    >>> scaler.get_scale()              # float16 gradients overflowed at 2^16: step skipped, scale halved
+    32768.0
 
     Arguments are torch's (device="cuda", init_scale=2**16, growth_factor=2.0,
     backoff_factor=0.5, growth_interval=2000, enabled=True) plus three rules that
@@ -89,39 +96,17 @@ class GradScaler:
       min_scale / max_scale: bounds for the scale. Hitting the floor (an overflow
         while at min_scale) warns once: the run is then overflowing at every scale.
       hysteresis: back off only on the hysteresis-th consecutive overflow.
-    They are checked here, once, as a mixprec.amp._layout.ScaleRule; so are the
-    setters and load_state_dict. Nothing downstream checks them again.
+    They are checked here, once, as a mixprec.amp._layout.ScaleRule.
+    GradScaler() defaults to "cuda" like torch and, like torch, warns and disables
+    itself when CUDA is not available; GradScaler("cpu") works anywhere.
 
-    Devices: the scale lives on the device of the first tensor given to scale().
-    On CUDA, unscale_ is one fused kernel per gradient dtype and update one
-    single-thread kernel; on "cpu" the same state machine runs on NumPy with the
-    bit-identical reference. GradScaler() defaults to "cuda" like torch and, like
-    torch, warns and disables itself when CUDA is not available; GradScaler("cpu")
-    works anywhere.
-
-    Host synchronisation: none in scale(), unscale_() or update(); their arguments
-    stay on the device and are reused, so those calls can be captured in a CUDA graph
-    (after one eager iteration). step() with an optimizer that supports AMP scaling
-    (fused=True) reads nothing either: it hands the optimizer the scale and found_inf,
-    and the optimizer's kernel unscales and skips on the device (torch's fused
-    contract), so the whole step can be captured. With any other optimizer step()
-    reads found_inf once (it must know whether to call optimizer.step()); that read
-    also brings back the floor flag. get_scale(), state_dict() and statistics() read
-    the device too.
-
-    The optimizer: unscale_ writes the (gradient, destination) pairs that
-    optimizer.unscale_pairs() names (mp.optim.Optimizer's documented extension point):
-    each gradient in place, or, for an optimizer with master weights
-    (mixprec.amp.master_weights), the float16 model gradients into the float32 master
-    gradients in the same launch.
-
-    found_inf_reducer (default None): called as reducer(found_inf) at the end of
-    every unscale_, with that optimizer's found_inf (a one-element float32 array on
-    the scale's device). It must reduce it in place with MAX across ranks so that
-    every rank skips the same steps (mixprec.distributed sets it).
-
-    Statistics kept on the device and read in one copy by statistics(): updates,
-    skipped (overflow) updates, the last overflow, floor hits and the scale history.
+    The scale lives on the device of the first tensor given to scale(). On CUDA,
+    unscale_ is one fused kernel per gradient dtype and update one single-thread
+    kernel, and nothing reads the device back (with a fused optimizer, not even
+    step()); on the CPU the same state machine runs on a bit-identical NumPy twin.
+    found_inf_reducer(found_inf), when set, reduces each optimizer's flag in place
+    across ranks (mixprec.distributed sets it). docs/grad-scaler.md has the rest:
+    host synchronisation, the optimizer's unscale_pairs() extension point, statistics().
     """
 
     HISTORY = 256  # scale changes kept in the statistics ring

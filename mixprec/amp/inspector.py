@@ -338,6 +338,19 @@ class _Shadow:
 class inspect:
     """Measure what float16/bfloat16 does to a forward (and backward) pass: see the module docstring.
 
+    >>> import mixprec as mp
+    >>> mp.manual_seed(0)
+    >>> model = mp.nn.Linear(8, 4)
+    >>> x = mp.randn(16, 8) * 1e5                       # inputs that push the outputs past 65504
+    >>> with mp.amp.inspect(model) as inspector:
+    ...     with mp.autocast("cpu", dtype=mp.float16):
+    ...         out = model(x)
+    >>> report = inspector.report()                     # print(report) shows the whole table
+    >>> report.flagged
+    [('#1 linear', ['makes inf/NaN'])]
+    >>> print(report.suggestions[0])
+    #1 linear (weight, bias): 9 of its values overflow float16 (largest |x| 1.5e+05 > 65504). Run it in float32 with mp.amp.override({"linear": "fp32"}), or autocast with dtype=mp.bfloat16 (float32's range, max 3.4e38)
+
     model: an mp.nn.Module, to name parameters ("0.weight") in the report; scaler: the
     GradScaler whose scale the backward ran at (its get_scale() is read at each backward
     pass), or the loss scale as a number (default 1: no scaling); scale_exponents: the loss

@@ -344,26 +344,33 @@ class InspectReport:
         fig, axes = plt.subplots(panels, 1, figsize=(max(8, 0.35 * len(ops) + 3), 3.6 * panels))
         x = np.arange(len(ops))
         labels = [r.label for r in ops]
-        floor = 2.0 ** -30  # (a zero error is drawn at the bottom of the log axis)
+        floor = 2.0 ** -30  # the bottom of the log axis: an error of exactly 0 is marked there, not drawn as a bar
         ax = axes[0]
         colors = ["tab:red" if r.flags else "tab:blue" for r in ops]
-        ax.bar(x - 0.2, [max(r.stats.local_error_max, floor) for r in ops], 0.4, color=colors,
+        own = [r.stats.local_error_max for r in ops]
+        path_error = [r.stats.error_max for r in ops]
+        ax.bar(x - 0.2, [e if e > 0 else np.nan for e in own], 0.4, color=colors,
                label="own error (this op in float32 on its inputs)")
-        ax.bar(x + 0.2, [max(r.stats.error_max, floor) for r in ops], 0.4, color="tab:gray", alpha=0.6,
+        ax.bar(x + 0.2, [e if e > 0 else np.nan for e in path_error], 0.4, color="tab:gray", alpha=0.6,
                label="error against the float32 path")
+        finite = [not r.stats.nonfinite for r in ops]  # an op that made inf/NaN has no error to draw
+        exact = ([k - 0.2 for k, e in enumerate(own) if e == 0 and finite[k]]
+                 + [k + 0.2 for k, e in enumerate(path_error) if e == 0 and finite[k]])
+        if exact:
+            ax.scatter(exact, [floor * 2] * len(exact), marker="o", facecolors="none", edgecolors="tab:gray", s=18,
+                       label="exactly 0 (the same bits as float32)")
         for k, r in enumerate(ops):
             if r.stats.nonfinite:
-                ax.annotate("inf/NaN", (k, max(r.stats.local_error_max, floor)), ha="center", va="bottom",
-                            color="tab:red", fontsize=8)
+                ax.annotate("inf/NaN", (k, floor * 4), ha="center", va="bottom", color="tab:red", fontsize=8)
         for d, style in ((_F16, "-"), (_BF16, "--")):
-            ax.axhline(limits(d).u, color="black", ls=style, lw=0.8, alpha=0.6)
-            ax.axhline(IMPRECISE_U * limits(d).u, color="tab:red", ls=style, lw=0.8, alpha=0.6)
+            ax.axhline(limits(d).u, color="black", ls=style, lw=0.8, alpha=0.6, label=f"u of {d.name}")
+            ax.axhline(IMPRECISE_U * limits(d).u, color="tab:red", ls=style, lw=0.8, alpha=0.6,
+                       label=f"flag threshold {IMPRECISE_U}u of {d.name}")
         ax.set_yscale("log")
-        ax.set_ylim(bottom=floor / 2)
+        ax.set_ylim(floor, 1e4)  # headroom above the bars for the legend
         ax.set_ylabel("max relative error")
-        ax.set_title(f"per-op error (red: flagged). Lines: u and the flag threshold {IMPRECISE_U}u of float16 (solid) "
-                     "and bfloat16 (dashed)", fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_title("per-op error, normwise (red bars: flagged ops)", fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
         ax = axes[1]
         spans = []
         for k, r in enumerate(ops):
@@ -392,21 +399,28 @@ class InspectReport:
         if grads:
             ax = axes[2]
             exps = grads[0][1].exponents
-            for label, g in grads[:max_gradients]:
-                lost = np.array(g.zero_at) + np.array(g.subnormal_at)
-                ax.plot(g.exponents, 100 * lost, marker=".", label=f"{label} ({short(g.dtype)})")
+            for k, (label, g) in enumerate(grads[:max_gradients]):
+                colour = f"C{k % 10}"
+                ax.plot(g.exponents, 100 * np.array(g.zero_at), marker=".", color=colour,
+                        label=f"{label} ({short(g.dtype)})")
+                ax.plot(g.exponents, 100 * (np.array(g.zero_at) + np.array(g.subnormal_at)), ls="--", lw=0.8,
+                        color=colour)
             for scale in sorted(set(self.scales)):
                 ax.axvline(math.log2(scale), color="black", ls=":", lw=1)
             safe = [g.max_safe_exponent for _, g in grads if g.max_safe_exponent is not None]
             if safe and min(safe) < exps[-1]:
                 ax.axvspan(min(safe) + 0.5, exps[-1] + 0.5, color="tab:red", alpha=0.1,
                            label="a gradient overflows")
+            if safe and min(safe) < exps[0]:
+                ax.text(0.5, 0.5, "a gradient overflows at every scale shown: the float32 path's gradients are\n"
+                        "beyond float16's range already; fix the forward first (see the suggestions)",
+                        transform=ax.transAxes, ha="center", va="center", fontsize=9, color="tab:red")
             ax.set_xlim(exps[0] - 0.5, exps[-1] + 0.5)
             ax.set_ylim(-3, 103)
             ax.set_xlabel("log2 of the loss scale (dotted: the scale the backward ran at)")
-            ax.set_ylabel("% of nonzero gradient\nzero or subnormal")
-            ax.set_title("gradient underflow against the loss scale (float32 reference rounded to the "
-                         "gradient's dtype)", fontsize=9)
+            ax.set_ylabel("% of nonzero gradient")
+            ax.set_title("gradient underflow against the loss scale (the float32 reference rounded to the gradient's "
+                         "dtype)\nsolid: lost (flushed to 0); dashed: lost or subnormal", fontsize=9)
             ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
         if path is not None:
