@@ -83,7 +83,17 @@ def _get_op(op):
 class autocast(contextlib.ContextDecorator):
     """Run ops in mixed precision: each op on a tensor of ``device_type`` follows its cast policy.
 
-    ``mp.autocast(device_type, dtype=None, enabled=True, cache_enabled=True)`` is
+    >>> import mixprec as mp
+    >>> x, w = mp.randn(4, 8), mp.randn(8, 3, requires_grad=True)
+    >>> with mp.autocast("cpu", dtype=mp.bfloat16):
+    ...     y = x @ w                           # matmul: lower precision
+    ...     loss = y.float().logsumexp(1).sum()  # logsumexp: float32 (its policy)
+    >>> y.dtype, loss.dtype
+    (dtype(bfloat16), dtype('float32'))
+    >>> loss.backward(); w.grad.dtype           # the leaf's gradient in its own dtype
+    dtype('float32')
+
+    ``mp.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`` is
     a context manager and a decorator. dtype defaults to float16 on "cuda" and
     bfloat16 on "cpu". Regions nest and are thread-local — also when one object
     (a decorated function) is entered from several threads or recursively —, and

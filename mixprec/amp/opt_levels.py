@@ -87,6 +87,13 @@ def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_no
                max_loss_scale=_DEFAULT_MAX_LOSS_SCALE):
     """Configure float32 models and their optimizers for opt_level; returns (models, optimizers, scaler).
 
+    >>> import mixprec as mp
+    >>> model = mp.nn.Sequential(mp.nn.Linear(4, 8), mp.nn.LayerNorm(8), mp.nn.Linear(8, 2))
+    >>> opt = mp.optim.SGD(model.parameters(), lr=0.1)
+    >>> model, opt, scaler = mp.amp.initialize(model, opt, opt_level="O2")
+    >>> [p.dtype.name for p in model.parameters()]       # O2: float16 weights, float32 norms
+    ['float16', 'float16', 'float32', 'float32', 'float16', 'float16']
+
     models: an mp.nn.Module with float32 parameters, already on its device, or a list of them
       (returned as a list, as apex did).
     optimizers: an mp.optim.Optimizer over (some of) the models' parameters, not yet stepped, or a
@@ -99,25 +106,15 @@ def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_no
         O2     dtype, norms fp32  dtype                  True            True            "dynamic"
         O3     dtype              dtype                  False           False           1.0 (static)
 
-    dtype: float16 (default) or bfloat16. bfloat16 has float32's exponent range,
-      so gradients do not underflow or overflow the way float16's do and no loss
-      scaling is needed: its default loss_scale is 1.0 at every level (asking for
-      more scaling works, with a warning saying it is unnecessary).
+    dtype: float16 (default) or bfloat16 (float32's range: its default loss_scale is 1.0 at every level).
     keep_norm_fp32, master_weights: override the level's default (O2/O3 only).
-    loss_scale: "dynamic" (a GradScaler: init 2**16, backs off on overflow, grows
-      every 2000 clean steps, bounded by min_loss_scale/max_loss_scale) or a number
-      (a StaticGradScaler: that scale forever). Every scaler, static ones included,
-      skips the optimizer step when a gradient is inf or NaN.
-    num_losses: how many loss scalers to make (apex's: one per loss that scale_loss
-      scales, by loss_id). The third value returned is the scaler when num_losses is 1,
-      else the list of them; mp.amp.state_dict() holds them all.
+    loss_scale: "dynamic" (a GradScaler bounded by min_loss_scale/max_loss_scale) or a number (a
+      StaticGradScaler). Every scaler skips the optimizer step when a gradient is inf or NaN.
+    num_losses: how many loss scalers to make (apex's, by loss_id): the third value returned is
+      the scaler, or the list of them; mp.amp.state_dict() holds them all.
 
-    The model and optimizer objects are changed in place and returned. The
-    model's forward casts floating inputs to dtype (O2, O3) or runs under
-    autocast (O1) and returns floating outputs in float32, so the loss is
-    computed in float32. Errors (ValueError/TypeError) name any inconsistent
-    choice, e.g. float16 weights stepped without masters under a loss scale
-    other than 1 (their gradients would have to be unscaled in float16).
+    The model and optimizer are changed in place and returned; the model's forward returns
+    floating outputs in float32. docs/opt-levels.md has the details and the errors.
     """
     model_list = _as_list(models, Module, "model", "an mp.nn.Module")
     optimizer_list = _as_list(optimizers, Optimizer, "optimizer", "an mp.optim.Optimizer")
