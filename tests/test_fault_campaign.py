@@ -228,8 +228,9 @@ def variants(values):
                 yield name.lstrip("-"), f"{name}-in-input{i}", swap(i, v)
     for i in floats:
         with np.errstate(invalid="ignore"):  # (inf cast to int64)
-            yield "dtype", f"int64-input{i}", swap(i, np.round(values[i] * 2).astype(np.int64))
-        yield "dtype", f"bool-input{i}", swap(i, values[i] > 0)
+            # (np.asarray: arithmetic on a 0-d array gives a NumPy scalar, and the variant is a 0-d tensor)
+            yield "dtype", f"int64-input{i}", swap(i, np.asarray(np.round(values[i] * 2)).astype(np.int64))
+        yield "dtype", f"bool-input{i}", swap(i, np.asarray(values[i] > 0))
         yield "dtype", f"float32-input{i}", swap(i, values[i].astype(np.float32))
     for i in integers:
         yield "dtype", f"float64-input{i}", swap(i, values[i].astype(np.float64))
