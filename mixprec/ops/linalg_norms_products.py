@@ -19,6 +19,7 @@ from .elementwise import where
 from .linalg_lu_cholesky import _eye_like, _matrices, diagonal, linalg_inv, linalg_slogdet
 from .linalg_qr_eig_svd import linalg_matrix_norm
 from .math_ops import cross, norm
+from .matmul import _cheapest_splits
 from .reduce import cumprod
 from .registry import register
 from .shape import cat
@@ -120,25 +121,12 @@ def linalg_multi_dot(ctx, tensors):
             raise RuntimeError(f"linalg_multi_dot: tensors {i} {tuple(tensors[i].shape)} and {i + 1} "
                                f"{tuple(tensors[i + 1].shape)} cannot be multiplied")
     dims = [mats[0].shape[0]] + [t.shape[1] for t in mats]
-    out = _chain(mats, _chain_order(dims), 0, len(mats) - 1)
+    out = _chain(mats, _cheapest_splits(dims), 0, len(mats) - 1)
     if first_vec:
         out = out.squeeze(0)
     if last_vec:
         out = out.squeeze(-1)
     return out
-
-
-def _chain_order(dims):
-    """split[i][j]: where the cheapest product of matrices i..j splits (the matrix-chain dynamic programme)."""
-    n = len(dims) - 1
-    cost = [[0] * n for _ in range(n)]
-    split = [[0] * n for _ in range(n)]
-    for length in range(1, n):
-        for i in range(n - length):
-            j = i + length
-            cost[i][j], split[i][j] = min((cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
-                                          for k in range(i, j))
-    return split
 
 
 def _chain(mats, split, i, j):
