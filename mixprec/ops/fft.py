@@ -235,6 +235,16 @@ def _padded_positions(xp, length, pad, mode):
     return xp.where((i < 0) | (i >= length), -1, i)
 
 
+def check_frames(name, n_fft, hop_length, win_length, window):
+    """stft's and istft's frame arguments: a positive hop, a window no longer than n_fft, and of that length."""
+    if hop_length <= 0 or not 0 < win_length <= n_fft:
+        raise RuntimeError(f"{name}: expected hop_length > 0 and 0 < win_length <= n_fft, got hop_length="
+                           f"{hop_length}, win_length={win_length}, n_fft={n_fft}")
+    if window is not None and tuple(window.shape) != (win_length,):
+        raise RuntimeError(f"{name}: expected a 1-D window of size win_length={win_length}, got shape "
+                           f"{tuple(window.shape)}")
+
+
 @register("stft", methods=("stft",), promote=(0, 4), composite=True)
 def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None):
@@ -261,12 +271,7 @@ def stft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cente
     if not 0 < n_fft <= length + (2 * (n_fft // 2) if center else 0):
         raise RuntimeError(f"stft: expected 0 < n_fft <= {length + (2 * (n_fft // 2) if center else 0)} "
                            f"(the padded signal's length), got n_fft={n_fft}")
-    if hop_length <= 0 or not 0 < win_length <= n_fft:
-        raise RuntimeError(f"stft: expected hop_length > 0 and 0 < win_length <= n_fft, got hop_length="
-                           f"{hop_length}, win_length={win_length}")
-    if window is not None and tuple(window.shape) != (win_length,):
-        raise RuntimeError(f"stft: expected a 1-D window of size win_length={win_length}, got shape "
-                           f"{tuple(window.shape)}")
+    check_frames("stft", n_fft, hop_length, win_length, window)
     if pad_mode not in _PAD_MODES:
         raise ValueError(f"stft: pad_mode must be one of {_PAD_MODES}, got {pad_mode!r}")
     onesided = not complex_input if onesided is None else onesided

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .. import dtypes as _dt
 from ..backend import array_module
-from .fft import _DUAL, _checked, _check_input, _norm, ifftn, irfftn, rfftn
+from .fft import _DUAL, _checked, _check_input, _norm, check_frames, ifftn, irfftn, rfftn
 from .registry import register
 from .shape import cat, dim_index
 from ..tensor import ones, Tensor, zeros
@@ -79,12 +79,7 @@ def istft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cent
     _check_input(name, input._array)
     hop_length = n_fft // 4 if hop_length is None else hop_length
     win_length = n_fft if win_length is None else win_length
-    if hop_length <= 0 or not 0 < win_length <= n_fft:
-        raise RuntimeError(f"{name}: expected hop_length > 0 and 0 < win_length <= n_fft, got hop_length="
-                           f"{hop_length}, win_length={win_length}, n_fft={n_fft}")
-    if window is not None and tuple(window.shape) != (win_length,):
-        raise RuntimeError(f"{name}: expected a 1-D window of size win_length={win_length}, got shape "
-                           f"{tuple(window.shape)}")
+    check_frames(name, n_fft, hop_length, win_length, window)
     n_freq, frames = input.shape[-2:]
     onesided = n_freq != n_fft if onesided is None else onesided
     expected = n_fft // 2 + 1 if onesided else n_fft
