@@ -639,9 +639,28 @@ _UNSET = object()
 
 def custom_op(name, fn=None, /, *, mutates_args=_UNSET, device_types=None, schema=None):
     """Make ``fn`` (a function of Tensors with type hints) the custom op ``name`` ("namespace::name"); a decorator
-    without ``fn``. ``mutates_args``: the names of the arguments it changes in place (required; "unknown": all
-    Tensor ones); ``device_types``: the device types ``fn`` is the kernel for (default: all); ``schema``: the
-    schema instead of the one inferred from the hints. Defining a name again replaces the earlier op."""
+    without ``fn``.
+
+    >>> import numpy as np
+    >>> import mixprec as mp
+    >>> @mp.library.custom_op("docs::numpy_sin", mutates_args=())
+    ... def numpy_sin(x: mp.Tensor) -> mp.Tensor:
+    ...     return mp.from_numpy(np.sin(x.numpy()))
+    >>> def backward(ctx, grad):
+    ...     return grad * ctx.x.cos()
+    >>> def setup_context(ctx, inputs, output):
+    ...     ctx.x, = inputs
+    >>> numpy_sin.register_autograd(backward, setup_context=setup_context)
+    >>> x = mp.tensor([0.0, 1.0], requires_grad=True)
+    >>> numpy_sin(x).sum().backward()
+    >>> x.grad                                  # cos(x)
+    tensor([1.    , 0.5403])
+    >>> mp.ops.docs.numpy_sin is numpy_sin      # a registry op, found by namespace
+    True
+
+    ``mutates_args``: the names of the arguments it changes in place (required; "unknown": all Tensor ones);
+    ``device_types``: the device types ``fn`` is the kernel for (default: all); ``schema``: the schema instead of
+    the one inferred from the hints. Defining a name again replaces the earlier op."""
     if mutates_args is _UNSET:
         raise TypeError("custom_op() missing 1 required keyword-only argument: 'mutates_args'")
 

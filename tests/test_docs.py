@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mixprec.ops import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 DOTTED = re.compile(r"`(mixprec(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`")
@@ -56,7 +58,8 @@ def test_cited_file_exists(page, path):
 
 
 # The public API's docstrings open with a short example; each runs, and prints what it shows.
-EXAMPLES = ["mixprec.autocast", "mixprec.GradScaler", "mixprec.amp.inspect", "mixprec.amp.initialize"]
+EXAMPLES = ["mixprec.autocast", "mixprec.GradScaler", "mixprec.amp.inspect", "mixprec.amp.initialize",
+            "mixprec.library.custom_op"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -65,6 +68,11 @@ def test_docstring_example_runs(name):
     tests = [t for t in doctest.DocTestFinder(recurse=False).find(obj, name) if t.examples]
     assert tests, f"{name}'s docstring has no >>> example"
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for test in tests:
-        runner.run(test)
+    before = set(registry._REGISTRY)
+    try:
+        for test in tests:
+            runner.run(test)
+    finally:  # an example that defines an op (custom_op's) leaves the registry as it found it
+        for op_name in set(registry._REGISTRY) - before:
+            registry.unregister(op_name)
     assert runner.failures == 0, f"{name}'s docstring example failed (doctest's report is above)"
