@@ -228,7 +228,8 @@ def repeat_interleave(ctx, input, repeats=None, dim=None, *, output_size=None):
         raise RuntimeError(f"repeat_interleave: repeats must be an int or a 0-d/1-D integer tensor, got "
                            f"{repeats.dtype.name} of shape {repeats.shape}")
     # the counts on the host: the output's size depends on them (CuPy's repeat takes no device array either)
-    counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else operator.index(repeats)).reshape(-1)
+    counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else operator.index(repeats),
+                        dtype=np.int64).reshape(-1)
     if counts.shape[0] not in (1, n):
         raise RuntimeError(f"repeat_interleave: repeats holds {counts.shape[0]} counts for a dim of size {n}")
     if (counts < 0).any():

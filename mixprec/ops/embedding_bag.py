@@ -64,7 +64,7 @@ def embedding_bag(ctx, input, weight, offsets=None, max_norm=None, norm_type=2, 
         scale = Tensor._wrap(devices.to_device((1.0 / counts).astype(rows.dtype)[:, None], rows.device))
         rows = rows.detach() + (rows - rows.detach()) * scale
     kept = np.ones(index.shape, dtype=bool) if padding_idx is None else index != padding_idx
-    bag_of = np.repeat(np.arange(len(starts)), np.asarray(ends) - np.asarray(starts))
+    bag_of = np.repeat(np.arange(len(starts)), np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64))
     if mode == "max":
         out = [rows[Tensor._wrap(devices.to_device(np.flatnonzero(kept[s:e]) + s, rows.device))].amax(0)
                if kept[s:e].any() else zeros(dim, dtype=weight.dtype, device=weight.device)
@@ -94,6 +94,8 @@ def _bags(input, offsets, include_last_offset):
     if offsets is None or not isinstance(offsets, Tensor) or offsets.ndim != 1 or offsets.dtype.kind not in "iu":
         raise ValueError("embedding_bag: a 1-D input needs offsets, a 1-D integer tensor of where each bag starts")
     starts = [int(o) for o in devices.to_host(offsets._array)]
+    if not starts and input.shape[0]:
+        raise ValueError(f"embedding_bag: offsets is empty, so the input's {input.shape[0]} entries are in no bag")
     if starts and (starts[0] != 0 or any(b < a for a, b in zip(starts, starts[1:])) or starts[-1] > input.shape[0]):
         raise ValueError(f"embedding_bag: offsets must start at 0, never decrease and stay within the input's "
                          f"{input.shape[0]} entries, got {starts}")

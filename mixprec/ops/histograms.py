@@ -95,6 +95,8 @@ def histogram(ctx, input, bins, *, range=None, weight=None, density=False):
         raise RuntimeError(f"histogram: weight must have the input's shape {tuple(input.shape)}, got "
                            f"{tuple(weight.shape)}")
     w = None if weight is None else weight.reshape(-1).astype(np.float64)  # (summed exactly, rounded once)
+    if not bool(xp.isfinite(edges).all()) or bool((edges[1:] < edges[:-1]).any()):
+        raise RuntimeError("histogram: bin edges must be finite and never decrease")
     hist = xp.histogram(a, bins=edges, weights=w)[0].astype(a.dtype)
     if density:
         hist = hist / (hist.sum() * xp.diff(edges))
@@ -157,6 +159,8 @@ def histogramdd(ctx, input, bins, *, range=None, weight=None, density=False):
         raise RuntimeError("histogramdd: input must have at least one dim (the last holds each point's coordinates)")
     a = _floating("histogramdd", input._array)
     d = a.shape[-1]
+    if d == 0:
+        raise RuntimeError("histogramdd: the last dim holds each point's coordinates, and it is empty")
     points = a.reshape(-1, d)
     per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
     if len(per_dim) != d:

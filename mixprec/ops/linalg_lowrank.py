@@ -14,6 +14,7 @@ import numpy as np
 from .linalg_lu_cholesky import _matrices
 from .linalg_qr_eig_svd import linalg_qr, linalg_svd
 from .registry import register
+from .shape import broadcasts_to
 from ..random import randn
 
 
@@ -47,6 +48,8 @@ def svd_lowrank(ctx, A, q=6, niter=2, M=None):
     _check_counts(name, q, niter)
     if M is not None:
         _matrices(name, M, what="M")
+        if not broadcasts_to(M.shape, A.shape):
+            raise RuntimeError(f"{name}: M of shape {tuple(M.shape)} does not broadcast to A's {tuple(A.shape)}")
         M = M.expand(*A.shape)
     m, n = A.shape[-2:]
     wide = m < n

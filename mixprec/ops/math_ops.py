@@ -148,7 +148,10 @@ def _nuclear(ctx, x, axes, keepdim):
     ctx.p, ctx.axes, ctx.keepdim, ctx.in_shape = "nuc", axes, keepdim, x.shape
     xp = array_module(x)
     a = xp.transpose(x, _matrices_last(x, axes)).astype(compute_dtype(x.dtype))  # (half precision: in float32)
-    out = xp.linalg.svd(a, compute_uv=False).sum(-1).astype(x.dtype)
+    try:
+        out = xp.linalg.svd(a, compute_uv=False).sum(-1).astype(x.dtype)
+    except np.linalg.LinAlgError:
+        raise RuntimeError("norm: p='nuc': the SVD did not converge (the input holds inf or NaN)") from None
     return xp.asarray(xp.expand_dims(out, tuple(sorted(axes))) if keepdim else out)
 
 

@@ -86,8 +86,10 @@ def matmul(ctx, input, other):
     if input.ndim > 2 and other.ndim > 2:
         try:
             np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
+            batches_broadcast = True
         except ValueError:
-            _check("matmul", False, input, other, "batch dimensions do not broadcast")
+            batches_broadcast = False  # (the error is raised outside the handler: NumPy's is no part of it)
+        _check("matmul", batches_broadcast, input, other, "batch dimensions do not broadcast")
     return _mm(input, other)
 
 

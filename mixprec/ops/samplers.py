@@ -52,7 +52,11 @@ def normal(ctx, mean, std=1.0, size=None, *, generator=None, dtype=None, device=
         raise TypeError(f"normal: expected floating mean and std, got {mean.dtype.name}")
     if bool((std < 0).any()) if hasattr(std, "any") else std < 0:
         raise ValueError("normal: std must be >= 0")
-    shape = np.broadcast_shapes(mean.shape, np.shape(std))
+    try:
+        shape = np.broadcast_shapes(mean.shape, np.shape(std))
+    except ValueError:
+        raise RuntimeError(f"normal: mean of shape {tuple(mean.shape)} and std of shape {tuple(np.shape(std))} do "
+                           "not broadcast") from None
     if size is not None:
         if shape != ():
             raise ValueError("normal: size is only given with a number mean and std")
@@ -118,7 +122,8 @@ def multinomial(ctx, input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError(f"multinomial: a row has fewer than {num_samples} categories of non-zero weight to draw "
                            "without replacement")
     gen = _gen()
-    out = np.stack([gen.choice(w.size, num_samples, replace=bool(replacement), p=w / w.sum()) for w in weights])
+    out = np.stack([gen.choice(w.size, num_samples, replace=bool(replacement), p=w / w.sum()) for w in weights]
+                   or [np.zeros((0, num_samples), dtype=np.int64)]).reshape(-1, num_samples)  # (no rows: none)
     out = out.astype(np.int64)
     return devices.to_device(out if input.ndim == 2 else out[0], devices.device_of_array(input))
 

@@ -361,7 +361,8 @@ def index_reduce(ctx, input, dim, index, source, reduce, *, include_self=True):
     expected = input.shape[:d] + (flat.shape[0],) + input.shape[d + 1:]
     if source.shape != expected:
         raise RuntimeError(f"index_reduce: source of shape {source.shape} does not fit: expected {expected}")
-    spread = Tensor._wrap(flat.reshape((-1,) + (1,) * (input.ndim - d - 1))).expand(expected)
+    # a copy: a Tensor of its own over index's memory would not see an in-place edit of index before backward
+    spread = Tensor._wrap(flat.reshape((-1,) + (1,) * (input.ndim - d - 1)).copy()).expand(expected)
     return scatter_reduce(input, d, spread, source, reduce, include_self=include_self)
 
 

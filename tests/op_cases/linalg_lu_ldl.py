@@ -29,7 +29,12 @@ INDEFINITE = np.array([[0.01, 2.0, -1.0, 0.5], [2.0, 0.02, 0.3, 1.0], [-1.0, 0.3
 
 
 def sytrf_ref(a):
-    ld, piv, info = lapack.dsytrf(a, lower=1)
+    # SciPy's f2py wrapper does not check the shape: a non-square or empty matrix corrupts memory in LAPACK
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"sytrf: expected a square matrix, got shape {a.shape}")
+    if a.size == 0:
+        return a.copy(), np.zeros(0, dtype=np.int64), np.array(0, dtype=np.int64)
+    ld, piv, info = lapack.dsytrf(np.asarray(a, dtype=np.float64), lower=1)
     return np.tril(ld), piv.astype(np.int64), np.array(info, dtype=np.int64)
 
 
