@@ -56,6 +56,7 @@ TORCH_BEYOND_REFERENCE = {
     ("cuda", "scaled_dot_product_attention"): "lower_precision_fp",
     ("cuda", "einsum"): "lower_precision_fp",
     ("cuda", "linalg_vecdot"): "lower_precision_fp",
+    ("cuda", "linalg_multi_dot"): "lower_precision_fp",  # (the documented list says multi_dot)
     ("cuda", "rms_norm"): "fp32",
     ("cuda", "logsumexp"): "fp32",
     ("cuda", "vdot"): "promote",
