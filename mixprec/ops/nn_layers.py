@@ -99,11 +99,17 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
         y = (x - mean) * (var + eps).rsqrt()
     else:
         y = (x - running_mean.reshape(bshape)) * (running_var.reshape(bshape) + eps).rsqrt()
+    return scale_shift(y, weight, bias, bshape, input.dtype)
+
+
+def scale_shift(y, weight, bias, bshape, dtype):
+    """A normalisation's per-channel affine step (weight and bias reshaped to ``bshape``), then back to the input's
+    ``dtype`` (the statistics ran in float32 for half inputs)."""
     if weight is not None:
         y = y * weight.reshape(bshape)
     if bias is not None:
         y = y + bias.reshape(bshape)
-    return y if y.dtype == input.dtype else y.to(input.dtype)
+    return y if y.dtype == dtype else y.to(dtype)
 
 
 # ---------------------------------------------------------------- embedding

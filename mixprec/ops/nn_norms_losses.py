@@ -14,6 +14,7 @@ from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor, zeros
 from .losses import _reduce, _reduction, cross_entropy
 from .math_ops import pairwise_distance
+from .nn_layers import scale_shift
 from .opmath import compute_dtype
 from .registry import register
 from .shape import cat
@@ -68,11 +69,7 @@ def instance_norm(ctx, input, running_mean=None, running_var=None, weight=None, 
             raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
         mean, var = running_mean.reshape(bshape), running_var.reshape(bshape)
     y = (x - mean) * (var + eps).rsqrt()
-    if weight is not None:
-        y = y * weight.reshape(bshape)
-    if bias is not None:
-        y = y + bias.reshape(bshape)
-    return y if y.dtype == input.dtype else y.to(input.dtype)
+    return scale_shift(y, weight, bias, bshape, input.dtype)
 
 
 # ---------------------------------------------------------------- local_response_norm
