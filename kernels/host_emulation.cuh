@@ -3,7 +3,7 @@
 // tools/host_kernels.py compiles the very sources CuPy compiles (kernels/*.cu, as
 // load_source splices them) with g++ -DMIXPREC_HOST_EMULATION -include this file.
 // NVRTC never sees it. It supplies:
-//   * the CUDA keywords and built-in variables the kernels use, and a launcher that
+//   * the CUDA keywords, built-in variables and atomics the kernels use, and a launcher that
 //     runs the grid's blocks and each block's threads one after another (the kernels
 //     share no memory between threads and never synchronise, so any order is one a
 //     GPU could take);
@@ -28,6 +28,8 @@ inline unsigned int __float_as_uint(float x) { unsigned int u; std::memcpy(&u, &
 inline float __uint_as_float(unsigned int u) { float x; std::memcpy(&x, &u, sizeof x); return x; }
 inline long long __double_as_longlong(double x) { long long u; std::memcpy(&u, &x, sizeof u); return u; }
 inline double __longlong_as_double(long long u) { double x; std::memcpy(&x, &u, sizeof x); return x; }
+// Threads run one after another, so an atomic read-modify-write is a plain one.
+inline unsigned int atomicMax(unsigned int* p, unsigned int v) { const unsigned int old = *p; *p = v > old ? v : old; return old; }
 
 // The PTX primitives (cvt.f32.f16, cvt.rn.f16.f32, add/sub/mul/div/sqrt.rn.f32, sqrt.rn.f64, cvt.f64.f32,
 // cvt.rn.f32.f64).

@@ -28,7 +28,7 @@ import numpy as np
 from ..backend import cupy_module
 from . import _layout
 from ._host_build import SOURCE_DIR
-
+from .fp8 import _sources as _fp8_sources
 
 # IEEE arithmetic without shortcuts: no fused multiply-add, correctly rounded division.
 # The NumPy reference relies on them.
@@ -70,7 +70,7 @@ TABLE_SOURCE = "table_words.cu"
 MODULES = {
     TABLE_SOURCE: ("write_table_words",),
     "multi_tensor_unscale.cu": tuple(unscale_kernel_name(s, d) for s, d in UNSCALE_PAIRS),
-    "update_scale.cu": ("update_scale",),
+    "update_scale.cu": ("update_scale",), **_fp8_sources.MODULES,
     OPTIMIZER_SOURCE: ("count_steps",) + tuple(optimizer_kernel_name(kind, p, c) for kind in OPTIMIZER_KERNELS
                                                for p, c in OPTIMIZER_TYPES),
 }
