@@ -94,8 +94,8 @@ def _check_input(x, fn):
     return runner
 
 
-def _check_like(x, a, name, fn, shape=None):
-    """a must be a float32 contiguous array of x's kind (NumPy, or CuPy on x's device)."""
+def _check_like(x, a, name, fn, shape=None, written=True):
+    """a must be a float32 contiguous array of x's kind (NumPy, or CuPy on x's device), writeable if written."""
     same = isinstance(a, np.ndarray) if isinstance(x, np.ndarray) else (_be.is_cupy_array(a) and a.device == x.device)
     if not same:
         where = "a NumPy array" if isinstance(x, np.ndarray) else f"a CuPy array on device {x.device.id}"
@@ -104,8 +104,10 @@ def _check_like(x, a, name, fn, shape=None):
         raise TypeError(f"{fn}: {name} must be float32, got {a.dtype.name}")
     if shape is not None and a.shape != shape:
         raise ValueError(f"{fn}: {name} must have shape {shape}, got {a.shape}")
-    if not a.flags.c_contiguous or not a.flags.writeable:
-        raise ValueError(f"{fn}: {name} must be contiguous and writeable")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{fn}: {name} must be contiguous")
+    if written and not getattr(a.flags, "writeable", True):  # (CuPy arrays are always writeable)
+        raise ValueError(f"{fn}: {name} is read-only, and this function writes it")
 
 
 def _check_margin(margin, fn):
@@ -216,7 +218,7 @@ def cast_to_fp8(x, scale, fp8_dtype, amax=None):
     fn = "cast_to_fp8"
     runner = _check_input(x, fn)
     fp8 = _fp8_name(fp8_dtype, fn)
-    _check_like(x, scale, "scale", fn)
+    _check_like(x, scale, "scale", fn, written=False)
     if scale.size != 1:
         raise ValueError(f"{fn}: scale must have one element (a per-tensor scale), got shape {scale.shape}")
     if amax is None:
@@ -244,7 +246,7 @@ def current_scale(amax, fp8_dtype, margin=0, use_power_2_scales=False):
     runner = _runner(amax, fn)
     fp8 = _fp8_name(fp8_dtype, fn)
     _check_margin(margin, fn)
-    _check_like(amax, amax, "amax", fn)
+    _check_like(amax, amax, "amax", fn, written=False)
     scale, scale_inv = (_new(runner, amax, amax.shape, np.float32) for _ in range(2))
     _scale_from(runner, amax, _scaled_max(fp8, margin), bool(use_power_2_scales), scale, scale_inv)
     return scale, scale_inv
