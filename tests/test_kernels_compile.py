@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mixprec.amp import _kernels
+from mixprec.amp.fp8 import _sources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,3 +118,12 @@ def test_every_subpackage_is_listed_for_install():
 def test_the_oldest_default_target_follows_the_nvrtc_version():
     assert tool.default_archs((12, 9)) == ("sm_70", "sm_80", "sm_90")
     assert tool.default_archs((13, 0)) == ("sm_75", "sm_80", "sm_90")
+
+
+def test_fp8_kernels_divide_and_multiply_without_flushing(ptx):
+    for expr in _sources.MODULES[_sources.SOURCE]:
+        assert flushing(ptx[expr]) == set() and "fma" not in ptx[expr], expr
+    for expr in ("fp8_current_scale", "fp8_delayed_update"):
+        assert "div.rn.f32" in ptx[expr], expr
+    assert "mul.rn.f32" in ptx[_sources.cast_kernel("bfloat16", "float8_e4m3fn")]
+    assert "atom.global.max.u32" in ptx[_sources.amax_kernel("float32")]
