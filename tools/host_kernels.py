@@ -133,6 +133,19 @@ def main() -> int:
                          for a, b in zip(lists[name], twin[name]))
                 failures += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} fused {kind.lower()} step")
+            from mixprec.amp.fp8 import scaling as fp8
+            x = (rng.standard_normal((67, 96)) * np.exp2(rng.integers(-30, 14, (67, 96)))).astype(np.float32)
+            x[3, 5] = np.nan
+            calls = {"cast_to_fp8": lambda: fp8.cast_to_fp8(x, np.array([0.5], np.float32), "float8_e4m3fn"),
+                     "quantize_rowwise": lambda: fp8.quantize_rowwise(x, "float8_e5m2"),
+                     "quantize_mxfp8": lambda: fp8.quantize_mxfp8(x)}
+            for name, call in calls.items():
+                want = call()
+                with _kernels.run_on_host(runner):
+                    got = call()
+                ok = all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} fp8 {name}")
             return 1 if failures else 0
     except HostBuildUnavailable as exc:
         print(f"host_kernels: {exc}", file=sys.stderr)
