@@ -104,18 +104,26 @@ __global__ void fp8_amax(const T* x, unsigned int* amax, const long long* args) 
     }
     const long long spans_per_seg = (seg + FP8_SPAN - 1) / FP8_SPAN;
     const long long spans = (n / seg) * spans_per_seg;
+    long long current = -1;  // the segment m belongs to: one atomic per segment a thread touches, not per span
+    unsigned int m = 0u;
     for (long long j = global_thread(); j < spans; j += thread_count()) {
         const long long s = j / spans_per_seg;
+        if (s != current) {
+            if (m) {
+                atomicMax(amax + current, m);
+            }
+            current = s;
+            m = 0u;
+        }
         const long long start = s * seg + (j % spans_per_seg) * FP8_SPAN;
         const long long end = start + FP8_SPAN < (s + 1) * seg ? start + FP8_SPAN : (s + 1) * seg;
-        unsigned int m = 0u;
         for (long long i = start; i < end; ++i) {
             const unsigned int b = abs_bits(widen(x[i]));
             m = b > m ? b : m;
         }
-        if (m) {
-            atomicMax(amax + s, m);
-        }
+    }
+    if (m) {
+        atomicMax(amax + current, m);
     }
 }
 

@@ -21,6 +21,7 @@ import pytest
 import mixprec as mp
 from mixprec import backend
 from mixprec.amp import _kernels
+from mixprec.amp.fp8 import kernels as fp8_kernels
 from mixprec.amp.fp8 import scaling as S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -370,6 +371,16 @@ def test_host_built_kernels_match_the_twins(runner, dtype, fmt, shape, poison):
 def test_host_built_kernels_cover_a_grid_stride_loop(runner):
     x = data((1, 256 * 4096 + 96), np.random.default_rng(7), 1e-5)  # more elements than threads in the grid
     for name, call in calls(x, E4M3).items():
+        twin = call()
+        with _kernels.run_on_host(runner):
+            assert all(same_bits(a, b) for a, b in zip(twin, call())), name
+
+
+def test_host_built_kernels_on_a_one_block_grid(runner, monkeypatch):
+    """One block of threads: each thread strides over many rows and blocks, flushing its amax per segment."""
+    monkeypatch.setattr(fp8_kernels, "MAX_BLOCKS", 1)
+    x = data((67, 416), np.random.default_rng(10), 0.002)
+    for name, call in calls(x, E5M2).items():
         twin = call()
         with _kernels.run_on_host(runner):
             assert all(same_bits(a, b) for a, b in zip(twin, call())), name
