@@ -1,4 +1,4 @@
-"""Automatic mixed precision: autocast (autocast_mode) and loss scaling (grad_scaler)."""
+"""Automatic mixed precision: autocast (autocast_mode), loss scaling (grad_scaler), FP8 recipes (fp8.recipes)."""
 from ..ops.registry import CastPolicy  # noqa: F401
 from .autocast_mode import *  # noqa: F401,F403
 from .switches import set_autocast_cache_enabled, set_autocast_dtype, set_autocast_enabled  # noqa: F401
