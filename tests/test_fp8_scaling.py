@@ -406,6 +406,20 @@ def test_host_built_delayed_update_matches_the_twin(runner, algo):
         assert all(same_bits(a, b) for a, b in zip(state, twin)), step
 
 
+def test_a_steady_delayed_update_is_one_launch_for_all_tensors(runner):
+    n = 50
+    history, scales, amaxes = np.zeros((n, 8), np.float32), np.ones(n, np.float32), np.zeros(n, np.float32)
+    fp8s = [E4M3, E5M2] * (n // 2)
+    with _kernels.run_on_host(runner):
+        for step in range(3):
+            amaxes[...] = step + 1.0
+            launches, uploads = _kernels.launch_count(), runner.tables.uploads
+            S.delayed_update(history, scales, amaxes, fp8s, scale_inv=np.ones(n, np.float32))
+            assert _kernels.launch_count() - launches == 1
+            assert runner.tables.uploads - uploads == (step == 0)  # its argument table is built once
+    assert history[:, -3:].tolist() == [[1.0, 2.0, 3.0]] * n
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_cupy_arrays_run_the_kernels_without_host_syncs(fmt):
