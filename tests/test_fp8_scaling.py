@@ -462,3 +462,10 @@ def test_mp_amp_names_the_recipes_the_scaling_functions_serve():
     S.delayed_update(history, scales, amaxes, list(recipe.fp8_format.value), margin=recipe.margin,
                      amax_compute_algo=recipe.amax_compute_algo)
     assert scales.tolist() == [recipe.scaled_max[0] / 2.0, recipe.scaled_max[1] / 2.0]
+
+
+def test_the_ocp_rule_saturates_a_blocks_top_values():
+    x = np.zeros((1, 32), np.float32)
+    x[0, 0] = 480.0  # floor(log2(480)) = 8 = emax_elem: scale 2**0, and 480 saturates to 448
+    q = S.quantize_mxfp8(x)
+    assert q.scale[0, 0] == 127 and float(q.data[0, 0]) == 448.0

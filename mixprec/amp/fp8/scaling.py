@@ -305,7 +305,9 @@ def quantize_mxfp8(x, fp8_dtype="float8_e4m3fn"):
     for E5M2), clamped to E8M0's [-127, 127]; data = fp8(saturate(x / 2**shared_exp)).
     A zero block takes amax = 2**-126 (the smallest normal float32) and so the scale
     2**-127, as the OCP reference code does; a block holding inf or NaN gets the NaN
-    scale (bits 0xff) and NaN data. The last dimension must be a multiple of 32.
+    scale (bits 0xff) and NaN data. The last dimension must be a multiple of 32. (Transformer Engine's
+    MXFP8 kernels round amax / fp8_max up to a power of two instead, which never saturates a block's
+    largest values; this follows the specification's text.)
     Returns MXQuantized(data, scale bits as uint8).
     """
     fn = "quantize_mxfp8"
