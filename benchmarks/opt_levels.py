@@ -107,7 +107,8 @@ def bench_level(level, args, device, cp):
     model = make_model(args.width, args.depth).to(device)
     opt = (mp.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else mp.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9))
-    model, opt, scaler = mp.amp.initialize(model, opt, level, dtype=getattr(mp, args.dtype))
+    model, opt = mp.amp.initialize(model, opt, level, dtype=getattr(mp, args.dtype))
+    scaler = mp.amp.loss_scaler()
     rng = np.random.default_rng(0)
     x = mp.tensor(rng.standard_normal((args.batch, args.width)).astype(np.float32), device=device)
     y = mp.tensor(rng.integers(0, 10, args.batch), device=device)

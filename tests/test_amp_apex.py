@@ -1,4 +1,4 @@
-"""apex's API on mixprec: initialize with lists and num_losses, the scale_loss loop, amp.state_dict / load_state_dict.
+"""apex's API on mixprec: initialize with lists and num_losses, the scale_loss loop, loss_scaler, amp.state_dict.
 
 apex itself is not installable here (a deprecated CUDA extension); its documented behaviour is the reference, and
 the mixprec loop (GradScaler.step) is the oracle for the numbers: the apex loop must give the same bits.
@@ -33,7 +33,8 @@ def test_the_apex_loop_gives_the_bits_of_the_gradscaler_loop(level, fused):
     for apex_loop in (False, True):
         model = mlp()
         opt = mp.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
-        model, opt, scaler = mp.amp.initialize(model, opt, level)
+        model, opt = mp.amp.initialize(model, opt, level)
+        scaler = mp.amp.loss_scaler()
         skipped = []
         for x, y in batches(6):
             opt.zero_grad()
@@ -58,13 +59,15 @@ def test_lists_of_models_and_optimizers_come_back_as_lists_each_set_up_as_alone(
     """Two models, two optimizers, one initialize (apex's multi-model form) == each model initialized alone."""
     together = [mlp(1), mlp(2)]
     opts = [mp.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in together]
-    models, optimizers, scaler = mp.amp.initialize(together, opts, "O2")
+    models, optimizers = mp.amp.initialize(together, opts, "O2")
+    scaler = mp.amp.loss_scaler()
     assert isinstance(models, list) and models == together and optimizers == opts
     assert all(mp.amp.MasterWeights.of(o) is not None for o in optimizers)
     alone = []
     for seed in (1, 2):
         m = mlp(seed)
-        alone.append(mp.amp.initialize(m, mp.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), "O2"))
+        alone.append((*mp.amp.initialize(m, mp.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), "O2"),
+                      mp.amp.loss_scaler()))
     for x, y in batches(4, poison_step=None):
         for (m, o, s), (m2, o2, s2) in zip(alone, [(mm, oo, scaler) for mm, oo in zip(models, optimizers)]):
             for model, opt, sc in ((m, o, s), (m2, o2, s2)):
@@ -83,7 +86,8 @@ def test_lists_of_models_and_optimizers_come_back_as_lists_each_set_up_as_alone(
 def test_one_optimizer_over_two_models_keeps_each_models_masters_in_its_checkpoint():
     a, b = mlp(1), mlp(2)
     opt = mp.optim.SGD(list(a.parameters()) + list(b.parameters()), lr=0.1)
-    (a, b), opt, scaler = mp.amp.initialize([a, b], opt, "O2")
+    (a, b), opt = mp.amp.initialize([a, b], opt, "O2")
+    scaler = mp.amp.loss_scaler()
     x, y = batches(1, poison_step=None)[0]
     scaler.scale(F.cross_entropy(a(x), y) + F.cross_entropy(b(x), y)).backward()
     scaler.step(opt)
@@ -101,7 +105,8 @@ def test_two_losses_with_their_own_scalers_meet_in_one_step():
     overflow in one loss skips the step and backs off only that loss's scale."""
     model = mlp()
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, scalers = mp.amp.initialize(model, opt, "O0", loss_scale="dynamic", num_losses=2)
+    model, opt = mp.amp.initialize(model, opt, "O0", loss_scale="dynamic", num_losses=2)
+    scalers = [mp.amp.loss_scaler(0), mp.amp.loss_scaler(1)]
     assert len(scalers) == 2 and scalers[0] is not scalers[1]
     reference = mlp()
     x, y = batches(1, poison_step=None)[0]
@@ -133,7 +138,7 @@ def test_two_losses_with_their_own_scalers_meet_in_one_step():
 def test_gradients_accumulate_over_scale_loss_blocks_and_a_failed_block_restores_them():
     model = mlp()
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, _ = mp.amp.initialize(model, opt, "O2")
+    model, opt = mp.amp.initialize(model, opt, "O2")
     x, y = batches(1, poison_step=None)[0]
     for _ in range(2):
         with mp.amp.scale_loss(F.cross_entropy(model(x), y), opt) as scaled:
@@ -154,7 +159,8 @@ def test_gradients_accumulate_over_scale_loss_blocks_and_a_failed_block_restores
 
 def test_amp_state_dict_round_trips_loads_apex_checkpoints_and_refuses_bad_ones_atomically():
     model = mlp()
-    model, opt, scalers = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2", num_losses=2)
+    model, opt = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2", num_losses=2)
+    scalers = [mp.amp.loss_scaler(0), mp.amp.loss_scaler(1)]
     saved = mp.amp.state_dict()
     assert sorted(saved) == ["loss_scaler0", "loss_scaler1"] and saved["loss_scaler0"]["scale"] == 2.0 ** 16
     scalers[1].load_state_dict(dict(saved["loss_scaler1"], scale=8.0))
@@ -175,6 +181,33 @@ def test_amp_state_dict_round_trips_loads_apex_checkpoints_and_refuses_bad_ones_
         assert mp.amp.state_dict() == now  # nothing changed, not even the first scaler
 
 
+def test_apex_recipe_runs_verbatim_two_values_back_or_the_models_alone():
+    """apex's documented calls: initialize(model, optimizer) gives (model, optimizer); initialize(model) (no
+    optimizers, inference) gives the model; the scalers behind scale_loss are mp.amp.loss_scaler(loss_id)."""
+    model = mlp()
+    optimizer = mp.optim.SGD(model.parameters(), lr=0.1)
+    result = mp.amp.initialize(model, optimizer, opt_level="O1", num_losses=2)
+    assert type(result) is tuple and len(result) == 2 and result[0] is model and result[1] is optimizer
+    model, optimizer = result
+    scalers = [mp.amp.loss_scaler(0), mp.amp.loss_scaler(loss_id=1)]
+    assert all(isinstance(s, mp.amp.GradScaler) for s in scalers) and scalers[0] is not scalers[1]
+    x, y = batches(1, poison_step=None)[0]
+    with mp.amp.scale_loss(F.cross_entropy(model(x), y), optimizer, loss_id=1) as scaled_loss:
+        assert scaled_loss.item() == pytest.approx(F.cross_entropy(model(x), y).item() * scalers[1].get_scale())
+        scaled_loss.backward()
+    optimizer.step()
+    for bad in (2, -1, True, 0.0):
+        with pytest.raises(ValueError, match=r"mp.amp.loss_scaler: loss_id must be an integer in \[0, 2\)"):
+            mp.amp.loss_scaler(bad)
+    alone = mlp(1)
+    assert mp.amp.initialize(alone, opt_level="O2") is alone
+    assert alone[0].weight.dtype == mp.float16 and alone(x).dtype == mp.float32
+    assert isinstance(mp.amp.loss_scaler(), mp.amp.GradScaler)  # O2 float16: dynamic, as apex
+    pair = [mlp(2), mlp(3)]
+    assert mp.amp.initialize(pair, None, "O3") == pair
+    assert isinstance(mp.amp.loss_scaler(), mp.amp.StaticGradScaler)
+
+
 def test_bad_arguments_name_what_was_wrong(monkeypatch):
     model = mlp()
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
@@ -191,6 +224,6 @@ def test_bad_arguments_name_what_was_wrong(monkeypatch):
             pass
     monkeypatch.setattr(apex, "_LOSS_SCALERS", [])
     for call in (lambda: mp.amp.scale_loss(mp.tensor(1.0), opt).__enter__(), mp.amp.state_dict,
-                 lambda: mp.amp.load_state_dict({})):
+                 lambda: mp.amp.load_state_dict({}), mp.amp.loss_scaler):
         with pytest.raises(RuntimeError, match="initialize first|initialize\\(model, optimizer, ...\\) first"):
             call()

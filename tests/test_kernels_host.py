@@ -435,7 +435,8 @@ def amp_setup(level, fused_cls):
     mp.manual_seed(0)
     model = mp.nn.Sequential(mp.nn.Linear(6, 16), mp.nn.LayerNorm(16), mp.nn.ReLU(), mp.nn.Linear(16, 3))
     opt = getattr(mp.optim, fused_cls)(model.parameters(), lr=0.05, fused=True)
-    model, opt, scaler = mp.amp.initialize(model, opt, level, loss_scale="dynamic" if level == "O0" else None)
+    model, opt = mp.amp.initialize(model, opt, level, loss_scale="dynamic" if level == "O0" else None)
+    scaler = mp.amp.loss_scaler()
     return model, opt, scaler
 
 

@@ -46,7 +46,8 @@ def train(data, level, optimizer="adam", dtype=mp.float16, epochs=4, device="cpu
     model = mlp().to(device)
     opt = (mp.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
            else mp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
-    model, opt, scaler = mp.amp.initialize(model, opt, level, dtype=dtype, **options)
+    model, opt = mp.amp.initialize(model, opt, level, dtype=dtype, **options)
+    scaler = mp.amp.loss_scaler()
     skipped = 0
     for epoch in range(epochs):
         order = np.random.default_rng(epoch).permutation(len(x))
@@ -110,12 +111,14 @@ def test_asking_for_scaling_with_bfloat16_warns_float16_does_not(dtype):
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
     if dtype == mp.bfloat16:
         with pytest.warns(UserWarning, match="bfloat16 has float32's exponent range"):
-            _, _, scaler = mp.amp.initialize(model, opt, "O2", dtype=dtype, loss_scale="dynamic")
+            mp.amp.initialize(model, opt, "O2", dtype=dtype, loss_scale="dynamic")
+            scaler = mp.amp.loss_scaler()
     else:
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            _, _, scaler = mp.amp.initialize(model, opt, "O2", dtype=dtype, loss_scale="dynamic")
+            mp.amp.initialize(model, opt, "O2", dtype=dtype, loss_scale="dynamic")
+            scaler = mp.amp.loss_scaler()
     assert type(scaler) is mp.amp.GradScaler and scaler.get_scale() == 2.0 ** 16
 
 
@@ -131,7 +134,8 @@ def test_level_defaults():
         model = mlp()
         opt = mp.optim.Adam(model.parameters(), lr=1e-3)
         params_before = [p for g in opt.param_groups for p in g["params"]]
-        model2, opt2, scaler = mp.amp.initialize(model, opt, level)
+        model2, opt2 = mp.amp.initialize(model, opt, level)
+        scaler = mp.amp.loss_scaler()
         assert model2 is model and opt2 is opt
         assert model[0].weight.dtype == linear and model[1].weight.dtype == norm, level
         assert type(scaler) is scaler_type and scaler.get_scale() == scale and scaler.is_enabled(), level
@@ -147,7 +151,7 @@ def test_o2_masters_are_float32_copies_stepped_by_the_same_optimizer():
     model = mlp()
     original = [p._array.copy() for p in model.parameters()]
     opt = mp.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.8, 0.95), weight_decay=0.05)
-    _, opt2, _ = mp.amp.initialize(model, opt, "O2")
+    _, opt2 = mp.amp.initialize(model, opt, "O2")
     assert opt2 is opt and type(opt) is mp.optim.AdamW
     group = opt.param_groups[0]
     assert (group["lr"], group["betas"], group["weight_decay"]) == (2e-3, (0.8, 0.95), 0.05)
@@ -228,7 +232,8 @@ def test_updates_below_half_a_float16_ulp_move_o2_weights_and_are_lost_in_o3():
         with mp.no_grad():
             model.weight.fill_(1.0)
         opt = mp.optim.SGD(model.parameters(), lr=lr)
-        model, opt, scaler = mp.amp.initialize(model, opt, level)
+        model, opt = mp.amp.initialize(model, opt, level)
+        scaler = mp.amp.loss_scaler()
         x = mp.ones(1, 1)
         taken = 0
         for _ in range(steps):
@@ -258,7 +263,8 @@ def test_injected_inf_skips_the_step_at_every_level(level, device):
     mp.manual_seed(0)
     model = mlp().to(device)
     opt = mp.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)  # (float16 Adam breaks O3 by itself)
-    model, opt, scaler = mp.amp.initialize(model, opt, level)
+    model, opt = mp.amp.initialize(model, opt, level)
+    scaler = mp.amp.loss_scaler()
     x, y = mp.randn(8, 64, device=device), mp.randint(0, 10, (8,), device=device)
 
     def snapshot():
@@ -296,7 +302,8 @@ def test_injected_inf_skips_the_step_at_every_level(level, device):
 def test_o2_unscales_float16_grads_into_float32_master_grads_in_one_call(monkeypatch):
     model = mlp()
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, scaler = mp.amp.initialize(model, opt, "O2")
+    model, opt = mp.amp.initialize(model, opt, "O2")
+    scaler = mp.amp.loss_scaler()
     calls = []
     real = AF.non_finite_check_and_unscale_
 
@@ -327,7 +334,7 @@ def test_a_plain_grad_scaler_works_with_an_o2_optimizer():
     """The master-gradient pairs come from the optimizer, so any GradScaler unscales into the masters."""
     model = mlp()
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, _ = mp.amp.initialize(model, opt, "O2")
+    model, opt = mp.amp.initialize(model, opt, "O2")
     scaler = mp.amp.GradScaler("cpu", init_scale=1024.0)
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     loss = F.cross_entropy(model(x), y)
@@ -340,7 +347,8 @@ def test_a_plain_grad_scaler_works_with_an_o2_optimizer():
 
 def test_master_grad_buffers_keep_their_addresses():
     model = mlp()
-    model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    model, opt = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    scaler = mp.amp.loss_scaler()
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     addresses = []
     for _ in range(3):
@@ -359,7 +367,7 @@ def test_optimizer_step_without_the_scaler_copies_the_model_grads():
     ref = mlp()
     ref.load_state_dict(model.state_dict())
     opt = mp.optim.SGD(model.parameters(), lr=0.5)
-    model, opt, _ = mp.amp.initialize(model, opt, "O2", dtype=mp.bfloat16)
+    model, opt = mp.amp.initialize(model, opt, "O2", dtype=mp.bfloat16)
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
@@ -375,7 +383,8 @@ def test_optimizer_step_without_the_scaler_copies_the_model_grads():
 
 def test_clip_the_master_params_after_unscale():
     model = mlp()
-    model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    model, opt = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    scaler = mp.amp.loss_scaler()
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     scaler.scale(F.cross_entropy(model(x), y)).backward()
     scaler.unscale_(opt)
@@ -391,7 +400,8 @@ def test_clip_the_master_params_after_unscale():
 def test_static_loss_scale_never_changes_but_skips_non_finite_steps():
     model = mlp()
     opt = mp.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, scaler = mp.amp.initialize(model, opt, "O2", loss_scale=128.0)
+    model, opt = mp.amp.initialize(model, opt, "O2", loss_scale=128.0)
+    scaler = mp.amp.loss_scaler()
     assert isinstance(scaler, StaticGradScaler)
     scaler.set_growth_interval(2)
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
@@ -447,12 +457,14 @@ def test_static_scale_of_one_accepts_float16_grads_a_larger_one_does_not():
 
 def test_dynamic_bounds_reach_the_scaler():
     model = mlp()
-    _, _, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O1",
-                                     min_loss_scale=4.0, max_loss_scale=1024.0)
+    mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O1",
+                      min_loss_scale=4.0, max_loss_scale=1024.0)
+    scaler = mp.amp.loss_scaler()
     state = scaler.state_dict()
     assert (state["min_scale"], state["max_scale"], state["scale"]) == (4.0, 1024.0, 1024.0)
     model = mlp()
-    _, _, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2", max_loss_scale=None)
+    mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2", max_loss_scale=None)
+    scaler = mp.amp.loss_scaler()
     assert scaler.state_dict().get("max_scale") is None and scaler.get_scale() == 2.0 ** 16
 
 
@@ -471,7 +483,8 @@ def run_steps(model, opt, scaler, n, seed):
 def fresh_o2(seed=5):
     mp.manual_seed(seed)
     model = mlp()
-    return mp.amp.initialize(model, mp.optim.Adam(model.parameters(), lr=1e-2), "O2")
+    model, opt = mp.amp.initialize(model, mp.optim.Adam(model.parameters(), lr=1e-2), "O2")
+    return model, opt, mp.amp.loss_scaler()
 
 
 def test_o2_checkpoint_round_trips_masters_in_float32(tmp_path):
@@ -578,7 +591,8 @@ def test_consistent_overrides_are_accepted():
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the bfloat16 + dynamic note
-            _, _, scaler = mp.amp.initialize(model, opt, level, **kwargs)
+            mp.amp.initialize(model, opt, level, **kwargs)
+            scaler = mp.amp.loss_scaler()
         assert (model[0].weight.dtype, model[1].weight.dtype) == (linear, norm), (level, kwargs)
         assert (mp.amp.MasterWeights.of(opt) is not None) == masters, (level, kwargs)
         run_steps(model, opt, scaler, 2, seed=0)
@@ -619,7 +633,8 @@ def test_master_grads_follow_parameters_not_positions():
     model = mlp()
     params = list(model.parameters())
     opt = mp.optim.SGD([{"params": params[3:][::-1], "lr": 0.25}, {"params": params[:3][::-1]}], lr=0.5)
-    model, opt, scaler = mp.amp.initialize(model, opt, "O2", loss_scale=256.0)
+    model, opt = mp.amp.initialize(model, opt, "O2", loss_scale=256.0)
+    scaler = mp.amp.loss_scaler()
     masters = mp.amp.MasterWeights.of(opt)
     stepped_tensor = {id(p): p if masters.master_of(p) is None else masters.master_of(p) for p in params}
     before = {id(p): host(stepped_tensor[id(p)]._array) for p in params}
@@ -635,7 +650,8 @@ def test_master_grads_follow_parameters_not_positions():
 
 def test_editing_model_grads_after_unscale_is_an_error():
     model = mlp()
-    model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    model, opt = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.1), "O2")
+    scaler = mp.amp.loss_scaler()
     x, y = mp.randn(8, 64), mp.randint(0, 10, (8,))
     scaler.scale(F.cross_entropy(model(x), y)).backward()
     scaler.unscale_(opt)
@@ -655,8 +671,9 @@ def test_any_schedule_of_overflows_keeps_the_invariants(level, dtype, injections
     every model weight equal to its master rounded to the model's dtype."""
     mp.manual_seed(seed)
     model = mlp()
-    model, opt, scaler = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
-                                           level, dtype=dtype)
+    model, opt = mp.amp.initialize(model, mp.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                   level, dtype=dtype)
+    scaler = mp.amp.loss_scaler()
     masters = mp.amp.MasterWeights.of(opt)
     rng = np.random.default_rng(seed)
     for inject in injections:

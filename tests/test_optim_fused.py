@@ -232,7 +232,8 @@ def test_o2_masters_and_their_float16_weights_are_updated_in_one_pass():
         mp.manual_seed(0)
         model = mp.nn.Sequential(mp.nn.Linear(6, 8), mp.nn.LayerNorm(8), mp.nn.ReLU(), mp.nn.Linear(8, 3))
         opt = mp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=fused)
-        model, opt, scaler = mp.amp.initialize(model, opt, "O2")
+        model, opt = mp.amp.initialize(model, opt, "O2")
+        scaler = mp.amp.loss_scaler()
         rng = np.random.default_rng(3)
         for step in range(6):
             x = mp.tensor(rng.standard_normal((5, 6)).astype(np.float32) * (1e6 if step == 2 else 1.0))

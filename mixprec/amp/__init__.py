@@ -5,7 +5,7 @@ from .switches import set_autocast_cache_enabled, set_autocast_dtype, set_autoca
 from .grad_scaler import *  # noqa: F401,F403  (GradScaler, StaticGradScaler)
 from .master_weights import MasterWeights, master_params  # noqa: F401  (float32 masters of a float16 model)
 from .opt_levels import initialize  # noqa: F401  (apex's O0-O3)
-from .apex import load_state_dict, scale_loss, state_dict  # noqa: F401  (apex's loop)
+from .apex import load_state_dict, loss_scaler, scale_loss, state_dict  # noqa: F401  (apex's loop)
 from . import functional  # noqa: F401  (mp.amp.functional: unscale/update on raw arrays)
 from .inspector import inspect  # noqa: F401,E402  (mp.amp.inspect: where lower precision hurts a model)
 from .fp8.recipes import CurrentScaling, DelayedScaling, Float8CurrentScaling, Format, MXFP8BlockScaling  # noqa: F401

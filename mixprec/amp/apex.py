@@ -4,8 +4,9 @@
         scaled.backward()
     optimizer.step()
 
-with ``num_losses`` loss scalers and apex's names and checkpoint format. The levels
-themselves are mixprec/amp/opt_levels.py.
+with ``num_losses`` loss scalers and apex's names and checkpoint format; ``loss_scaler(loss_id)``
+hands out a scaler itself, for torch's GradScaler loop. The levels themselves are
+mixprec/amp/opt_levels.py.
 """
 from __future__ import annotations
 
@@ -19,7 +20,31 @@ from ..optim import Optimizer
 from .master_weights import master_params
 from .opt_levels import _INITIALIZED, _LOSS_SCALERS, _as_list
 
-__all__ = ["scale_loss", "state_dict", "load_state_dict"]
+__all__ = ["scale_loss", "loss_scaler", "state_dict", "load_state_dict"]
+
+
+def _check_loss_id(loss_id, caller):
+    if not _LOSS_SCALERS:
+        raise RuntimeError(f"{caller}: call mp.amp.initialize(model, optimizer, ...) first; it makes the loss "
+                           "scalers")
+    if isinstance(loss_id, bool) or not isinstance(loss_id, numbers.Integral) or \
+            not 0 <= loss_id < len(_LOSS_SCALERS):
+        raise ValueError(f"{caller}: loss_id must be an integer in [0, {len(_LOSS_SCALERS)}) (initialize "
+                         f"made num_losses={len(_LOSS_SCALERS)} loss scalers), got {loss_id!r}")
+    return _LOSS_SCALERS[loss_id]
+
+
+def loss_scaler(loss_id=0):
+    """The loss scaler mp.amp.initialize made for loss loss_id: a GradScaler ("dynamic") or a
+    StaticGradScaler, the one scale_loss(..., loss_id) uses. For torch's loop instead of apex's::
+
+        model, opt = mp.amp.initialize(model, opt, opt_level="O2")
+        scaler = mp.amp.loss_scaler()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    """
+    return _check_loss_id(loss_id, "mp.amp.loss_scaler")
 
 
 @contextlib.contextmanager
@@ -40,18 +65,11 @@ def scale_loss(loss, optimizers, loss_id=0):
     the block ends; the loop without any host read is GradScaler.step with a fused
     optimizer. If the block raises, the gradients are put back as they were.
     """
-    if not _LOSS_SCALERS:
-        raise RuntimeError("mp.amp.scale_loss: call mp.amp.initialize(model, optimizer, ...) first; it makes the "
-                           "loss scalers")
-    if isinstance(loss_id, bool) or not isinstance(loss_id, numbers.Integral) or \
-            not 0 <= loss_id < len(_LOSS_SCALERS):
-        raise ValueError(f"mp.amp.scale_loss: loss_id must be an integer in [0, {len(_LOSS_SCALERS)}) (initialize "
-                         f"made num_losses={len(_LOSS_SCALERS)} loss scalers), got {loss_id!r}")
+    scaler = _check_loss_id(loss_id, "mp.amp.scale_loss")
     optimizer_list = _as_list(optimizers, Optimizer, "optimizer", "an mp.optim.Optimizer", "mp.amp.scale_loss")
     for optimizer in optimizer_list:
         if optimizer not in _INITIALIZED:
             raise ValueError("mp.amp.scale_loss: the optimizer was not set up by mp.amp.initialize")
-    scaler = _LOSS_SCALERS[loss_id]
     set_aside = []  # (stepped tensor, a copy of its unscaled gradient) from before the block
     for optimizer in optimizer_list:
         for p in master_params(optimizer):

@@ -1,17 +1,16 @@
-"""apex-style optimisation levels: ``mp.amp.initialize(model, optimizer, opt_level)``, and apex's loop.
+"""apex-style optimisation levels: ``model, optimizer = mp.amp.initialize(model, optimizer, opt_level)``.
 
 NVIDIA apex named four recipes for mixed-precision training; users know them
 by name. ``initialize`` configures a float32 model and its optimizer (or lists of
-them) for one of them and returns ``(model, optimizer, scaler)``; the training
-loop is then the same at every level::
+them) for one of them, as apex's does; the training loop is then the same at every level::
 
-    model, opt, scaler = mp.amp.initialize(model, opt, opt_level="O2")
+    model, opt = mp.amp.initialize(model, opt, opt_level="O2")
     for x, y in data:
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)     # the model's outputs come back float32
-        scaler.scale(loss).backward()
-        scaler.step(opt)                        # skipped when a gradient is inf/NaN
-        scaler.update()
+        with mp.amp.scale_loss(loss, opt) as scaled:
+            scaled.backward()
+        opt.step()                              # skipped when a gradient is inf/NaN
 
     O0  float32 everything: the accuracy baseline.
     O1  float32 weights; the forward runs under mp.autocast (each op's cast policy).
@@ -26,10 +25,8 @@ the input and output casts (and O1's autocast region) are forward hooks on the m
 kept in float32 get the same hooks; O2's float32 master weights are
 mixprec.amp.master_weights.MasterWeights, which plugs into the optimizer's one
 extension point (mp.optim.Optimizer.set_step_extension) and the model's state-dict
-hooks. See docs/opt-levels.md.
-
-apex's own loop (``mp.amp.scale_loss``, ``mp.amp.state_dict``) is mixprec/amp/apex.py;
-it uses the loss scalers the last initialize made (``_LOSS_SCALERS``).
+hooks. See docs/opt-levels.md. The loss scalers initialize makes (``_LOSS_SCALERS``)
+are used through mixprec/amp/apex.py: ``scale_loss``, ``loss_scaler``, ``state_dict``.
 """
 from __future__ import annotations
 
@@ -82,22 +79,22 @@ _LEVELS = {
 }
 
 
-def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_norm_fp32=None,
+def initialize(models, optimizers=None, opt_level="O1", *, dtype=_dt.float16, keep_norm_fp32=None,
                master_weights=None, loss_scale=None, num_losses=1, min_loss_scale=None,
                max_loss_scale=_DEFAULT_MAX_LOSS_SCALE):
-    """Configure float32 models and their optimizers for opt_level; returns (models, optimizers, scaler).
+    """Configure float32 models and their optimizers for opt_level; returns (models, optimizers), as apex does.
 
     >>> import mixprec as mp
     >>> model = mp.nn.Sequential(mp.nn.Linear(4, 8), mp.nn.LayerNorm(8), mp.nn.Linear(8, 2))
     >>> opt = mp.optim.SGD(model.parameters(), lr=0.1)
-    >>> model, opt, scaler = mp.amp.initialize(model, opt, opt_level="O2")
+    >>> model, opt = mp.amp.initialize(model, opt, opt_level="O2")
     >>> [p.dtype.name for p in model.parameters()]       # O2: float16 weights, float32 norms
     ['float16', 'float16', 'float32', 'float32', 'float16', 'float16']
 
     models: an mp.nn.Module with float32 parameters, already on its device, or a list of them
-      (returned as a list, as apex did).
+      (returned as a list, as in apex).
     optimizers: an mp.optim.Optimizer over (some of) the models' parameters, not yet stepped, or a
-      list of them (returned as a list).
+      list of them (returned as a list); None (a model for inference): only the models are returned.
     opt_level: "O0", "O1", "O2" or "O3" (the letter O). Defaults per level:
 
         level  weights            forward                keep_norm_fp32  master_weights  loss_scale
@@ -110,14 +107,15 @@ def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_no
     keep_norm_fp32, master_weights: override the level's default (O2/O3 only).
     loss_scale: "dynamic" (a GradScaler bounded by min_loss_scale/max_loss_scale) or a number (a
       StaticGradScaler). Every scaler skips the optimizer step when a gradient is inf or NaN.
-    num_losses: how many loss scalers to make (apex's, by loss_id): the third value returned is
-      the scaler, or the list of them; mp.amp.state_dict() holds them all.
+    num_losses: how many loss scalers to make (apex's, by loss_id): mp.amp.scale_loss(loss, opt,
+      loss_id) uses them; mp.amp.loss_scaler(loss_id) is the scaler itself.
 
     The model and optimizer are changed in place and returned; the model's forward returns
     floating outputs in float32. docs/opt-levels.md has the details and the errors.
     """
     model_list = _as_list(models, Module, "model", "an mp.nn.Module")
-    optimizer_list = _as_list(optimizers, Optimizer, "optimizer", "an mp.optim.Optimizer")
+    optimizer_list = [] if optimizers is None else _as_list(optimizers, Optimizer, "optimizer",
+                                                            "an mp.optim.Optimizer")
     if isinstance(num_losses, bool) or not isinstance(num_losses, numbers.Integral) or num_losses < 1:
         raise ValueError(f"initialize: num_losses must be an integer >= 1 (one loss scaler per loss), got "
                          f"{num_losses!r}")
@@ -151,9 +149,9 @@ def initialize(models, optimizers, opt_level="O1", *, dtype=_dt.float16, keep_no
     for obj in model_list + optimizer_list:
         _INITIALIZED[obj] = props.opt_level
     _LOSS_SCALERS[:] = scalers
-    return (model_list if isinstance(models, (list, tuple)) else models,
-            optimizer_list if isinstance(optimizers, (list, tuple)) else optimizers,
-            scalers if num_losses > 1 else scalers[0])
+    models = model_list if isinstance(models, (list, tuple)) else models
+    return models if optimizers is None else (models, optimizer_list if isinstance(optimizers, (list, tuple))
+                                              else optimizers)
 
 
 _INITIALIZED = weakref.WeakKeyDictionary()  # model or optimizer -> the level initialize gave it
