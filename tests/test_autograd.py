@@ -675,5 +675,7 @@ def test_set_multithreading_enabled_is_accepted_as_torchs(torch):
         with lib.autograd.set_multithreading_enabled(False):
             (x * 3).sum().backward()
         assert x.grad.numpy().tolist() == [3.0, 3.0]
+        lib.autograd.set_multithreading_enabled(True)  # a plain call, and a decorator
+        assert lib.autograd.set_multithreading_enabled(False)(lambda: (x * 2).sum())().item() == 4.0
     with pytest.raises(TypeError, match="set_multithreading_enabled: mode must be True or False"):
         mp.autograd.set_multithreading_enabled("no")

@@ -2,6 +2,8 @@
 saved_tensors_hooks / save_on_cpu, and nn.Module full backward hooks; torch (CPU, float64) as the oracle."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -188,14 +190,23 @@ def test_hooks_keep_gradients_and_second_derivatives():
         np.testing.assert_allclose(a.numpy(), b.numpy())
 
 
-def test_in_place_check_still_applies_to_packed_tensors():
-    x = f64(mp, [1.0, 2.0])
-    with mp.autograd.graph.saved_tensors_hooks(lambda t: t.numpy().copy(), lambda a: mp.tensor(a)):
-        h = x * 1
-        y = h * h
-    h.add_(1)
-    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+def test_packed_tensors_belong_to_the_hooks_no_version_check_as_torch(torch):
+    """What pack_hook stored is what backward gets, so an in-place change afterwards is no error: a copying pair
+    (save_on_cpu on a GPU) gives the value at saving, an identity pair the value now; without hooks it fails."""
+    def run(lib, pack, unpack, hooked=True):
+        x = f64(lib, [1.0, 2.0])
+        with lib.autograd.graph.saved_tensors_hooks(pack, unpack) if hooked else contextlib.nullcontext():
+            h = x * 1
+            y = h * h
+        h.add_(1)
         y.sum().backward()
+        return x.grad.numpy()
+    for pack, unpack in ((lambda t: t.detach().clone(), lambda t: t), (lambda t: t, lambda t: t)):
+        np.testing.assert_allclose(run(mp, pack, unpack), run(torch, pack, unpack))
+    assert run(mp, lambda t: t.numpy().copy(), lambda a: mp.tensor(a)).tolist() == [2.0, 4.0]  # 2 * x at saving
+    for lib in (mp, torch):
+        with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
+            run(lib, None, None, hooked=False)
 
 
 def test_only_the_innermost_hooks_are_used_and_they_can_be_disabled(torch):

@@ -21,7 +21,8 @@ LAYERS = (  # (name, module prefixes), lowest first; the longest matching prefix
     ("base", ("mixprec._state", "mixprec.dtypes", "mixprec.hooks", "mixprec._text", "mixprec.backend",
               "mixprec.strict_cupy", "mixprec.amp._host_build")),
     ("core", ("mixprec.tensor", "mixprec.random", "mixprec.autograd.graph", "mixprec.autograd.engine",
-              "mixprec.autograd.grad_mode", "mixprec.autograd.forward_ad", "mixprec.observers", "mixprec.ops.autocast")),
+              "mixprec.autograd.grad_mode", "mixprec.autograd.forward_ad", "mixprec.observers", "mixprec.ops.autocast",
+              "mixprec.autograd.allow_mutation")),
     ("ops", ("mixprec.ops", "mixprec.autograd")),
     ("library", ("mixprec", "mixprec.autograd.profiler")),  # (torch.autograd.profiler's names, over mp.profiler)
 )

@@ -348,12 +348,10 @@ def _saving():
 class SavedTensor:
     """One tensor a node keeps for backward (torch's SavedVariable).
 
-    Saving remembers the tensor's version and, inside ``saved_tensors_hooks``,
-    stores ``pack_hook(tensor)`` instead of the tensor. ``unpack`` checks the
-    version (an in-place change since saving is an error) and returns the
-    tensor, through ``unpack_hook`` when it was packed, with its autograd
-    identity restored (grad_fn, or the leaf its gradient accumulates into), so
-    backward can still be differentiated.
+    Inside ``saved_tensors_hooks`` it stores ``pack_hook(tensor)``; the hooks own that value, so as in torch
+    no version is checked. Otherwise ``unpack`` checks the version (an in-place change since saving is an
+    error). It returns the tensor (through ``unpack_hook``) with its autograd identity restored (grad_fn,
+    or the leaf its gradient accumulates into), so backward can still be differentiated.
     """
 
     # what most saved tensors never set, as class defaults (an instance sets only what it needs)
@@ -399,7 +397,7 @@ class SavedTensor:
     def unpack(self, node, index):
         """The saved tensor for ``node``'s backward; ``index`` (its argument or output position) names it in
         errors, through ``node._saved_label``."""
-        if self._vc[0] != self._version:
+        if self._unpack is None and self._vc[0] != self._version:
             what = node._saved_label(index, self._is_output)
             raise RuntimeError(version_error(node, self._is_output, what, self._vc[0], self._version))
         if self._unpack is None:
@@ -511,8 +509,7 @@ class saved_tensors_hooks:
         return self
 
     def __exit__(self, *exc):
-        saving = _saving()
-        saving.hooks = saving.hooks[:-1]
+        _saving().hooks = _saving().hooks[:-1]
         return False
 
 
@@ -847,3 +844,6 @@ def flatten_grads(grads, layout):
         else:
             flat.extend(g if g is not None else [None] * n)
     return flat
+
+
+from .allow_mutation import allow_mutation_on_saved_tensors  # noqa: E402,F401  (built on saved_tensors_hooks)
