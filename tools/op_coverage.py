@@ -41,6 +41,7 @@ NAME_MAP = {
     "LSTMCell": ("lstm_cell",),
     "GRUCell": ("gru_cell",),
     "RNNCell": ("rnn_tanh_cell", "rnn_relu_cell"),
+    "multi_dot": ("linalg_multi_dot",),  # torch.linalg.multi_dot; torch's autocast registers linalg_multi_dot
 }
 
 # What torch 2.13 does beyond the reference text: (device type, op) -> policy. The reference's CPU list
@@ -56,7 +57,6 @@ TORCH_BEYOND_REFERENCE = {
     ("cuda", "scaled_dot_product_attention"): "lower_precision_fp",
     ("cuda", "einsum"): "lower_precision_fp",
     ("cuda", "linalg_vecdot"): "lower_precision_fp",
-    ("cuda", "linalg_multi_dot"): "lower_precision_fp",  # (the documented list says multi_dot)
     ("cuda", "rms_norm"): "fp32",
     ("cuda", "logsumexp"): "fp32",
     ("cuda", "vdot"): "promote",

@@ -1,7 +1,7 @@
 """Linear algebra (``mp.linalg``), part 3: norms, products and matrix functions, all composed of other ops.
 
     norms      vector_norm, linalg.norm (a vector or a matrix norm, by ord and dim)
-    products   matrix_power, multi_dot, linalg.cross, vander
+    products   matrix_power, linalg.cross, vander (linalg.multi_dot: ops/matmul.py)
     matrices   linalg.diagonal, matrix_exp, logdet
 
 Each is written with ops that have their own derivatives (norm, matrix_norm, matmul,
@@ -19,7 +19,6 @@ from .elementwise import where
 from .linalg_lu_cholesky import _eye_like, _matrices, diagonal, linalg_inv, linalg_slogdet
 from .linalg_qr_eig_svd import linalg_matrix_norm
 from .math_ops import cross, norm
-from .matmul import _cheapest_splits
 from .reduce import cumprod
 from .registry import register
 from .shape import cat
@@ -96,44 +95,6 @@ def linalg_matrix_power(ctx, A, n):
         if n:
             base = base @ base
     return result
-
-
-@register("linalg_multi_dot", promote=(0,), composite=True)
-def linalg_multi_dot(ctx, tensors):
-    """The product of a chain of matrices; the first may be a 1-D row vector and the last a 1-D column vector
-    (their dims are dropped from the result). Multiplied in the order that takes the fewest scalar products."""
-    tensors = list(tensors)
-    if len(tensors) < 2:
-        raise RuntimeError(f"linalg_multi_dot: expected at least 2 tensors, got {len(tensors)}")
-    first_vec, last_vec = tensors[0].ndim == 1, tensors[-1].ndim == 1
-    mats = [tensors[0].unsqueeze(0) if first_vec else tensors[0]] + tensors[1:-1] + \
-        [tensors[-1].unsqueeze(-1) if last_vec else tensors[-1]]
-    for i, t in enumerate(mats):
-        if t.ndim != 2:
-            what = "the first and last tensors must be 1-D or 2-D" if i in (0, len(mats) - 1) else \
-                "the tensors between the first and last must be 2-D"
-            raise RuntimeError(f"linalg_multi_dot: {what}, got tensor {i} of shape {tuple(tensors[i].shape)}")
-        if t.dtype != mats[0].dtype:
-            raise TypeError(f"linalg_multi_dot: expected all tensors to have one dtype, got {mats[0].dtype.name} "
-                            f"and {t.dtype.name}")
-    for i in range(len(mats) - 1):
-        if mats[i].shape[1] != mats[i + 1].shape[0]:
-            raise RuntimeError(f"linalg_multi_dot: tensors {i} {tuple(tensors[i].shape)} and {i + 1} "
-                               f"{tuple(tensors[i + 1].shape)} cannot be multiplied")
-    dims = [mats[0].shape[0]] + [t.shape[1] for t in mats]
-    out = _chain(mats, _cheapest_splits(dims), 0, len(mats) - 1)
-    if first_vec:
-        out = out.squeeze(0)
-    if last_vec:
-        out = out.squeeze(-1)
-    return out
-
-
-def _chain(mats, split, i, j):
-    if i == j:
-        return mats[i]
-    k = split[i][j]
-    return _chain(mats, split, i, k) @ _chain(mats, split, k + 1, j)
 
 
 @register("linalg_cross", promote=(0, 1), composite=True)

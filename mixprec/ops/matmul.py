@@ -6,8 +6,8 @@ so on the CPU the inputs are widened to float32, multiplied with float32 BLAS an
 the result rounded to the input dtype: the arithmetic of a GPU GEMM with a
 float32 compute type. The fused ops (addmm, baddbmm, addbmm, addmv, addr,
 linear with a bias) add their extra term in float32 too, before that single
-rounding, as torch's CPU GEMM does. multi_dot and chain_matmul are built from
-mm, in the cheapest order.
+rounding, as torch's CPU GEMM does. linalg.multi_dot and chain_matmul are built
+from mm, in the cheapest order.
 
 On a GPU every float product of matrices is one cuBLAS call that ops/gemm.py
 makes (compute type CUBLAS_COMPUTE_32F: float32 accumulation on the tensor
@@ -455,31 +455,32 @@ def _chain_product(mats, split, i, j):
     return mm(_chain_product(mats, split, i, k), _chain_product(mats, split, k + 1, j))
 
 
-@register("multi_dot", promote=(0,), composite=True)
-def multi_dot(ctx, tensors):
-    """tensors[0] @ tensors[1] @ ... in the order that needs the fewest multiplications.
+@register("linalg_multi_dot", promote=(0,), composite=True)
+def linalg_multi_dot(ctx, tensors):
+    """tensors[0] @ tensors[1] @ ... in the order that needs the fewest multiplications (mp.linalg.multi_dot).
 
     The first tensor may be 1-D (a row vector) and the last 1-D (a column
     vector); the others must be matrices. torch.linalg.multi_dot's rules.
     """
-    if not isinstance(tensors, (list, tuple)) or len(tensors) < 2:
-        got = len(tensors) if isinstance(tensors, (list, tuple)) else type(tensors).__name__
-        raise RuntimeError(f"multi_dot: expected a list of at least 2 tensors, got {got}")
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"linalg.multi_dot: expected a list or tuple of tensors, got {type(tensors).__name__}")
+    if len(tensors) < 2:
+        raise RuntimeError(f"linalg.multi_dot: expected a list of at least 2 tensors, got {len(tensors)}")
     for i, t in enumerate(tensors):
         allowed = (1, 2) if i in (0, len(tensors) - 1) else (2,)
         if t.ndim not in allowed:
-            raise RuntimeError(f"multi_dot: tensor {i} must be {' or '.join(f'{d}-D' for d in allowed)}, "
+            raise RuntimeError(f"linalg.multi_dot: tensor {i} must be {' or '.join(f'{d}-D' for d in allowed)}, "
                                f"got shape {tuple(t.shape)}")
         if t.dtype != tensors[0].dtype:
-            raise TypeError(f"multi_dot: expected all tensors to have the same dtype, got {tensors[0].dtype.name} "
-                            f"(tensor 0) and {t.dtype.name} (tensor {i})")
+            raise TypeError(f"linalg.multi_dot: expected all tensors to have the same dtype, got "
+                            f"{tensors[0].dtype.name} (tensor 0) and {t.dtype.name} (tensor {i})")
     first, last = tensors[0], tensors[-1]
     mats = [first.unsqueeze(0) if first.ndim == 1 else first, *tensors[1:-1],
             last.unsqueeze(1) if last.ndim == 1 else last]
     for i in range(len(mats) - 1):
         if mats[i].shape[1] != mats[i + 1].shape[0]:
-            raise RuntimeError(f"multi_dot: tensors {i} and {i + 1} with shapes {tuple(tensors[i].shape)} and "
-                               f"{tuple(tensors[i + 1].shape)} cannot be multiplied")
+            raise RuntimeError(f"linalg.multi_dot: tensors {i} and {i + 1} with shapes {tuple(tensors[i].shape)} "
+                               f"and {tuple(tensors[i + 1].shape)} cannot be multiplied")
     dims = [m.shape[0] for m in mats] + [mats[-1].shape[1]]
     out = _chain_product(mats, _cheapest_splits(dims), 0, len(mats) - 1)
     if last.ndim == 1:
@@ -489,8 +490,8 @@ def multi_dot(ctx, tensors):
 
 @register("chain_matmul", promote=(0,), composite=True)
 def chain_matmul(ctx, *matrices):
-    """matrices[0] @ matrices[1] @ ... (all 2-D) in the cheapest order: torch's older spelling of multi_dot."""
+    """matrices[0] @ matrices[1] @ ... (all 2-D) in the cheapest order: torch's older spelling of linalg.multi_dot."""
     for i, m in enumerate(matrices):  # (no matrix at all: dispatch finds no tensor and says so)
         if m.ndim != 2:
             raise RuntimeError(f"chain_matmul: matrix {i} must be 2-D, got shape {tuple(m.shape)}")
-    return matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)
+    return matrices[0].clone() if len(matrices) == 1 else linalg_multi_dot(matrices)

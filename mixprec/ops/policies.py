@@ -29,8 +29,8 @@ CUDA = {
     # CUDA ops that can autocast to float16
     "lower_precision_fp": (
         # matrix products (torch also lists __matmul__: mixprec's alias of matmul)
-        "matmul", "mm", "mv", "bmm", "addmm", "addmv", "addr", "addbmm", "baddbmm", "chain_matmul", "multi_dot",
-        "linalg_multi_dot",  # (torch.linalg.multi_dot: beyond the documented list, which says multi_dot)
+        "matmul", "mm", "mv", "bmm", "addmm", "addmv", "addr", "addbmm", "baddbmm", "chain_matmul",
+        "linalg_multi_dot",  # (torch.linalg.multi_dot: the documented list calls it multi_dot)
         "linear", "prelu",
         "einsum", "linalg_vecdot",  # (beyond the documented list)
         # convolutions

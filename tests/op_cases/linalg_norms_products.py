@@ -39,8 +39,6 @@ CASES = [
          lambda a: a @ a @ a, lowp=False),  # (half precision refused, as torch's)
     Case("matrix_power-minus-2", "linalg_matrix_power", [wellcond(3, 3)], lambda a: a.matrix_power(-2),
          lambda a: np.linalg.matrix_power(a, -2), lowp=False, rtol64=1e-10),
-    Case("multi_dot-vectors", "linalg_multi_dot", [rnd(3), rnd(3, 5), rnd(5, 2), rnd(2)],
-         lambda *ts: mp.linalg.multi_dot(list(ts)), lambda a, b, c, d: a @ b @ c @ d, lowp_ulps=16, lowp_spread=16),
     Case("linalg_cross-broadcast", "linalg_cross", [rnd(2, 3), rnd(4, 1, 3)], mp.linalg.cross,
          lambda a, b: np.cross(a, b), lowp_ulps=4, lowp_spread=4),
     Case("linalg_diagonal", "linalg_diagonal", [rnd(2, 3, 4)], lambda a: mp.linalg.diagonal(a, offset=1),
