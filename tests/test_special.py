@@ -105,6 +105,36 @@ def test_incomplete_gamma_is_differentiable_in_x_only(name, torch):
         getattr(mp, name)(ma, mx).sum().backward()
 
 
+FIRST_INPUT_HAS_NO_DERIVATIVE = [("igamma", lambda lib: lib.igamma, "a"), ("igammac", lambda lib: lib.igammac, "a"),
+                                 ("special.zeta", lambda lib: lib.special.zeta, "x")]
+
+
+@pytest.mark.parametrize("name,fn,what", FIRST_INPUT_HAS_NO_DERIVATIVE,
+                         ids=[c[0] for c in FIRST_INPUT_HAS_NO_DERIVATIVE])
+def test_forward_mode_refuses_a_tangent_on_the_first_input_as_backward_and_torch_do(name, fn, what, torch):
+    """A tangent on the first input (even a zero one) is NotImplementedError, as its gradient is in backward; torch
+    refuses forward mode through these ops altogether. The second input's tangent is its reverse-mode derivative
+    (torch's gradient), whether or not the first input requires grad."""
+    first, second = [1.5, 2.0, 3.5], [0.3, 1.0, 4.0]
+    for tangent in ([1.0, 0.0, 2.0], [0.0, 0.0, 0.0]):
+        for lib in (mp, torch):
+            with lib.autograd.forward_ad.dual_level():
+                dual = lib.autograd.forward_ad.make_dual(lib.tensor(first, dtype=lib.float64),
+                                                         lib.tensor(tangent, dtype=lib.float64))
+                with pytest.raises(NotImplementedError, match=f"{name}: the derivative with respect to input "
+                                   f"\\({what}\\)" if lib is mp else "forward AD"):
+                    fn(lib)(dual, lib.tensor(second, dtype=lib.float64))
+    tx = torch.tensor(second, dtype=torch.float64, requires_grad=True)
+    (expected,) = torch.autograd.grad(fn(torch)(torch.tensor(first, dtype=torch.float64), tx).sum(), tx)
+    v = [1.0, -2.0, 0.5]
+    for requires_grad in (False, True):
+        with mp.autograd.forward_ad.dual_level():
+            x = mp.autograd.forward_ad.make_dual(mp.tensor(second, dtype=mp.float64), mp.tensor(v, dtype=mp.float64))
+            a = mp.tensor(first, dtype=mp.float64, requires_grad=requires_grad)
+            got = mp.autograd.forward_ad.unpack_dual(fn(mp)(a, x)).tangent
+        np.testing.assert_allclose(got.detach().numpy(), expected.numpy() * v, rtol=1e-12)
+
+
 def test_zeta_is_differentiable_in_q_only(torch):
     s, q = [2.0, 3.5], [0.5, 2.0]
     tq = torch.tensor(q, dtype=torch.float64, requires_grad=True)

@@ -149,17 +149,24 @@ def _d_gammainc(a, x):
     return ((a - 1) * x.log() - x - lgamma(a)).exp()
 
 
+def _no_derivative_in_input(name, what, ctx, tangent=None):
+    """torch defines no derivative of igamma, igammac and zeta in their first input: backward refuses one
+    when that input requires grad, forward mode when it carries a tangent (``tangent`` is then that tensor's
+    own; an input without one gets a fresh zero tensor)."""
+    fw = ctx.inputs[0]._fw
+    if ctx.needs_input_grad[0] if tangent is None else (fw is not None and fw[1] is tangent):
+        raise NotImplementedError(f"{name}: the derivative with respect to input ({what}) is not implemented (as in "
+                                  f"torch); {'detach it' if tangent is None else 'give it no tangent in forward mode'}")
+
+
 def _rules_in_x_only(name, sign):
-    """igamma's and igammac's rules: the derivative in x is +-d/dx P(a, x); in a torch defines none, so
-    backward refuses to give one (forward mode cannot tell a tangent given for a from the zero it gets for
-    an input without one, so it reads only x's)."""
+    """igamma's and igammac's rules: the derivative in x is +-d/dx P(a, x); in a there is none."""
     def rule(ctx, g):
-        if ctx.needs_input_grad[0]:
-            raise NotImplementedError(f"{name}: the derivative with respect to input (a) is not implemented (as "
-                                      "in torch); detach it")
+        _no_derivative_in_input(name, "a", ctx)
         return None, g * (_d_gammainc(*ctx.inputs) * sign)
 
     def tangent(ctx, ta, tx):
+        _no_derivative_in_input(name, "a", ctx, ta)
         return None if tx is None else tx * (_d_gammainc(*ctx.inputs) * sign)
     return rule, tangent
 
@@ -184,15 +191,14 @@ special_zeta = _binary("special_zeta", _zeta, methods=(), doc="Elementwise Hurwi
 
 @special_zeta.grad
 def _(ctx, g):
-    if ctx.needs_input_grad[0]:
-        raise NotImplementedError("special.zeta: the derivative with respect to input (x) is not implemented (as in "
-                                  "torch); detach it")
+    _no_derivative_in_input("special.zeta", "x", ctx)
     x, q = ctx.inputs
     return None, g * (x * -1) * special_zeta(x + 1, q)
 
 
 @special_zeta.jvp
 def _(ctx, tx, tq):
+    _no_derivative_in_input("special.zeta", "x", ctx, tx)
     x, q = ctx.inputs
     return None if tq is None else tq * (x * -1) * special_zeta(x + 1, q)
 
