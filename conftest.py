@@ -11,7 +11,9 @@ Sybil (a maintained library for testing documentation) finds the blocks; this fi
   raise mixprec's DeviceUnavailableError, which is what a reader without a GPU meets. A block whose first
   line is ``# needs mpi4py`` runs where mpi4py is installed and is skipped, with that reason, elsewhere.
 
-pytest collects README.md and docs/ because pyproject.toml lists them in testpaths.
+pytest collects README.md and docs/ because pyproject.toml lists them in testpaths. A block may be run
+without the rest of its page (``-k``, or pytest-xdist sending a page's blocks to several workers): the
+page's earlier blocks then run first, in the same process.
 """
 from __future__ import annotations
 
@@ -107,3 +109,25 @@ pytest_collect_file = Sybil(
     setup=before_a_page,
     teardown=after_a_page,
 ).pytest()
+
+
+
+BLOCKS_RUN: dict = {}  # page -> the first lines of the blocks this process has run on it
+
+
+@pytest.hookimpl(trylast=True)  # after pytest has set the page up (before_a_page)
+def pytest_runtest_setup(item):
+    """A block runs after its page's earlier blocks, even when it is run alone (``-k``, or on a pytest-xdist
+    worker that was not sent them): the ones this process has not run are run first, quietly."""
+    example = getattr(item, "example", None)
+    if example is None:
+        return
+    done = BLOCKS_RUN.setdefault(example.path, set())
+    for earlier in example.document.examples():
+        if earlier.start >= example.start:
+            break
+        if earlier.start not in done:
+            done.add(earlier.start)
+            with contextlib.suppress(Exception, pytest.skip.Exception), contextlib.redirect_stdout(io.StringIO()):
+                earlier.evaluate()  # a failing one fails as its own test; this block then shows its own error
+    done.add(example.start)
