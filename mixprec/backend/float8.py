@@ -109,6 +109,9 @@ def astype(array, dtype, copy=True):
     return array.astype(dtype, copy=copy)
 
 
-def scalar(value, dtype):
-    """A Python number as a float8 ``dtype`` scalar, rounded as torch rounds (what fill_ and full store)."""
-    return to_float8(np.asarray(value, dtype=np.float64), dtype)[()]
+def fill_value(value, dtype):
+    """The number full() stores for ``value`` in ``dtype``: a Python int wrapped into an integer dtype
+    (dtypes.as_integer), a number rounded into a float8 one as torch rounds it, anything else as it is."""
+    if dtype in _dt.IS_FLOAT8:
+        return to_float8(np.asarray(value, dtype=np.float64), dtype)[()]
+    return _dt.as_integer(value, dtype) if dtype.kind in "iu" and isinstance(value, int) else value

@@ -6,7 +6,7 @@ import operator
 import numpy as np
 
 from .. import backend as _be
-from ..backend import array_module, device_checks, devices
+from ..backend import array_module, device_checks, devices, float8 as _f8
 from ..backend.bfloat16 import require_dtype_support
 from .. import dtypes as _dt
 from .opmath import compute_dtype
@@ -54,7 +54,7 @@ def _to_copy(ctx, input, dtype=None, device=None):
             # the same values, picked from (0, 1): NumPy converts bool to float16 through float, ~10 ns an element
             out = np.asarray(np.array((0, 1), dtype=dtype).take(out.view(np.uint8)))
         else:
-            out = out.astype(dtype, copy=out is input)
+            out = _f8.astype(out, dtype, copy=out is input)
     elif out is input:
         out = out.copy()
     return out
