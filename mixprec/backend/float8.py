@@ -74,8 +74,8 @@ def to_float8(array, dtype):
     normal = (rounded >> shift) - ((_F32_BIAS - bias) << mant)
     # subnormal range (below 2**(1 - bias)): the value in units of the smallest subnormal, rounded to even;
     # those units are the bit pattern itself (2**mant units is the smallest normal, pattern 1 << mant)
-    scaled = xp.abs(f) * np.float32(2.0 ** (bias - 1 + mant))
-    small = xp.rint(scaled).astype(np.int64)
+    with np.errstate(invalid="ignore", over="ignore"):  # (a signalling NaN warns; it is replaced below)
+        small = xp.rint(xp.abs(f) * np.float32(2.0 ** (bias - 1 + mant))).astype(np.int64)
     bits = xp.where(magnitude < ((_F32_BIAS + 1 - bias) << 23), small, normal)
     bits = xp.where(bits > largest, overflow, bits)
     bits = xp.where(magnitude > 0x7F800000, _NAN, bits)
@@ -103,7 +103,7 @@ def from_float8(array, dtype):
 def astype(array, dtype, copy=True):
     """``array.astype(dtype)`` where a float8 dtype on either side takes torch's rules (a new array then)."""
     if dtype in _dt.IS_FLOAT8:
-        return to_float8(array, dtype)
+        return (array.copy() if copy else array) if array.dtype == dtype else to_float8(array, dtype)
     if array.dtype in _dt.IS_FLOAT8:
         return from_float8(array, dtype)
     return array.astype(dtype, copy=copy)

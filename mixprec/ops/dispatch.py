@@ -325,7 +325,7 @@ def _find_tensors(op, args):
             if dtype is None:
                 dtype = x.dtype
                 if dtype in _FLOAT8:  # (the one dtype check a call pays: ops/float8.py says which ops take these)
-                    _float8.check(op, dtype)
+                    _float8.check(op, dtype, args)
             elif x.dtype is not dtype and x.dtype != dtype:
                 uniform = False
             continue

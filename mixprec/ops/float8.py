@@ -2,9 +2,9 @@
 
 torch computes with float8 tensors almost nowhere: they are made, cast, moved and reshaped, compared for
 (in)equality, tested for NaN, and multiplied in ``_scaled_mm``. Every other op raises NotImplementedError
-("not implemented for 'Float8_e4m3fn'"). Dispatch asks :func:`check` when a call's first tensor is of a
-float8 dtype (mixing one with any other dtype is refused by promotion, dtypes.promote), so the rule lives
-here and costs the other calls one set lookup.
+("not implemented for 'Float8_e4m3fn'"), after promotion has refused any mix of a float8 dtype with another
+(dtypes.promote). Dispatch asks :func:`check` when a call's first tensor is of a float8 dtype, so the rule
+lives here and costs the other calls one set lookup.
 
 Not followed: torch also multiplies two float8 tensors elementwise (``mul``) and as matrices (``mm``),
 rounding the float32 result back to float8; mixprec refuses both (use ``_scaled_mm``, or cast first).
@@ -12,6 +12,7 @@ rounding the float32 result back to float8; mixprec refuses both (use ``_scaled_
 from __future__ import annotations
 
 from .. import dtypes as _dt
+from ..tensor import Tensor
 
 # data movement (views, copies, joins, splits, indexing), writes (copy_, fill_, setitem), comparisons for
 # equality, and the few value tests torch has kernels for
@@ -31,11 +32,16 @@ TAKE_FLOAT8 = frozenset((
 _NOT_FOR = {"abs": (_dt.float8_e8m0fnu,)}  # torch's abs has a kernel for the signed formats only
 
 
-def check(op, dtype):
-    """Refuse a call of ``op`` on a tensor of float8 ``dtype`` unless torch has a kernel for it, with torch's
+def check(op, dtype, args):
+    """Refuse a call of ``op`` on a tensor of float8 ``dtype`` unless torch has a kernel for it: torch's
+    RuntimeError when a data argument of another dtype would need promoting (torch promotes first), else its
     NotImplementedError."""
     if op.name in TAKE_FLOAT8 and dtype not in _NOT_FOR.get(op.name, ()):
         return
+    for i in op.promote:
+        for a in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],)) if i < len(args) else ():
+            if isinstance(a, Tensor):
+                _dt.promote(dtype, a.dtype)  # (raises for any other dtype)
     raise NotImplementedError(
         f"{op.name}: not implemented for {dtype.name} tensors (as in torch, float8 tensors are only moved, "
         "reshaped, indexed, compared for equality and multiplied by _scaled_mm; cast to a wider dtype first, "
