@@ -58,15 +58,16 @@ def to_float8(array, dtype):
     xp = _xp(array)
     if array.dtype in _dt.IS_FLOAT8:
         array = from_float8(array, _dt.float32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = xp.ascontiguousarray(array.astype(np.float32))
+    shape = array.shape
+    with np.errstate(over="ignore", invalid="ignore"):  # (worked on flat: NumPy turns 0-d results into scalars)
+        f = xp.ascontiguousarray(array.astype(np.float32)).reshape(-1)
     u = f.view(np.uint32).astype(np.int64)
     magnitude = u & 0x7FFFFFFF
     if dtype == _dt.float8_e8m0fnu:
         exponent = magnitude >> 23
         up = ((magnitude >> 22) & 1) & (((magnitude & 0x3FFFFF) != 0) | (exponent > 0))
         bits = xp.where(exponent == 255, 255, exponent + up)
-        return bits.astype(np.uint8).view(dtype)
+        return bits.astype(np.uint8).view(dtype).reshape(shape)
     _, mant, bias, largest, overflow = _FORMATS[dtype]
     shift = 23 - mant
     # normal range: round the float32 pattern to nearest-even at the mantissa's last kept bit, then rebias
@@ -79,7 +80,7 @@ def to_float8(array, dtype):
     bits = xp.where(magnitude < ((_F32_BIAS + 1 - bias) << 23), small, normal)
     bits = xp.where(bits > largest, overflow, bits)
     bits = xp.where(magnitude > 0x7F800000, _NAN, bits)
-    return (bits | ((u >> 24) & 0x80)).astype(np.uint8).view(dtype)
+    return (bits | ((u >> 24) & 0x80)).astype(np.uint8).view(dtype).reshape(shape)
 
 
 def from_float8(array, dtype):
@@ -107,6 +108,15 @@ def astype(array, dtype, copy=True):
     if array.dtype in _dt.IS_FLOAT8:
         return from_float8(array, dtype)
     return array.astype(dtype, copy=copy)
+
+
+def as_strided(array, shape, strides):
+    """``lib.stride_tricks.as_strided`` of array's module, float8_e5m2 included: NumPy cannot read back that
+    dtype's type string ('<f1') on the way, so its bits are strided and viewed back."""
+    strided = _xp(array).lib.stride_tricks.as_strided
+    if array.dtype == _dt.float8_e5m2:
+        return strided(array.view(np.uint8), shape, strides).view(array.dtype)
+    return strided(array, shape, strides)
 
 
 def fill_value(value, dtype):

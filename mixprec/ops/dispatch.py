@@ -522,7 +522,7 @@ def _scalar(op, x, dtype):
     """A weak number as a scalar of ``dtype``. An int the integer dtype cannot hold wraps around, as in torch's
     arithmetic (``int8 + 1000``); an op registered ``exact_scalars`` refuses it instead (``clamp(max=1000)``)."""
     try:
-        return dtype.type(x)
+        return dtype.type(x) if dtype not in _FLOAT8 else _float8.scalar(x, dtype)
     except OverflowError:
         if op is not None and op.exact_scalars:
             _dt.check_fits(x, dtype, op.name)

@@ -12,6 +12,7 @@ rounding the float32 result back to float8; mixprec refuses both (use ``_scaled_
 from __future__ import annotations
 
 from .. import dtypes as _dt
+from ..backend.float8 import fill_value
 from ..tensor import Tensor
 
 # data movement (views, copies, joins, splits, indexing), writes (copy_, fill_, setitem), comparisons for
@@ -27,9 +28,16 @@ TAKE_FLOAT8 = frozenset((
     "hsplit", "vsplit", "dsplit", "unbind", "unbind_copy",
     "cat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack",
     "repeat", "tile", "roll", "index_select", "masked_select", "where",
-    "eq", "ne", "isnan", "any", "all", "abs", "_scaled_mm",
+    "eq", "ne", "isnan", "isinf", "isfinite", "any", "all", "abs", "_scaled_mm",
 ))
-_NOT_FOR = {"abs": (_dt.float8_e8m0fnu,)}  # torch's abs has a kernel for the signed formats only
+_NOT_FOR = {  # the formats torch has no kernel of these for
+    "abs": (_dt.float8_e8m0fnu,), "index_put": (_dt.float8_e8m0fnu,),
+    "isinf": (_dt.float8_e4m3fn, _dt.float8_e8m0fnu), "isfinite": (_dt.float8_e4m3fn,)}
+
+
+def scalar(value, dtype):
+    """A weak number beside float8 tensors, as a scalar of their ``dtype`` rounded as torch rounds (dispatch)."""
+    return fill_value(value, dtype)
 
 
 def check(op, dtype, args):
