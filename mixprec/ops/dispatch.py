@@ -37,7 +37,7 @@ from . import autocast as _autocast, float8 as _float8
 
 # Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
 SCALARS = (int, float, complex, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
-_DIFFERENTIABLE, _FLOAT8 = frozenset(_dt.FLOATING + _dt.COMPLEX + _dt.FLOAT8), _dt.IS_FLOAT8  # (grads flow in the first)
+_DIFFERENTIABLE, _FLOAT8 = frozenset(_dt.FLOATING + _dt.COMPLEX + _dt.FLOAT8), _dt.IS_FLOAT8  # (grads flow in 1st)
 
 
 # ---------------------------------------------------------------- dispatch

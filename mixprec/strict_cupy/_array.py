@@ -119,7 +119,7 @@ def _supported(dtype) -> np.dtype:
     """``dtype``, unless CuPy cannot hold it: of ml_dtypes' dtypes it knows a C type for bfloat16 alone (its
     get_typename), so a float8 or float4 array raises CuPy's ValueError."""
     dtype = np.dtype(dtype)
-    if dtype.name.startswith(("float8", "float4", "float6", "int2", "int4", "uint2", "uint4")):
+    if dtype.name.startswith(("float8_", "float6_", "float4_")) or dtype.name in ("int2", "int4", "uint2", "uint4"):
         raise ValueError(f"Unsupported dtype {dtype.name}")
     return dtype
 
