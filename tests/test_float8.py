@@ -248,3 +248,25 @@ def test_the_strict_standin_refuses_float8_arrays_as_cupy_does():
     with pytest.raises(ValueError, match="Unsupported dtype float8_e8m0fnu"):
         cupy.zeros(4, dtype=np.uint8).view(mp.float8_e8m0fnu)
     assert cupy.empty(2, dtype=mp.bfloat16).dtype == mp.bfloat16
+
+
+@pytest.mark.gpu
+def test_the_casts_run_on_device_arrays_as_bytes():
+    from mixprec.backend import cupy_module
+    from mixprec.backend.float8 import float8_bits, from_float8
+    cupy = cupy_module()
+    x = np.array([500.0, 1.0, -np.inf, np.nan, 3e-3], dtype=np.float32)
+    on_device = float8_bits(cupy.asarray(x), mp.float8_e4m3fn)
+    assert on_device.dtype == np.uint8 and np.array_equal(on_device.get(), float8_bits(x, mp.float8_e4m3fn))
+    np.testing.assert_array_equal(from_float8(on_device, mp.float32, mp.float8_e4m3fn).get(),
+                                  from_float8(on_device.get().view(mp.float8_e4m3fn), mp.float32))
+
+
+@pytest.mark.gpu
+def test_float8_tensors_are_refused_on_cuda_however_made():
+    x = mp.tensor([1.0], dtype=mp.float8_e4m3fn)
+    for make in (lambda: x.to("cuda"), lambda: mp.zeros(2, dtype=mp.float8_e5m2, device="cuda"),
+                 lambda: mp.ones(2, device="cuda").to(mp.float8_e4m3fn),
+                 lambda: mp.tensor([1.0], dtype=mp.float8_e8m0fnu, device="cuda")):
+        with pytest.raises(TypeError, match="tensors cannot live on CUDA"):
+            make()

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import backend
 from ..dtypes import IS_FLOAT8, bfloat16 as BFLOAT16
+from .float8 import cuda_refusal
 
 _CUPY_FOR_BFLOAT16, _NUMPY_FOR_BFLOAT16 = (14, 0, 0), (2, 1, 2)
 
@@ -30,8 +31,7 @@ def require_dtype_support(dtype, dev) -> None:
     CuPy (14 included) holds no float8 array: it knows a C type for bfloat16 alone among ml_dtypes' dtypes and
     raises "Unsupported dtype" for the others, so float8 tensors live on the CPU."""
     if dtype in IS_FLOAT8 and dev.type == "cuda":
-        raise TypeError(f"{dtype.name} tensors cannot live on CUDA in mixprec: CuPy has no float8 arrays (it holds "
-                        "bfloat16 alone of ml_dtypes' dtypes); keep them on the CPU, or keep their bits as uint8")
+        raise cuda_refusal(dtype)
     if dtype == BFLOAT16 and dev.type == "cuda":
         reason = cuda_bfloat16_unsupported_reason()
         if reason is not None:

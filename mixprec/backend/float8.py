@@ -53,8 +53,23 @@ _TABLES = {d: _table(d) for d in _dt.FLOAT8}  # bit pattern -> value
 _NANS = {d: np.array(bits, dtype=np.uint16).view(d)[()] for d, bits in ((_dt.bfloat16, 0x7FC0), (_dt.float16, 0x7E00))}
 
 
+def cuda_refusal(dtype) -> TypeError:
+    """The error a float8 tensor on CUDA gets: CuPy (14 included) knows a C type for bfloat16 alone of
+    ml_dtypes' dtypes and raises "Unsupported dtype" for the others."""
+    return TypeError(f"{dtype.name} tensors cannot live on CUDA in mixprec: CuPy has no float8 arrays (it holds "
+                     "bfloat16 alone of ml_dtypes' dtypes); keep them on the CPU, or keep their bits as uint8")
+
+
 def to_float8(array, dtype):
     """A new array of float8 ``dtype`` holding ``array``'s values (any real dtype) rounded as torch rounds."""
+    if _xp(array) is not np:
+        raise cuda_refusal(dtype)
+    return float8_bits(array, dtype).view(dtype)
+
+
+def float8_bits(array, dtype):
+    """The bit patterns (uint8, NumPy or CuPy) of ``array``'s values rounded into float8 ``dtype`` as torch
+    rounds them: what a device kernel holding float8 as bytes stores."""
     xp = _xp(array)
     if array.dtype in _dt.IS_FLOAT8:
         array = from_float8(array, _dt.float32)
@@ -67,7 +82,7 @@ def to_float8(array, dtype):
         exponent = magnitude >> 23
         up = ((magnitude >> 22) & 1) & (((magnitude & 0x3FFFFF) != 0) | (exponent > 0))
         bits = xp.where(exponent == 255, 255, exponent + up)
-        return bits.astype(np.uint8).view(dtype).reshape(shape)
+        return bits.astype(np.uint8).reshape(shape)
     _, mant, bias, largest, overflow = _FORMATS[dtype]
     shift = 23 - mant
     # normal range: round the float32 pattern to nearest-even at the mantissa's last kept bit, then rebias
@@ -80,13 +95,16 @@ def to_float8(array, dtype):
     bits = xp.where(magnitude < ((_F32_BIAS + 1 - bias) << 23), small, normal)
     bits = xp.where(bits > largest, overflow, bits)
     bits = xp.where(magnitude > 0x7F800000, _NAN, bits)
-    return (bits | ((u >> 24) & 0x80)).astype(np.uint8).view(dtype).reshape(shape)
+    return (bits | ((u >> 24) & 0x80)).astype(np.uint8).reshape(shape)
 
 
-def from_float8(array, dtype):
-    """A new array of ``dtype`` holding the float8 ``array``'s values, as torch casts them."""
+def from_float8(array, dtype, source=None):
+    """A new array of ``dtype`` holding the float8 ``array``'s values, as torch casts them; ``array`` may also
+    be uint8 bit patterns of float8 dtype ``source`` (NumPy or CuPy)."""
     xp = _xp(array)
-    values = xp.asarray(_TABLES[array.dtype])[array.view(np.uint8)]
+    source = array.dtype if source is None else source
+    patterns = array.view(np.uint8)
+    values = xp.asarray(_TABLES[source])[patterns if xp is np else patterns.astype(np.int32)]  # (CuPy: wide indices)
     if dtype == _dt.float32:
         return values
     if dtype in _dt.IS_FLOAT8:
@@ -95,8 +113,8 @@ def from_float8(array, dtype):
         out = values.astype(dtype)
     # NaNs torch writes otherwise than NumPy's cast of the float32 NaN: bfloat16's is always 0x7FC0; e8m0fnu's
     # (a signalling float32 NaN) is float16's 0x7E00 and an integer's 0
-    fix = _NANS.get(dtype) if dtype == _dt.bfloat16 or array.dtype == _dt.float8_e8m0fnu else None
-    if fix is not None or (dtype.kind in "iu" and array.dtype == _dt.float8_e8m0fnu):
+    fix = _NANS.get(dtype) if dtype == _dt.bfloat16 or source == _dt.float8_e8m0fnu else None
+    if fix is not None or (dtype.kind in "iu" and source == _dt.float8_e8m0fnu):
         out[xp.isnan(values)] = 0 if fix is None else fix
     return out
 

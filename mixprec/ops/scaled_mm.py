@@ -16,8 +16,9 @@ mixed e4m3fn/e5m2 operands (its CUDA kernels want a row-major, b column-major an
 ``use_fast_accum`` changes nothing on the CPU. Like torch, the result of inputs that require grad requires
 grad too, but torch defines no derivative: backward (or forward mode) through it raises RuntimeError.
 
-On CUDA the same dequantize-then-float32-GEMM runs through CuPy (no FP8 tensor-core path); CuPy holds no
-float8 array today, so float8 tensors, and with them this op, live on the CPU.
+No FP8 tensor-core path: on CUDA this would be the same dequantize-then-float32-GEMM through CuPy (the code
+is array-module generic), but CuPy holds no float8 array, so float8 tensors, and with them this op, live on
+the CPU (a float8 tensor on CUDA is refused with a TypeError).
 """
 from __future__ import annotations
 
