@@ -16,7 +16,8 @@ from . import ops  # noqa: E402,F401  (registers every op before anything binds 
 from .backend.availability import DeviceUnavailableError, device_count, is_cuda_available  # noqa: F401
 from .backend.devices import Device, device, get_default_device, set_default_device  # noqa: F401
 from .dtypes import (bfloat16, bool_, cdouble, cfloat, complex64, complex128, double, float, float16,  # noqa: F401
-                     finfo, float32, float64, half, iinfo, int8, int16, int32, int64, long, result_type, short, uint8)
+                     finfo, float32, float64, half, iinfo, int8, int16, int32, int64, long, result_type, short, uint8,
+                     float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
 from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
                      full_like, linspace, ones, ones_like, tensor, zeros, zeros_like)
 from .random import manual_seed, rand, rand_like, randint, randn, randn_like, randperm  # noqa: F401
@@ -61,6 +62,7 @@ def _export_ops():
 
 
 _export_ops()
+_scaled_mm = ops.registry.public(ops.get("_scaled_mm"))  # (torch's name has the underscore too)
 __version__ = "0.1.0"
 
 

@@ -12,7 +12,7 @@ DTYPE_LEGEND = "f16 float16, bf16 bfloat16, f32 float32, f64 float64, i64 int64"
 def tensor_repr(t) -> str:
     """``tensor([...], dtype=..., device=..., grad_fn=<...>)``, as torch prints a tensor (4 digits)."""
     arr = t.numpy()
-    if arr.dtype.name == "bfloat16":
+    if arr.dtype.kind == "V" or arr.dtype.name.startswith("float8"):  # bfloat16 and float8: printed as float32
         arr = arr.astype(np.float32)
     body = np.array2string(arr, separator=", ", precision=4, prefix="tensor(")
     extra = [f"dtype={t.dtype.name}"] if t.dtype.name not in ("float32", "int64", "complex64") else []

@@ -8,6 +8,11 @@ NumPy cannot promote float16 with bfloat16 and ml_dtypes promotes
 torch's rules) decide, and nothing is ever promoted to float64 unless an
 input already is float64.
 
+The float8 dtypes (float8_e4m3fn, float8_e5m2: OCP FP8; float8_e8m0fnu: the OCP MX scale, a bare power of
+two) are ml_dtypes' too. Like torch, mixprec holds, casts, prints and saves them, but promotes them with no
+other dtype (:func:`promote` raises) and lets only data movement and a few comparisons take them
+(mixprec/ops/float8.py); the casts into them follow torch's rules, not ml_dtypes' (backend/float8.py).
+
 complex64/complex128 follow torch: a complex dtype wins over any real one and
 takes the wider real precision (float32 + complex64 -> complex64, float64 +
 complex64 -> complex128); autocast never casts them (amp only lists real dtypes).
@@ -32,6 +37,9 @@ int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
 complex64 = np.dtype(np.complex64)
 complex128 = np.dtype(np.complex128)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # torch-style aliases
 cfloat, cdouble = complex64, complex128
@@ -39,14 +47,18 @@ cfloat, cdouble = complex64, complex128
 FLOATING = (float16, bfloat16, float32, float64)
 COMPLEX = (complex64, complex128)
 LOW_PRECISION = (float16, bfloat16)
-SUPPORTED = (float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, int16, int32, int64, bool_)
+FLOAT8 = (float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
+IS_FLOAT8 = frozenset(FLOAT8)  # (a set: the membership test dispatch makes on every call is a hash lookup)
+ML_DTYPES = frozenset((float16, bfloat16) + FLOAT8)  # whose NumPy scalars are not Python floats (.item())
+SUPPORTED = (float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, int16, int32, int64, bool_,
+             *FLOAT8)
 _BY_NAME = {d.name: d for d in SUPPORTED} | {"half": float16, "float": float32, "double": float64,
                                               "cfloat": complex64, "cdouble": complex128,
                                               "long": int64, "int": int32, "short": int16, "bool": bool_}
 
 # Rank inside a category; promotion takes the higher category, then the higher rank.
 _CATEGORY = {bool_: 0, uint8: 1, int8: 1, int16: 1, int32: 1, int64: 1, float16: 2, bfloat16: 2, float32: 2,
-             float64: 2, complex64: 3, complex128: 3}
+             float64: 2, complex64: 3, complex128: 3, float8_e4m3fn: 2, float8_e5m2: 2, float8_e8m0fnu: 2}
 _RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4, float16: 1, bfloat16: 1, float32: 2, float64: 3}
 
 
@@ -78,7 +90,7 @@ def is_differentiable(d) -> bool:
     return d in _DIFFERENTIABLE
 
 
-_DIFFERENTIABLE = frozenset(FLOATING + COMPLEX)
+_DIFFERENTIABLE = frozenset(FLOATING + COMPLEX + FLOAT8)  # (torch lets a float8 tensor require grad)
 
 
 def complex_of(d) -> np.dtype:
@@ -95,6 +107,9 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """The dtype an op on tensors of dtypes a and b computes in."""
     if a == b:
         return a
+    if a in IS_FLOAT8 or b in IS_FLOAT8:
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and {b.name} "
+                           "(as in torch: cast one side with .to(dtype) first)")
     ca, cb = _CATEGORY[a], _CATEGORY[b]
     if ca == 3 or cb == 3:  # complex meets anything: complex, double precision if either side has it
         return complex128 if {a, b} & {float64, complex128} else complex64
@@ -124,7 +139,9 @@ def check_fits(value, dtype, what):
     """Refuse a number that an integer ``dtype`` cannot hold (RuntimeError naming both): what torch checks when a
     number is stored (tensor(), full, fill_, t[k] = v) or bounds an op (clamp, where, pow); nan is refused too.
     A floating dtype refuses a finite number beyond its largest (fill_, full and t[k] = v; inf passes)."""
-    if dtype.kind not in "biuc" and isinstance(value, (builtins.int, builtins.float)):  # floating: finite values only
+    if dtype in IS_FLOAT8 and isinstance(value, (builtins.int, builtins.float)):
+        _check_fits_float8(value, dtype, what)
+    elif dtype.kind not in "biuc" and isinstance(value, (builtins.int, builtins.float)):  # floating: finite only
         if math.isfinite(value) and builtins.abs(value) > builtins.float(ml_dtypes.finfo(dtype).max):
             raise RuntimeError(f"{what}: value {value!r} cannot be converted to {dtype.name} without overflow")
     elif dtype.kind in "iu" and isinstance(value, (builtins.int, builtins.float, np.number)) \
@@ -133,6 +150,19 @@ def check_fits(value, dtype, what):
         if not lo <= value <= hi:
             raise RuntimeError(f"{what}: value {value!r} cannot be converted to {dtype.name} without overflow "
                                f"(it takes {lo} to {hi})")
+
+
+def _check_fits_float8(value, dtype, what):
+    """torch's range check of a number stored into a float8 tensor: below its lowest or above its largest value is
+    refused, and so is an infinity the format cannot hold (e4m3fn and e8m0fnu have none; e8m0fnu's lowest is
+    2**-127, so a negative number too). Zero passes (zeros() makes e8m0fnu's 2**-127, its all-zero bit pattern)."""
+    info = ml_dtypes.finfo(dtype)
+    inf_ok = dtype == float8_e5m2
+    if value != 0 and (value < builtins.float(info.min) or value > builtins.float(info.max)) \
+            and not (inf_ok and math.isinf(value)):
+        raise RuntimeError(f"{what}: value {value!r} cannot be converted to {dtype.name} without overflow (it holds "
+                           f"{builtins.float(info.min):g} to {builtins.float(info.max):g}"
+                           f"{', and inf' if inf_ok else ''}; to saturate or round, cast a tensor with .to())")
 
 
 def python_numbers(data, arr, dtype):
@@ -244,13 +274,14 @@ class finfo:
         d = float32 if dtype is None else as_dtype(dtype)
         if d in COMPLEX:
             d = real_of(d)
-        if d not in FLOATING:
+        if d not in FLOATING and d not in IS_FLOAT8:
             raise TypeError(f"finfo needs a floating or complex dtype, got {d.name}; use mp.iinfo for integers")
         info = ml_dtypes.finfo(d.type)
         self.bits, self.dtype = info.bits, d.name
         self.eps, self.max, self.min = builtins.float(info.eps), builtins.float(info.max), builtins.float(info.min)
         self.tiny = self.smallest_normal = builtins.float(info.smallest_normal)
-        self.resolution = 10.0 ** -info.precision
+        # torch's decimal digits: floor(mantissa bits * log10(2)), which for float8 is 0 (ml_dtypes says 1)
+        self.resolution = 10.0 ** -(math.floor(info.nmant * math.log10(2)) if d in IS_FLOAT8 else info.precision)
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "

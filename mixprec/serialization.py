@@ -25,7 +25,7 @@ A node is a JSON object tagged by "t":
     {"t": "ndarray", "buffer": i, "dtype": "float16", "shape": [...]}     a NumPy array
     {"t": "scalar", "buffer": i, "dtype": "float64"}                        a NumPy scalar (np.float64 too)
 A tensor that appears twice (tied weights) is stored once and loads as one object.
-The dtype is stored by name, so float16 and bfloat16 come back bit for bit.
+The dtype is stored by name, so float16, bfloat16 and the float8 dtypes come back bit for bit.
 
 Loading trusts nothing in the file. Before reading any buffer it checks that
 the archive holds exactly manifest.json and buffers/0 .. buffers/n-1, each
@@ -97,6 +97,7 @@ _ARRAY_DTYPES = {np.dtype(n).name: np.dtype(n) for n in
                  ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                   "float16", "float32", "float64", "complex64", "complex128")}
 _ARRAY_DTYPES["bfloat16"] = np.dtype(ml_dtypes.bfloat16)
+_ARRAY_DTYPES.update((d.name, d) for d in _dt.FLOAT8)  # stored as their bytes: every bit pattern comes back
 
 
 class CheckpointError(ValueError):

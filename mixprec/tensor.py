@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend as _be
-from .backend import devices, dlpack
+from .backend import devices, dlpack, float8 as _f8
 from .backend.bfloat16 import require_dtype_support
 from . import _state, _text
 from . import dtypes as _dt
@@ -113,7 +113,7 @@ class Tensor:
         return self.device.type == "cuda"
 
     def is_floating_point(self) -> bool:
-        return _dt.is_floating(self.dtype)
+        return _dt.is_floating(self.dtype) or self.dtype in _dt.IS_FLOAT8
 
     def is_complex(self) -> bool:
         return _dt.is_complex(self.dtype)
@@ -278,11 +278,11 @@ class Tensor:
         if self._array.size != 1:
             raise RuntimeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         value = self.numpy().reshape(())  # (a copy from the GPU also reports the checks it made: device_checks)
-        return float(value) if self.dtype in _dt.LOW_PRECISION else value.item()
+        return float(value) if self.dtype in _dt.ML_DTYPES else value.item()
 
     def tolist(self):
         arr = self.numpy()
-        return (arr if self.dtype not in _dt.LOW_PRECISION else arr.astype(np.float32)).tolist()
+        return (arr if self.dtype not in _dt.ML_DTYPES else arr.astype(np.float32)).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -403,7 +403,7 @@ class Tensor:
                                f"output type {self.dtype.name}")
         self._check_overlap(what)
         try:
-            _be.xp_of(self.device).copyto(self._array, value.astype(self.dtype, copy=False), casting="unsafe")
+            _be.xp_of(self.device).copyto(self._array, _f8.astype(value, self.dtype, copy=False), casting="unsafe")
         except ValueError:
             raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
                                f"of shape {self.shape} (it must broadcast to that shape)") from None
@@ -498,7 +498,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         src_device if isinstance(data, Tensor) or _be.is_array(data) else devices.get_default_device())
     with devices.on_device(device):
         out = devices.to_device(arr, device)
-        out = out.astype(dtype, copy=out is arr)
+        out = _f8.astype(out, dtype, copy=out is arr)
     return _finish(out, device, requires_grad)
 
 
@@ -546,8 +546,7 @@ def _filled(value, size, dtype, device, requires_grad):
     dtype, device = _resolve(dtype, device)
     _dt.check_fits(value, dtype, "full")
     with devices.on_device(device):
-        arr = _be.xp_of(device).full(_shape(size), _dt.as_integer(value, dtype) if dtype.kind in "iu" and
-                                     isinstance(value, int) else value, dtype=dtype)
+        arr = _be.xp_of(device).full(_shape(size), _f8.fill_value(value, dtype), dtype=dtype)
     return _finish(arr, device, requires_grad)
 
 

@@ -39,12 +39,12 @@ import numpy as np
 
 from ..backend import devices
 from .._state import PER_THREAD
-from ..dtypes import COMPLEX, FLOATING
+from ..dtypes import COMPLEX, FLOAT8, FLOATING
 from ..hooks import RemovableHandle
 from ..tensor import Tensor
 from .grad_mode import enable_grad
 
-_DIFFERENTIABLE = frozenset(FLOATING + COMPLEX)  # outputs that get a grad_fn
+_DIFFERENTIABLE = frozenset(FLOATING + COMPLEX + FLOAT8)  # outputs that get a grad_fn
 _NUMBERS = (int, float, np.generic)
 _sequence = itertools.count()  # creation order: backward runs later nodes first, as torch's engine does
 

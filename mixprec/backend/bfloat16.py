@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend
-from ..dtypes import bfloat16 as BFLOAT16
+from ..dtypes import IS_FLOAT8, bfloat16 as BFLOAT16
+from .float8 import cuda_refusal
 
 _CUPY_FOR_BFLOAT16, _NUMPY_FOR_BFLOAT16 = (14, 0, 0), (2, 1, 2)
 
@@ -25,7 +26,12 @@ def cuda_bfloat16_unsupported_reason(cupy_version=None, numpy_version=None) -> s
 
 
 def require_dtype_support(dtype, dev) -> None:
-    """A clear TypeError, before CuPy's own, when ``dtype`` cannot live on Device ``dev``."""
+    """A clear TypeError, before CuPy's own, when ``dtype`` cannot live on Device ``dev``.
+
+    CuPy (14 included) holds no float8 array: it knows a C type for bfloat16 alone among ml_dtypes' dtypes and
+    raises "Unsupported dtype" for the others, so float8 tensors live on the CPU."""
+    if dtype in IS_FLOAT8 and dev.type == "cuda":
+        raise cuda_refusal(dtype)
     if dtype == BFLOAT16 and dev.type == "cuda":
         reason = cuda_bfloat16_unsupported_reason()
         if reason is not None:

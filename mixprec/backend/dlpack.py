@@ -12,7 +12,7 @@ import ctypes
 import numpy as np
 
 from .. import backend
-from ..dtypes import bfloat16 as BFLOAT16
+from ..dtypes import IS_FLOAT8, bfloat16 as BFLOAT16
 from .availability import DeviceUnavailableError, cuda_unavailable_reason
 
 _KDL_CPU, _KDL_CUDA_HOST = 1, 3
@@ -59,6 +59,9 @@ class _CapsuleOwner:
 
 def to_dlpack(a, *args, **kwargs):
     """A DLPack capsule for array ``a`` (what Tensor.__dlpack__ returns)."""
+    if a.dtype in IS_FLOAT8:
+        raise TypeError(f"__dlpack__: mixprec does not export {a.dtype.name} tensors through DLPack (NumPy and "
+                        "CuPy have no DLPack code for float8); export the bits instead: t.numpy().view(numpy.uint8)")
     if isinstance(a, np.ndarray) and a.dtype == BFLOAT16:
         capsule = a.view(np.uint16).__dlpack__(*args, **kwargs)  # keeps the view (and so ``a``) alive
         _capsule_dtype(capsule).code = _KDL_BFLOAT

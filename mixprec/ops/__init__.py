@@ -64,3 +64,4 @@ def __getattr__(name):
     if name == "aten" or any(n.startswith(name + "::") for n in _registry._REGISTRY):
         return OpNamespace(name)
     raise AttributeError(f"module 'mixprec.ops' has no attribute {name!r}")
+from . import scaled_mm  # noqa: F401,E402  (_scaled_mm: the float8 matrix product)

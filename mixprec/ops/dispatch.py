@@ -17,7 +17,6 @@ through mixprec/observers.py; when none is active they cost one attribute read p
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import dtypes as _dt
@@ -34,11 +33,11 @@ from ..autograd.graph import record as record_call
 from ..tensor import Tensor
 from ..tensor import tensor as _make_tensor
 from ..observers import Call, run_observed
-from . import autocast as _autocast
+from . import autocast as _autocast, float8 as _float8
 
 # Python and NumPy scalars are "weak": they adopt the dtype of the tensors they meet.
 SCALARS = (int, float, complex, np.generic)  # np.generic: NumPy and ml_dtypes (bfloat16) scalars
-_DIFFERENTIABLE = frozenset(_dt.FLOATING + _dt.COMPLEX)  # what gradients and tangents flow through
+_DIFFERENTIABLE, _FLOAT8 = frozenset(_dt.FLOATING + _dt.COMPLEX + _dt.FLOAT8), _dt.IS_FLOAT8  # (grads flow in 1st)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -325,6 +324,8 @@ def _find_tensors(op, args):
                 requires_grad = True
             if dtype is None:
                 dtype = x.dtype
+                if dtype in _FLOAT8:  # (the one dtype check a call pays: ops/float8.py says which ops take these)
+                    _float8.check(op, dtype, args)
             elif x.dtype is not dtype and x.dtype != dtype:
                 uniform = False
             continue
@@ -367,7 +368,7 @@ def _find_two_host_tensors(args):
     a, b = args
     if type(a) is Tensor is type(b) and a._view is None and b._view is None:
         x, y = a._array, b._array
-        if type(x) is _NDARRAY is type(y) and x.dtype is y.dtype:
+        if type(x) is _NDARRAY is type(y) and x.dtype is y.dtype and x.dtype not in _FLOAT8:
             return args, [x, y], CPU, a._requires_grad or b._requires_grad, True
     return None
 
@@ -521,7 +522,7 @@ def _scalar(op, x, dtype):
     """A weak number as a scalar of ``dtype``. An int the integer dtype cannot hold wraps around, as in torch's
     arithmetic (``int8 + 1000``); an op registered ``exact_scalars`` refuses it instead (``clamp(max=1000)``)."""
     try:
-        return dtype.type(x)
+        return dtype.type(x) if dtype not in _FLOAT8 else _float8.scalar(x, dtype)
     except OverflowError:
         if op is not None and op.exact_scalars:
             _dt.check_fits(x, dtype, op.name)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _be
-from ..backend import array_module, devices
+from ..backend import array_module, devices, float8 as _f8
 from .. import dtypes as _dt
 from .._state import modes
 from ..tensor import Tensor
@@ -315,7 +315,7 @@ def _number(t, v):
     """A number written into t, as t's dtype holds it: one an integer dtype cannot hold is refused, as torch (a
     floating one rounds, to inf beyond its range)."""
     if t.dtype.kind not in "iu":
-        return t.dtype.type(v)
+        return t.dtype.type(v) if t.dtype not in _dt.IS_FLOAT8 else _f8.fill_value(v, t.dtype)
     if type(v) is int and not -2 ** 63 <= v < 2 ** 63:
         raise ValueError(f"__setitem__: the Python int {v} does not fit in int64")
     _dt.check_fits(v, t.dtype, "__setitem__")

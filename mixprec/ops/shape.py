@@ -6,7 +6,7 @@ import operator
 import numpy as np
 
 from .. import backend as _be
-from ..backend import array_module, device_checks, devices
+from ..backend import array_module, device_checks, devices, float8 as _f8
 from ..backend.bfloat16 import require_dtype_support
 from .. import dtypes as _dt
 from .opmath import compute_dtype
@@ -54,7 +54,7 @@ def _to_copy(ctx, input, dtype=None, device=None):
             # the same values, picked from (0, 1): NumPy converts bool to float16 through float, ~10 ns an element
             out = np.asarray(np.array((0, 1), dtype=dtype).take(out.view(np.uint8)))
         else:
-            out = out.astype(dtype, copy=out is input)
+            out = _f8.astype(out, dtype, copy=out is input)
     elif out is input:
         out = out.copy()
     return out
@@ -193,7 +193,7 @@ def expand(ctx, input, *shape):
         raise RuntimeError(f"expand: cannot expand shape {input.shape} to {shape}")
     # a stride of 0 repeats a dim (as broadcast_to's do, but writable: torch's fill_ may write into an expand)
     kept = tuple(0 if n != m else st for n, m, st in zip(input.shape, full[lead:], input.strides))
-    return array_module(input).lib.stride_tricks.as_strided(input, full, (0,) * lead + kept)
+    return _f8.as_strided(input, full, (0,) * lead + kept)
 
 
 expand.grad(lambda ctx, g: (g,))  # the engine sums broadcast dims back to the input's shape
@@ -339,7 +339,7 @@ def unfold(ctx, input, dimension, size, step):
         return input[None][:size]
     shape = input.shape[:d] + ((n - size) // step + 1,) + input.shape[d + 1:] + (size,)
     strides = input.strides[:d] + (input.strides[d] * step,) + input.strides[d + 1:] + (input.strides[d],)
-    return array_module(input).lib.stride_tricks.as_strided(input, shape, strides)
+    return _f8.as_strided(input, shape, strides)
 
 
 @unfold.grad

@@ -115,9 +115,18 @@ def _pool() -> MemoryPool:
     return pool if isinstance(pool, MemoryPool) else DEFAULT_POOL
 
 
+def _supported(dtype) -> np.dtype:
+    """``dtype``, unless CuPy cannot hold it: of ml_dtypes' dtypes it knows a C type for bfloat16 alone (its
+    get_typename), so a float8 or float4 array raises CuPy's ValueError."""
+    dtype = np.dtype(dtype)
+    if dtype.name.startswith(("float8_", "float6_", "float4_")) or dtype.name in ("int2", "int4", "uint2", "uint4"):
+        raise ValueError(f"Unsupported dtype {dtype.name}")
+    return dtype
+
+
 def _allocate(shape, dtype, order="C") -> np.ndarray:
     """New device memory for an array (uninitialised), from the pool in use (register it to use it)."""
-    dtype = np.dtype(dtype)
+    dtype = _supported(dtype)
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     count = 1
     for n in shape:
@@ -762,7 +771,7 @@ class ndarray:
         return new(compute(lambda: np.array(a, order=order, copy=True), ()), self._device)
 
     def view(self, dtype=None, array_class=None):
-        return _view_of(self, self._a if dtype is None else self._a.view(dtype))
+        return _view_of(self, self._a if dtype is None else self._a.view(_supported(dtype)))
 
     def reshape(self, *shape, order="C"):
         a = self._a

@@ -11,7 +11,7 @@ from . import arrange, copies, scatter
 from . import binary_math, conversions, pointwise, rounding, value_tests
 from . import fft_hermitian_shifts, linalg_lowrank, linalg_lu_ldl, linalg_norms_products
 from . import embedding_bag, feature_dropout, interpolate, nn_activations, nn_norms_losses, nn_rearrange
-from . import samplers
+from . import samplers, scaled_mm
 from .case import EPS, Case  # noqa: F401
 
 MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, conv, norm_ops, nn_layers, losses, inplace,
@@ -19,5 +19,5 @@ MODULES = (elementwise, bitwise, reduce, shape, matmul, activation, math_ops, co
            padding, sampling, special, statistics, sorting, searching, differences, histograms, arrange, scatter,
            copies, rounding, pointwise, binary_math, value_tests, conversions, linalg_norms_products, linalg_lu_ldl,
            fft_hermitian_shifts, linalg_lowrank, nn_activations, feature_dropout, nn_rearrange, nn_norms_losses,
-           embedding_bag, interpolate, samplers)
+           embedding_bag, interpolate, samplers, scaled_mm)
 CASES = [case for module in MODULES for case in module.CASES]
