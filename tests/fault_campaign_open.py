@@ -31,8 +31,6 @@ OPEN = {
         'output 1 has dtype float64, torch gives int64',
     ('bucketize', 'nan-in-input1'):
         'silent wrong value: output 0: 0 at (0,), expected 1 (2 of 4 differ)',
-    ('celu', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.87719364 -0.31551224  0.51656255 -0.34161887  0.682303...",
     ('corrcoef', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float32(3, 3); torch RuntimeError (forward): cov(): bool dtype is not supported for...',
     ('cov', 'bool-input0'):
@@ -51,8 +49,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): aweights cannot be negative',
     ('cumulative-trapezoid', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4), float32(1, 5); torch RuntimeError (forward): cumulative_trapezoid: r...',
-    ('elu', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.35769532 -0.00902515  0.05734967  0.14824403 -0.078659...",
     ('embedding_bag-2d-last-offset', 'empty-last-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 0); torch RuntimeError (forward): step must be nonzero',
     ('embedding_bag-max-padding', 'empty-last-dims'):
@@ -97,12 +93,6 @@ OPEN = {
         'silent wrong value: output 0: 1.8579383647761083 at (0, 1), expected 1.8579383847905435 (6 of 10 differ)',
     ('gradient-spacing-order2', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float32(5, 3); torch RuntimeError (forward): Subtraction, the `-` operator, with tw...',
-    ('hardshrink', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: 0.3975673083908863 at (0, 0), expected 0.0 (1 of 12 differ)',
-    ('hardswish', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-1.37760578  0.27828778  0.          0.          0....",
-    ('hardtanh', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: 1.5220443752275294 at (0, 0), expected 0.0 (1 of 12 differ)',
     ('hfft2', 'empty-first-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 4, 4); torch RuntimeError (forward): MKL FFT error: Intel oneMKL DFTI ER...',
     ('histc', '-inf-in-input0'):
@@ -207,12 +197,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4, 3); torch RuntimeError (forward): Expected b and A to have the same d...',
     ('ldl_solve', 'int64-input1'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4, 3); torch RuntimeError (forward): Expected b and A to have the same d...',
-    ('leaky_relu', '-inf-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.1372352978096463 at (0, 0), expected -0.13723529576468105 (4 of 12 differ)',
-    ('leaky_relu', 'inf-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.10981929037052611 at (0, 1), expected -0.10981928873409119 (3 of 12 differ)',
-    ('leaky_relu', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.1372352978096463 at (0, 0), expected -0.13723529576468105 (4 of 12 differ)',
     ('linalg_lu-square-batched', 'empty-first-dims'):
         '3 outputs, the oracle has 0',
     ('linalg_lu-square-batched', 'empty-last-dims'):
@@ -267,14 +251,6 @@ OPEN = {
         'silent wrong value: output 0: shape (0, 3), expected (2, 3) (vs the NumPy reference)',
     ('randint_like', 'empty-last-dims'):
         'silent wrong value: output 0: shape (2, 0), expected (2, 3) (vs the NumPy reference)',
-    ('relu6', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.4204585471657267 at (0, 0), expected 0.0 (1 of 12 differ)',
-    ('rrelu-eval', '-inf-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.08602901142712632 at (0, 1), expected -0.08602901014519418 (4 of 12 differ)',
-    ('rrelu-eval', 'inf-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.08602901142712632 at (0, 1), expected -0.08602901014519418 (4 of 12 differ)',
-    ('rrelu-eval', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.08602901142712632 at (0, 1), expected -0.08602901014519418 (4 of 12 differ)',
     ('scaled_modified_bessel_k0', 'inf-in-input0'):
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 6 differ) (vs the NumPy reference)',
     ('scaled_modified_bessel_k1', 'inf-in-input0'):
@@ -293,14 +269,6 @@ OPEN = {
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [ 0.          0.          0.         -0.38079928 -1.019881...",
     ('searchsorted', 'nan-in-input0'):
         'silent wrong value: output 0: 0 at (0, 0), expected 1 (2 of 4 differ)',
-    ('selu', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.51216362 -0.96660672 -0.3307136  -0.73858228 -0.043395...",
-    ('softshrink', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: -0.1648813783471331 at (0, 0), expected 0.0 (1 of 12 differ)',
-    ('softsign', '-inf-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.          0.24315393 -0.21710213 -0.17103517  0.198911...",
-    ('softsign', 'inf-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.          0.24315393 -0.21710213 -0.17103517  0.198911...",
     ('solve_ex', '-inf-in-input0'):
         'output 1 has dtype int64, torch gives int32',
     ('solve_ex', '-inf-in-input1'):

@@ -179,6 +179,14 @@ DEVIATIONS = {
     **{(op, f"{v}-in-input0"): "QR of a non-finite matrix: which entries become nan is LAPACK's choice (NumPy's "
                                "here, MKL's in torch); Q and R are never all finite"
        for op in ("linalg_qr", "qr", "geqrf") for v in ("nan", "inf", "-inf")},
+    # activations (nn_activations.py)
+    **{(op, "nan"): "a NaN's gradient is what torch's vectorized CPU kernel gives (NaN for elu and hardswish, 0 for "
+                    "the clamps and shrinks); torch's scalar path, which a tensor smaller than one SIMD vector (this "
+                    "case's) and the tail after the last full vector take, passes the gradient on instead"
+       for op in ("_elu", "_hardtanh", "_hardswish")},
+    **{(op, kind): "the slope is 1/6 in the input's dtype; torch's backward multiplies by the float32 constant "
+                   "1.0f / 6 even in float64 (3e-8 off), which shows where a non-finite input makes this a variant"
+       for op in ("hardsigmoid", "_hardsigmoid") for kind in ("nan", "inf")},
 }
 
 # (case, variant) where torch's definition computes a float32 step inside a float64 result: the float math of an
