@@ -187,6 +187,13 @@ DEVIATIONS = {
     **{(op, kind): "the slope is 1/6 in the input's dtype; torch's backward multiplies by the float32 constant "
                    "1.0f / 6 even in float64 (3e-8 off), which shows where a non-finite input makes this a variant"
        for op in ("hardsigmoid", "_hardsigmoid") for kind in ("nan", "inf")},
+    # special functions (special.py)
+    **{(op, "inf-in-input0"): "the value at +inf is the limit 0 (SciPy's); torch's Cephes zeta gives NaN there, "
+                              "and so polygamma(n >= 2, inf) and the gradient of polygamma(1, x), whose own value "
+                              "at inf torch gives as 0"
+       for op in ("polygamma", "special_zeta")},
+    ("special_i1e", "nan-in-input0"): "a NaN input gets a NaN gradient; torch's backward counts a NaN as a tiny "
+                                      "input (|x| > eps is false for it) and gives the gradient at 0, 0.5",
 }
 
 # (case, variant) where torch's definition computes a float32 step inside a float64 result: the float math of an
