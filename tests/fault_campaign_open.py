@@ -7,18 +7,6 @@ so the table can only shrink. The text is what the campaign reported.
 """
 
 OPEN = {
-    ('as_strided_scatter', '-inf-in-input0'):
-        'wrong gradient: gradient of floating input 0: 0.19270678210342612 at (0, 0), expected 0.0 (9 of 9 differ)',
-    ('as_strided_scatter', '-inf-in-input1'):
-        'wrong gradient: gradient of floating input 0: 0.19270678210342612 at (0, 0), expected 0.0 (9 of 9 differ)',
-    ('as_strided_scatter', 'inf-in-input0'):
-        'wrong gradient: gradient of floating input 0: 0.19270678210342612 at (0, 0), expected 0.0 (9 of 9 differ)',
-    ('as_strided_scatter', 'inf-in-input1'):
-        'wrong gradient: gradient of floating input 0: 0.19270678210342612 at (0, 0), expected 0.0 (9 of 9 differ)',
-    ('as_strided_scatter', 'nan-in-input0'):
-        'wrong gradient: gradient of floating input 0: 0.19270678210342612 at (0, 0), expected 0.0 (9 of 9 differ)',
-    ('as_strided_scatter', 'nan-in-input1'):
-        'wrong gradient: gradient of floating input 0: 0.19270678210342612 at (0, 0), expected 0.0 (9 of 9 differ)',
     ('bernoulli-p', 'empty-first-dims'):
         'silent wrong value: output 0: shape (0,), expected (6,) (vs the NumPy reference)',
     ('bernoulli-p', 'empty-last-dims'):
@@ -61,10 +49,6 @@ OPEN = {
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
     ('feature_alpha_dropout', 'nan-in-input0'):
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
-    ('fill-tensor-value', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(2, 3); torch RuntimeError (forward): Autograd not support dtype: Bool',
-    ('fill-tensor-value', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 3); torch RuntimeError (forward): Autograd not support dtype: Long',
     ('fold', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 2, 4, 5); torch NotImplementedError (forward): "col2im_out_cpu" not implem...',
     ('fold-strided-padded', 'int64-input0'):
@@ -135,14 +119,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
     ('ihfft2', 'empty-first-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 4, 4, 2); torch RuntimeError (forward): MKL FFT error: Intel oneMKL DFTI...',
-    ('index_fill-tensor-value', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(3, 2); torch RuntimeError (forward): Autograd not support dtype: Bool',
-    ('index_fill-tensor-value', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(3, 2); torch RuntimeError (forward): Autograd not support dtype: Long',
-    ('index_reduce-amin', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.         -0.         -0.         -0.06323029  0.083650...",
-    ('index_reduce-amin', 'nan-in-input2'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.         -0.         -0.         -0.06323029  0.083650...",
     ('inner', 'empty-last-dims'):
         'refuses an empty input that torch handles: mixprec RuntimeError (forward): reshape: shape (-1, 0) is invalid for an input of shape (2, 3, 0) (0 ele...',
     ('instance_norm-affine', 'empty-first-dim-of-input0'):
@@ -205,10 +181,6 @@ OPEN = {
         'output 1 has dtype int64, torch gives int32',
     ('lu_factor_ex-tall', 'nan-in-input0'):
         'output 1 has dtype int64, torch gives int32',
-    ('masked_fill-tensor-value-broadcast', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(2, 3); torch RuntimeError (forward): Autograd not support dtype: Bool',
-    ('masked_fill-tensor-value-broadcast', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 3); torch RuntimeError (forward): Autograd not support dtype: Long',
     ('median', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives bool(), bool(3,), int64(3,); torch NotImplementedError (forward): "median_cpu" not...',
     ('median-nan', 'bool-input0'):
@@ -233,18 +205,6 @@ OPEN = {
         'silent wrong value: output 0: shape (0, 3), expected (2, 3) (vs the NumPy reference)',
     ('randint_like', 'empty-last-dims'):
         'silent wrong value: output 0: shape (2, 0), expected (2, 3) (vs the NumPy reference)',
-    ('scatter_reduce-0d', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [0.], torch [nan])",
-    ('scatter_reduce-0d', 'nan-in-input2'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [0.], torch [nan])",
-    ('scatter_reduce-amax-include_self=True', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [ 0.          0.          0.         -0.97421016 -0.610760...",
-    ('scatter_reduce-amax-include_self=True', 'nan-in-input2'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [ 0.          0.          0.         -0.97421016 -0.610760...",
-    ('scatter_reduce-amin-include_self=True', 'nan-in-input0'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [ 0.          0.          0.         -0.38079928 -1.019881...",
-    ('scatter_reduce-amin-include_self=True', 'nan-in-input2'):
-        "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [ 0.          0.          0.         -0.38079928 -1.019881...",
     ('searchsorted', 'nan-in-input0'):
         'silent wrong value: output 0: 0 at (0, 0), expected 1 (2 of 4 differ)',
     ('solve_ex', '-inf-in-input0'):
