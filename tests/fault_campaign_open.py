@@ -49,10 +49,6 @@ OPEN = {
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
     ('feature_alpha_dropout', 'nan-in-input0'):
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
-    ('fold', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 2, 4, 5); torch NotImplementedError (forward): "col2im_out_cpu" not implem...',
-    ('fold-strided-padded', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(1, 2, 6, 7); torch NotImplementedError (forward): "col2im_out_cpu" not implem...',
     ('gaussian_nll_loss', 'float32-input0'):
         'output 0 has dtype float32, torch gives float64',
     ('gaussian_nll_loss', 'inf-in-input2'):
@@ -197,10 +193,6 @@ OPEN = {
         "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
     ('norm-nuc-keepdim', 'inf-in-input0'):
         "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
-    ('pixel_unshuffle', 'empty-first-dims'):
-        'silent wrong value: output 0: shape (0, 8, 2, 3), expected (0, 2, 4, 6)',
-    ('pixel_unshuffle', 'empty-last-dims'):
-        'silent wrong value: output 0: shape (2, 8, 2, 0), expected (2, 2, 4, 0)',
     ('randint_like', 'empty-first-dims'):
         'silent wrong value: output 0: shape (0, 3), expected (2, 3) (vs the NumPy reference)',
     ('randint_like', 'empty-last-dims'):
@@ -249,16 +241,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(3,), float32(4,); torch RuntimeError (forward): trapezoid: received a bool...',
     ('trapz', 'empty-first-dim-of-input0'):
         'refuses an empty input that torch handles: mixprec RuntimeError (forward): mul: shapes (3, 3) and (0, 3) cannot be broadcast together (each dimensi...',
-    ('unfold', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 18, 8); torch NotImplementedError (forward): "im2col_out_cpu" not implemen...',
-    ('unfold-strided-padded', 'empty-last-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(1, 8, 3); torch RuntimeError (forward): Expected 3D or 4D (batch mode) tens...',
-    ('unfold-strided-padded', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(1, 8, 9); torch NotImplementedError (forward): "im2col_out_cpu" not implement...',
-    ('unfold-unbatched', 'empty-first-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 16); torch RuntimeError (forward): Expected 3D or 4D (batch mode) tensor...',
-    ('unfold-unbatched', 'int64-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives int64(18, 16); torch NotImplementedError (forward): "im2col_out_cpu" not implemente...',
     ('unique-consecutive-dim', 'empty-first-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(0, 1); torch RuntimeError (forward): There are 0 sized dimensions, and they a...',
     ('unique-dim', 'empty-last-dims'):

@@ -194,6 +194,10 @@ DEVIATIONS = {
        for op in ("polygamma", "special_zeta")},
     ("special_i1e", "nan-in-input0"): "a NaN input gets a NaN gradient; torch's backward counts a NaN as a tiny "
                                       "input (|x| > eps is false for it) and gives the gradient at 0, 0.5",
+    # rearrangements (nn_rearrange.py)
+    ("pixel_unshuffle", "empty"): "an empty input gives the shape the op defines, (*, C r^2, H / r, W / r), as "
+                                  "pixel_shuffle's does in torch too; torch's pixel_unshuffle returns an empty input "
+                                  "unchanged",
     # scatters (scatter.py)
     **{("as_strided_scatter", kind): "the gradient in input is the output's where input shows through, 0 where src "
                                      "is written; torch's backward gives the complement (its own gradcheck fails "
