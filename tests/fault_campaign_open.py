@@ -37,26 +37,12 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): aweights cannot be negative',
     ('cumulative-trapezoid', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4), float32(1, 5); torch RuntimeError (forward): cumulative_trapezoid: r...',
-    ('embedding_bag-2d-last-offset', 'empty-last-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 0); torch RuntimeError (forward): step must be nonzero',
-    ('embedding_bag-max-padding', 'empty-last-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(1, 0); torch RuntimeError (forward): step must be nonzero',
-    ('embedding_bag-max-padding', 'nan-in-input0'):
-        'silent wrong value: output 0: nan at (0, 0), expected 1.415736393319134 (1 of 3 differ)',
     ('feature_alpha_dropout', '-inf-in-input0'):
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
     ('feature_alpha_dropout', 'inf-in-input0'):
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
     ('feature_alpha_dropout', 'nan-in-input0'):
         'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
-    ('gaussian_nll_loss', 'float32-input0'):
-        'output 0 has dtype float32, torch gives float64',
-    ('gaussian_nll_loss', 'inf-in-input2'):
-        'wrong gradient: gradient of floating input 0: nan at (0, 0), expected 0.0 (1 of 12 differ)',
-    ('gaussian_nll_loss-shared-var-full', 'float32-input0'):
-        'output 0 has dtype float32, torch gives float64',
-    ('gaussian_nll_loss-shared-var-full', 'inf-in-input2'):
-        'wrong gradient: gradient of floating input 0: nan at (0, 0), expected 0.0 (4 of 12 differ)',
     ('gradient', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float32(4, 5), float32(4, 5); torch RuntimeError (forward): Subtraction, the `-` op...',
     ('gradient-coordinates', 'bool-input0'):
@@ -117,14 +103,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 4, 4, 2); torch RuntimeError (forward): MKL FFT error: Intel oneMKL DFTI...',
     ('inner', 'empty-last-dims'):
         'refuses an empty input that torch handles: mixprec RuntimeError (forward): reshape: shape (-1, 0) is invalid for an input of shape (2, 3, 0) (0 ele...',
-    ('instance_norm-affine', 'empty-first-dim-of-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 3, 2, 3); torch IndexError (forward): select(): index 0 out of range for...',
-    ('instance_norm-affine', 'float32-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(2, 3, 2, 3); torch RuntimeError (forward): mixed dtype (CPU): expect parame...',
-    ('instance_norm-affine', 'float32-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 3, 2, 3); torch RuntimeError (forward): mixed dtype (CPU): expect parame...',
-    ('instance_norm-affine', 'float32-input2'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 3, 2, 3); torch RuntimeError (forward): expected scalar type Double but...',
     ('istft', 'empty-last-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0,); torch RuntimeError (forward): istft(CPUComplexDoubleType[5, 0], n_fft=...',
     ('kthvalue', 'bool-input0'):

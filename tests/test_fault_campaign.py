@@ -105,6 +105,10 @@ DEVIATIONS = {
     ("layer_norm", "dtype"): _NORM_DTYPES,
     ("group_norm", "dtype"): _NORM_DTYPES,
     ("batch_norm", "dtype"): _NORM_DTYPES,
+    ("instance_norm", "dtype"): _NORM_DTYPES,
+    ("instance_norm", "empty-first-dim-of-input0"): "an empty batch gives an empty result, with or without weight "
+                                                    "(torch's fails inside with an IndexError from select() when "
+                                                    "weight is given, and returns the empty result without it)",
     ("huber_loss", "float32-input"): "the result has the promoted dtype, as mse_loss and l1_loss (torch's huber "
                                      "keeps the input's)",
     ("cdist", "nan"): "a nan difference makes the inf-distance nan, as in pdist and norm (torch's cdist kernel "
@@ -194,6 +198,9 @@ DEVIATIONS = {
        for op in ("polygamma", "special_zeta")},
     ("special_i1e", "nan-in-input0"): "a NaN input gets a NaN gradient; torch's backward counts a NaN as a tiny "
                                       "input (|x| > eps is false for it) and gives the gradient at 0, 0.5",
+    # embedding_bag.py
+    ("embedding_bag", "nan-in-input0"): "mode 'max' gives a NaN row's bag NaN, as max and amax do; torch's kernel "
+                                        "compares with >, so a NaN is kept only when it comes first in its bag",
     # rearrangements (nn_rearrange.py)
     ("pixel_unshuffle", "empty"): "an empty input gives the shape the op defines, (*, C r^2, H / r, W / r), as "
                                   "pixel_shuffle's does in torch too; torch's pixel_unshuffle returns an empty input "
