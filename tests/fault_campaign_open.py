@@ -7,16 +7,6 @@ so the table can only shrink. The text is what the campaign reported.
 """
 
 OPEN = {
-    ('bernoulli-p', 'empty-first-dims'):
-        'silent wrong value: output 0: shape (0,), expected (6,) (vs the NumPy reference)',
-    ('bernoulli-p', 'empty-last-dims'):
-        'silent wrong value: output 0: shape (0,), expected (6,) (vs the NumPy reference)',
-    ('bincount', 'empty-first-dim-of-input0'):
-        "refuses an empty input that torch handles: mixprec RuntimeError (forward): bincount: weights must have the input's shape (0,), got (10,); torch giv...",
-    ('bincount', 'empty-first-dims'):
-        'output 1 has dtype float64, torch gives int64',
-    ('bincount', 'empty-last-dims'):
-        'output 1 has dtype float64, torch gives int64',
     ('bucketize', 'nan-in-input1'):
         'silent wrong value: output 0: 0 at (0,), expected 1 (2 of 4 differ)',
     ('corrcoef', 'bool-input0'):
@@ -37,12 +27,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): aweights cannot be negative',
     ('cumulative-trapezoid', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4), float32(1, 5); torch RuntimeError (forward): cumulative_trapezoid: r...',
-    ('feature_alpha_dropout', '-inf-in-input0'):
-        'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
-    ('feature_alpha_dropout', 'inf-in-input0'):
-        'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
-    ('feature_alpha_dropout', 'nan-in-input0'):
-        'silent wrong value: output 0: nan at (0, 0, 0), expected -0.7791939305180315 (1 of 24 differ) (vs the NumPy reference)',
     ('gradient', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float32(4, 5), float32(4, 5); torch RuntimeError (forward): Subtraction, the `-` op...',
     ('gradient-coordinates', 'bool-input0'):
@@ -59,12 +43,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float32(5, 3); torch RuntimeError (forward): Subtraction, the `-` operator, with tw...',
     ('hfft2', 'empty-first-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 4, 4); torch RuntimeError (forward): MKL FFT error: Intel oneMKL DFTI ER...',
-    ('histc', '-inf-in-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(4,), float64(3,); torch RuntimeError (forward): torch.histc: range of [-inf...',
-    ('histc', 'inf-in-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(4,), float64(3,); torch RuntimeError (forward): torch.histc: range of [-0.2...',
-    ('histc', 'nan-in-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(4,), float64(3,); torch RuntimeError (forward): torch.histc: range of [-nan...',
     ('histogram', '-inf-in-input1'):
         'silent wrong value: output 2: nan at (1,), expected -0.0 (2 of 3 differ)',
     ('histogram', 'bool-input1'):
@@ -171,10 +149,6 @@ OPEN = {
         "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
     ('norm-nuc-keepdim', 'inf-in-input0'):
         "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
-    ('randint_like', 'empty-first-dims'):
-        'silent wrong value: output 0: shape (0, 3), expected (2, 3) (vs the NumPy reference)',
-    ('randint_like', 'empty-last-dims'):
-        'silent wrong value: output 0: shape (2, 0), expected (2, 3) (vs the NumPy reference)',
     ('searchsorted', 'nan-in-input0'):
         'silent wrong value: output 0: 0 at (0, 0), expected 1 (2 of 4 differ)',
     ('solve_ex', '-inf-in-input0'):

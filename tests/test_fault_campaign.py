@@ -201,6 +201,10 @@ DEVIATIONS = {
     # embedding_bag.py
     ("embedding_bag", "nan-in-input0"): "mode 'max' gives a NaN row's bag NaN, as max and amax do; torch's kernel "
                                         "compares with >, so a NaN is kept only when it comes first in its bag",
+    # histograms.py
+    ("bincount", "empty"): "an empty input gives zeros in the weights' dtype, as a non-empty one does, and its "
+                           "weights must still have its shape; torch returns int64 zeros for an empty input, "
+                           "skipping both",
     # rearrangements (nn_rearrange.py)
     ("pixel_unshuffle", "empty"): "an empty input gives the shape the op defines, (*, C r^2, H / r, W / r), as "
                                   "pixel_shuffle's does in torch too; torch's pixel_unshuffle returns an empty input "
