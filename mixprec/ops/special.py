@@ -170,10 +170,10 @@ def _rules_in_x_only(name, sign):
     return rule, tangent
 
 
-igamma = _binary("igamma", _scipy("gammainc"), integers=False, doc="Elementwise regularized lower incomplete gamma function "
-                 "P(input, other) (special.gammainc); differentiable in other only, as torch.")
-igammac = _binary("igammac", _scipy("gammaincc"), integers=False, doc="Elementwise regularized upper incomplete gamma function "
-                  "Q(input, other) = 1 - P(input, other) (special.gammaincc); differentiable in other only.")
+igamma = _binary("igamma", _scipy("gammainc"), integers=False, doc="Elementwise regularized lower incomplete gamma "
+                 "function P(input, other) (special.gammainc); differentiable in other only, as torch.")
+igammac = _binary("igammac", _scipy("gammaincc"), integers=False, doc="Elementwise regularized upper incomplete gamma "
+                  "function Q(input, other) = 1 - P(input, other) (special.gammaincc); differentiable in other only.")
 for _op, _sign in ((igamma, 1), (igammac, -1)):
     _backward, _tangent = _rules_in_x_only(_op.name, _sign)
     _op.grad(_backward)
