@@ -105,6 +105,10 @@ DEVIATIONS = {
     ("layer_norm", "dtype"): _NORM_DTYPES,
     ("group_norm", "dtype"): _NORM_DTYPES,
     ("batch_norm", "dtype"): _NORM_DTYPES,
+    ("instance_norm", "dtype"): _NORM_DTYPES,
+    ("instance_norm", "empty-first-dim-of-input0"): "an empty batch gives an empty result, with or without weight "
+                                                    "(torch's fails inside with an IndexError from select() when "
+                                                    "weight is given, and returns the empty result without it)",
     ("huber_loss", "float32-input"): "the result has the promoted dtype, as mse_loss and l1_loss (torch's huber "
                                      "keeps the input's)",
     ("cdist", "nan"): "a nan difference makes the inf-distance nan, as in pdist and norm (torch's cdist kernel "
@@ -179,6 +183,37 @@ DEVIATIONS = {
     **{(op, f"{v}-in-input0"): "QR of a non-finite matrix: which entries become nan is LAPACK's choice (NumPy's "
                                "here, MKL's in torch); Q and R are never all finite"
        for op in ("linalg_qr", "qr", "geqrf") for v in ("nan", "inf", "-inf")},
+    # activations (nn_activations.py)
+    **{(op, "nan"): "a NaN's gradient is what torch's vectorized CPU kernel gives (NaN for elu and hardswish, 0 for "
+                    "the clamps and shrinks); torch's scalar path, which a tensor smaller than one SIMD vector (this "
+                    "case's) and the tail after the last full vector take, passes the gradient on instead"
+       for op in ("_elu", "_hardtanh", "_hardswish")},
+    **{(op, kind): "the slope is 1/6 in the input's dtype; torch's backward multiplies by the float32 constant "
+                   "1.0f / 6 even in float64 (3e-8 off), which shows where a non-finite input makes this a variant"
+       for op in ("hardsigmoid", "_hardsigmoid") for kind in ("nan", "inf")},
+    # special functions (special.py)
+    **{(op, "inf-in-input0"): "the value at +inf is the limit 0 (SciPy's); torch's Cephes zeta gives NaN there, "
+                              "and so polygamma(n >= 2, inf) and the gradient of polygamma(1, x), whose own value "
+                              "at inf torch gives as 0"
+       for op in ("polygamma", "special_zeta")},
+    ("special_i1e", "nan-in-input0"): "a NaN input gets a NaN gradient; torch's backward counts a NaN as a tiny "
+                                      "input (|x| > eps is false for it) and gives the gradient at 0, 0.5",
+    # embedding_bag.py
+    ("embedding_bag", "nan-in-input0"): "mode 'max' gives a NaN row's bag NaN, as max and amax do; torch's kernel "
+                                        "compares with >, so a NaN is kept only when it comes first in its bag",
+    # histograms.py
+    ("bincount", "empty"): "an empty input gives zeros in the weights' dtype, as a non-empty one does, and its "
+                           "weights must still have its shape; torch returns int64 zeros for an empty input, "
+                           "skipping both",
+    # rearrangements (nn_rearrange.py)
+    ("pixel_unshuffle", "empty"): "an empty input gives the shape the op defines, (*, C r^2, H / r, W / r), as "
+                                  "pixel_shuffle's does in torch too; torch's pixel_unshuffle returns an empty input "
+                                  "unchanged",
+    # scatters (scatter.py)
+    **{("as_strided_scatter", kind): "the gradient in input is the output's where input shows through, 0 where src "
+                                     "is written; torch's backward gives the complement (its own gradcheck fails "
+                                     "on this case), which shows wherever a non-finite input makes this a variant"
+       for kind in ("nan", "inf")},
 }
 
 # (case, variant) where torch's definition computes a float32 step inside a float64 result: the float math of an

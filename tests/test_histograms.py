@@ -28,6 +28,8 @@ def test_bincount_dtype_follows_the_weights(torch):
     (lambda: mp.bincount(mp.tensor([1.0])), NotImplementedError, "bincount: input must hold integers"),
     (lambda: mp.histc(mp.tensor([1, 2])), NotImplementedError, "histc: needs a floating input"),
     (lambda: mp.histc(mp.zeros(3), 3, 2, 1), RuntimeError, "histc: the range's min"),
+    (lambda: mp.histc(mp.tensor([1.0, float("inf")]), 3), RuntimeError,
+     r"histc: the range \[1.0, inf\] must be finite"),
     (lambda: mp.histogram(mp.zeros(3), 0), RuntimeError, "histogram: bins must be a positive int"),
     (lambda: mp.histogramdd(mp.zeros(4, 2), [2]), RuntimeError, "histogramdd: expected bins for each of the 2"),
 ])

@@ -47,10 +47,12 @@ def test_inplace_writes_the_input_and_differentiates_like_torch(name):
 
 def test_kinks_take_torchs_derivative():
     torch = pytest.importorskip("torch")
-    points = [-3.0, 0.0, 3.0, 6.0, -1.0, 1.0, 0.5, -0.5, float("nan")]
+    # each NaN within the first 64 elements, which torch's vectorized kernels take (with AVX2 or AVX-512); its
+    # scalar path, for a tensor smaller than a vector and the tail after the last full one, treats a NaN otherwise
+    points = [float("nan"), -3.0, 0.0, 3.0, 6.0, -1.0, 1.0, 0.5, -0.5, float("inf"), -float("inf")] * 6
     for name, args in [("hardtanh", ()), ("relu6", ()), ("hardswish", ()), ("hardsigmoid", ()), ("elu", ()),
-                       ("leaky_relu", (0.1,)), ("softshrink", (0.5,)), ("hardshrink", (0.5,)),
-                       ("threshold", (0.5, 2.0))]:
+                       ("celu", (2.0,)), ("selu", ()), ("leaky_relu", (0.1,)), ("softshrink", (0.5,)),
+                       ("hardshrink", (0.5,)), ("threshold", (0.5, 2.0)), ("softsign", ())]:
         x, tx = mp.tensor(points, requires_grad=True), torch.tensor(points, requires_grad=True)
         y, ty = getattr(F, name)(x, *args), getattr(torch.nn.functional, name)(tx, *args)
         np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6, err_msg=name)
@@ -80,6 +82,10 @@ def test_rrelu_in_training_follows_the_seed_and_its_gradient_is_the_slope():
     (lambda: F.glu(mp.ones(2, 3)), RuntimeError, r"glu: the halved dim -1 must have an even size, got 3"),
     (lambda: F.glu(mp.tensor(1.0)), RuntimeError, r"glu: does not support 0-d"),
     (lambda: F.celu(mp.ones(2), 0.0), ValueError, r"celu: alpha must not be 0"),
+    (lambda: F.unfold(mp.ones(1, 1, 4, 4, dtype=mp.int64), 2), NotImplementedError,
+     r"unfold: not implemented for integer tensors"),
+    (lambda: F.unfold(mp.ones(0, 4, 4), 2), RuntimeError, r"unfold: expected an input whose dims are non-zero"),
+    (lambda: F.fold(mp.ones(1, 4, 0), (2, 2), 2), RuntimeError, r"fold: expected an input whose dims are non-zero"),
     (lambda: F.rrelu(mp.ones(2), 0.5, 0.1, True), ValueError, r"rrelu: lower \(0.5\) must not be greater"),
     (lambda: F.elu(mp.ones(2), "a"), TypeError, r"elu: alpha must be a number, got str"),
     (lambda: mp.nn.Threshold(0.1), TypeError, r"Threshold\(\) missing required arguments: value"),

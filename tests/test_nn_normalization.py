@@ -59,6 +59,15 @@ def test_gaussian_nll_and_triplet_with_distance_losses_match_torch():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
 
 
+def test_gaussian_nll_loss_promotes_and_an_infinite_var_leaves_a_zero_input_gradient():
+    x = mp.tensor([[0.5, -1.0]], dtype=mp.float32, requires_grad=True)
+    loss = mp.nn.functional.gaussian_nll_loss(x, mp.zeros(1, 2, dtype=mp.float64), mp.tensor([[float("inf"), 2.0]]),
+                                              reduction="sum")
+    assert loss.dtype == mp.float64
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, -0.5]])  # (x - target) / var
+
+
 @pytest.mark.parametrize("fn,exc,match", [
     (lambda: mp.nn.functional.instance_norm(mp.ones(2, 3, 1)), ValueError,
      r"instance_norm: expected more than 1 spatial"),

@@ -52,9 +52,22 @@ def test_scatter_reduce_prod_gradient_with_zeros_matches_torch():
         np.testing.assert_allclose(got, want)
 
 
+def test_scatter_reduce_amax_gives_a_nan_result_a_nan_gradient():
+    """The values equal to a place's result share its gradient; a NaN result, which none equals, gets NaN."""
+    x, src = mp.tensor([float("nan"), 1.0, 2.0], requires_grad=True), mp.tensor([0.5, 3.0], requires_grad=True)
+    out = x.scatter_reduce(0, mp.tensor([0, 1]), src, "amax")
+    gx, gs = (g.numpy() for g in mp.autograd.grad(out.sum(), (x, src)))
+    assert np.isnan(gx[0]) and np.isnan(gs[0])
+    np.testing.assert_array_equal([gx[1], gx[2], gs[1]], [0.0, 1.0, 1.0])
+
+
 @pytest.mark.parametrize("fn, exc, match", [
     (lambda: mp.zeros(3).masked_fill(mp.tensor([1, 0, 1]), 1.0), RuntimeError, "masked_fill: mask must be a bool"),
     (lambda: mp.zeros(3).masked_fill(mp.tensor([True]), mp.zeros(2)), RuntimeError, "masked_fill: value must be"),
+    (lambda: mp.zeros(3, dtype=mp.int64).masked_fill(mp.tensor([True]), mp.tensor(1.0, requires_grad=True)),
+     RuntimeError, "masked_fill: value requires grad, but the result has input's dtype int64"),
+    (lambda: mp.fill(mp.zeros(3, dtype=mp.bool), mp.tensor(1.0, requires_grad=True)), RuntimeError,
+     "fill: value requires grad"),
     (lambda: mp.zeros(3).masked_scatter(mp.tensor([True] * 3), mp.zeros(2)), RuntimeError,
      "masked_scatter: the mask selects 3"),
     (lambda: mp.zeros(3).take(mp.tensor([0.0])), RuntimeError, "take: index must be an integer tensor"),

@@ -181,6 +181,8 @@ def test_integer_inputs_compute_in_float32():
                                                 r"\(p-1\)/2 = 1.5"),
     (lambda x: mp.logit(x, eps="small"), TypeError, "logit: eps must be a number or None, got str"),
     (lambda x: mp.erfc(x.to(mp.complex64)), NotImplementedError, "erfc: not implemented for complex tensors"),
+    (lambda x: mp.igammac(x.to(mp.int64), x.to(mp.int64)), NotImplementedError,
+     "igammac: not implemented for integer or bool inputs"),
     (lambda x: mp.special.chebyshev_polynomial_t(x, mp.tensor([1, 2])), RuntimeError, "cannot be broadcast"),
 ])
 def test_bad_arguments_raise_clear_errors(call, exc, match):

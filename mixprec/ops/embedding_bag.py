@@ -88,6 +88,9 @@ def _bags(input, offsets, include_last_offset):
         if offsets is not None:
             raise ValueError("embedding_bag: offsets must be None for a 2-D input (each row is a bag)")
         n, length = input.shape
+        if length == 0:
+            raise RuntimeError(f"embedding_bag: a 2-D input of shape {tuple(input.shape)} has bags of no entries; "
+                               "torch refuses it (a 1-D input with offsets can hold empty bags)")
         return input.reshape(-1), [i * length for i in range(n)] + ([n * length] if include_last_offset else [])
     if input.ndim != 1:
         raise ValueError(f"embedding_bag: input must be 1-D or 2-D, got shape {tuple(input.shape)}")

@@ -25,14 +25,12 @@ def _floating(name, input):
 
 
 def _limits(name, a, lo, hi):
-    """torch's bin range: (lo, hi) as given; both 0 (or equal): the data's min and max, widened by 1 each way
-    where those are equal too."""
-    xp = array_module(a)
+    """torch's bin range: (lo, hi) as given; both 0 (or equal): the data's min and max (so a NaN or an infinity
+    in the data makes it non-finite, refused), widened by 1 each way where those are equal too."""
     if lo > hi:
         raise RuntimeError(f"{name}: the range's min ({lo}) must not exceed its max ({hi})")
     if lo == hi and a.size:
-        finite = a[xp.isfinite(a)]
-        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (lo, hi)
+        lo, hi = float(a.min()), float(a.max())
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if not (np.isfinite(lo) and np.isfinite(hi)):

@@ -4,8 +4,10 @@ rrelu.
 
 Each is one op on arrays, computed in float32 for half inputs and rounded once (opmath), with its derivative
 given as a partial (so reverse and forward mode share it). Where a function has a kink, the derivative there is
-torch's choice, written next to the partial. A NaN input gives a NaN output and passes the gradient on, as
-torch's selections do (they test the flat region, which a NaN is never in).
+torch's choice, written next to the partial. A NaN input gives a NaN output; its gradient is torch's: NaN where
+the derivative is a formula of x (elu, hardswish, softsign), the gradient passed on by leaky_relu, and 0 from the
+clamps and shrinks (hardtanh, relu6, softshrink, hardshrink), whose backward passes the gradient only where x is
+known to be inside the sloped region.
 
 An activation that takes ``inplace`` (leaky_relu, elu, ...) is a small composite op around the computing one
 (``_leaky_relu``, ...): ``inplace=True`` writes the result into the input through mixprec's in-place machinery
@@ -43,8 +45,9 @@ def _number(value, name, what):
 
 
 def _select(cond, x, a, b):
-    """where(cond, a, b) in x's dtype: a piecewise-constant partial derivative."""
-    return where(cond, a, b).to(x.dtype)
+    """where(cond, a, b) in x's dtype: a piecewise-constant partial derivative (a and b are rounded to that dtype
+    once, so a float64 slope of 0.2 stays 0.2)."""
+    return where(cond, x.new_full((), a), x.new_full((), b))
 
 
 def _out_of_place_or_in(input, inplace, name, compute):
@@ -96,7 +99,7 @@ def _(ctx):
     x = ctx.inputs[0]
     alpha, scale, input_scale = ctx.coef
     negative = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)  # (clamped: no inf to mask)
-    return where(x <= 0, negative, scale).to(x.dtype), None, None, None  # the exp branch at 0; NaN: scale (torch)
+    return where(x > 0, scale, negative).to(x.dtype), None, None, None  # the exp branch at 0 and for a NaN (NaN)
 
 
 @register("elu", functional=True, composite=True)
@@ -134,7 +137,7 @@ def _hardtanh(ctx, input, min_val, max_val):
 def _(ctx):
     x = ctx.inputs[0]
     low, high = ctx.bounds
-    return _select((x <= low).logical_or(x >= high), x, 0.0, 1.0), None, None  # 0 on the bounds, as torch
+    return _select((x > low).logical_and(x < high), x, 1.0, 0.0), None, None  # 0 on the bounds and for a NaN
 
 
 @register("hardtanh", functional=True, composite=True)
@@ -166,8 +169,8 @@ def _hardswish(ctx, input):
 
 @_hardswish.partials
 def _(ctx):
-    x = ctx.inputs[0]  # 0 up to -3 (included), x/3 + 1/2 up to 3 (excluded), then 1: torch's pieces
-    return where(x <= -3, 0.0, where(x < 3, x / 3 + 0.5, 1.0)).to(x.dtype),
+    x = ctx.inputs[0]  # 0 up to -3 (included), x/3 + 1/2 up to 3 (excluded), then 1: torch's pieces; NaN: NaN
+    return where(x <= -3, 0.0, where(x >= 3, 1.0, x / 3 + 0.5)).to(x.dtype),
 
 
 @register("hardswish", functional=True, composite=True)
@@ -258,12 +261,13 @@ def softsign(ctx, input):
 @softsign.partials
 def _(ctx):
     x = ctx.inputs[0]
-    return (x.abs() + 1) ** -2,
+    # 1/(1+|x|)^2; NaN at an infinite x, where the forward is inf/inf = NaN too (as torch's gradient)
+    return where(x.isinf(), float("nan"), (x.abs() + 1) ** -2).to(x.dtype),
 
 
 def _shrink_partial(ctx):
-    x, lambd = ctx.inputs[0], ctx.lambd  # 0 on [-lambd, lambd] (its ends included); a NaN passes on
-    return _select((x >= -lambd).logical_and(x <= lambd), x, 0.0, 1.0), None
+    x, lambd = ctx.inputs[0], ctx.lambd  # 0 on [-lambd, lambd] (its ends included) and for a NaN, as torch
+    return _select((x < -lambd).logical_or(x > lambd), x, 1.0, 0.0), None
 
 
 @register("softshrink", functional=True, saves=("input",))

@@ -12,6 +12,7 @@ import math
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor, zeros
+from .elementwise import where
 from .losses import _reduce, _reduction, cross_entropy
 from .math_ops import pairwise_distance
 from .nn_layers import scale_shift
@@ -128,14 +129,15 @@ def gaussian_nll_loss(ctx, input, target, var, full=False, eps=1e-6, reduction="
                              f"of shape {tuple(input.shape)} (expected the same shape, one dim of size 1, or the "
                              "last dim missing)")
     reduction = _reduction("gaussian_nll_loss", None, None, reduction)
-    work = compute_dtype(input.dtype)
+    out = _dt.promote(_dt.promote(input.dtype, target.dtype), var.dtype)  # (the three promote, as in torch)
+    work = compute_dtype(out)
     x, t, v = input.to(work), target.to(work), var.to(work)
-    v = v + (v.clamp(min=eps) - v).detach()  # clamped value, gradient of the unclamped one
+    v = v + where(v < eps, eps - v, 0.0).detach()  # clamped value, gradient of the unclamped one (inf stays inf)
     loss = ((v.log() + (x - t) ** 2 / v)) * 0.5
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     loss = _reduce(loss, reduction)
-    return loss if loss.dtype == input.dtype else loss.to(input.dtype)
+    return loss if loss.dtype == out else loss.to(out)
 
 
 # ---------------------------------------------------------------- triplet_margin_with_distance_loss

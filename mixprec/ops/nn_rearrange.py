@@ -121,6 +121,17 @@ def _flat_index(k, d, s, padded, blocks, device):
     return devices.to_device(flat.astype(np.int64), device)
 
 
+def _blocks_input(name, input, batched):
+    """unfold's and fold's input rules, torch's: no integer dtype (floating, complex and bool are taken), and no
+    empty dim except the batch dim of a batched (``batched``-D) input."""
+    if input.dtype.kind in "iu":
+        raise NotImplementedError(f"{name}: not implemented for integer tensors (as in torch), got "
+                                  f"{input.dtype.name}; it takes floating-point, complex or bool tensors")
+    if 0 in input.shape[input.ndim == batched:]:
+        raise RuntimeError(f"{name}: expected an input whose dims are non-zero (only the batch dim of a "
+                           f"{batched}-D input may be 0), got shape {tuple(input.shape)}")
+
+
 @register("im2col", functional=True, composite=True)
 def im2col(ctx, input, kernel_size, dilation=1, padding=0, stride=1):
     """F.unfold: sliding blocks of an (N, C, H, W) or (C, H, W) input as columns: (N, C * kh * kw, L), L the blocks."""
@@ -128,6 +139,7 @@ def im2col(ctx, input, kernel_size, dilation=1, padding=0, stride=1):
     if input.ndim not in (3, 4):
         raise RuntimeError(f"unfold: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape "
                            f"{tuple(input.shape)}")
+    _blocks_input("unfold", input, batched=4)
     if input.ndim == 3:
         return im2col(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
     n, c, h, w = input.shape
@@ -146,6 +158,7 @@ def col2im(ctx, input, output_size, kernel_size, dilation=1, padding=0, stride=1
     if input.ndim not in (2, 3):
         raise RuntimeError(f"fold: expected a 2-D (C * kh * kw, L) or 3-D (N, C * kh * kw, L) input, got shape "
                            f"{tuple(input.shape)}")
+    _blocks_input("fold", input, batched=3)
     if input.ndim == 2:
         return col2im(input.unsqueeze(0), output_size, kernel_size, dilation, padding, stride).squeeze(0)
     size = _pair(output_size, "fold", "output_size", 1)

@@ -10,7 +10,8 @@ import operator
 
 import numpy as np
 
-from .. import backend as _be
+from .. import backend as _be, dtypes as _dt
+from ..autograd import grad_mode
 from ..backend import array_module
 from ..tensor import Tensor
 from .elementwise import where
@@ -34,6 +35,9 @@ def _value_of(name, input, value):
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"{name}: value must be a number or a 0-d tensor, got a {value.ndim}-D tensor")
+        if value.requires_grad and grad_mode.is_grad_enabled() and not _dt.is_differentiable(input.dtype):
+            raise RuntimeError(f"{name}: value requires grad, but the result has input's dtype {input.dtype.name}, "
+                               "which cannot carry a gradient (as torch); detach value or give a floating input")
         return value if value.dtype == input.dtype else value.to(input.dtype)
     if not isinstance(value, (bool, int, float, np.number)):
         raise TypeError(f"{name}: value must be a number or a 0-d tensor, got {type(value).__name__}")
@@ -314,8 +318,8 @@ def _scatter_reduce_weights(ctx):
         src_wins = (src == out.gather(d, index)).to(x.dtype)
         ties = _zeros_of(x, x.shape).scatter_add(d, index, src_wins)
         self_wins = (x == out).to(x.dtype) if include else 0.0
-        ties = ties + self_wins
-        f_self, f_src = self_wins / where(ties > 0, ties, 1.0), src_wins / ties.gather(d, index)
+        ties = ties + self_wins  # the values equal to the result share its gradient; a NaN result, which no
+        f_self, f_src = self_wins / ties, src_wins / ties.gather(d, index)  # value equals, gets 0/0 = NaN (torch)
     else:  # prod: the product of the other factors, also where some are zero
         zero_self = (x == 0).to(x.dtype) if include else _zeros_of(x, x.shape)
         zeros = zero_self.scatter_add(d, index, (src == 0).to(x.dtype))

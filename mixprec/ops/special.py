@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..backend import array_module, is_array, special as _sf
 from ..tensor import Tensor
 from .elementwise import where
@@ -57,10 +58,15 @@ def _unary(name, fn, *, d_in=None, d_out=None, methods=None, differentiable=True
     return op
 
 
-def _binary(name, fn, *, methods=None, differentiable=True, doc=""):
-    """Register the two-input elementwise op ``name`` (promoting and broadcasting, as torch's binary ufuncs)."""
+def _binary(name, fn, *, methods=None, differentiable=True, integers=True, doc=""):
+    """Register the two-input elementwise op ``name`` (promoting and broadcasting, as torch's binary ufuncs).
+    With ``integers=False`` a pair of integer/bool inputs is refused (torch has no kernel for it), as torch."""
     def forward(ctx, input, other):
         _real_only(name, input, other)
+        if not integers and not any(isinstance(v, float) or _dt.is_floating(getattr(v, "dtype", np.dtype(int)))
+                                    for v in (input, other)):
+            raise NotImplementedError(f"{name}: not implemented for integer or bool inputs (as in torch); give "
+                                      f"a floating-point input or other")
         return opmath(fn, input, other)
     forward.__name__ = forward.__qualname__ = name
     op = register(name, methods=(name,) if methods is None else methods, promote=(0, 1), broadcast=True,
@@ -171,10 +177,10 @@ def _rules_in_x_only(name, sign):
     return rule, tangent
 
 
-igamma = _binary("igamma", _scipy("gammainc"), doc="Elementwise regularized lower incomplete gamma function "
-                 "P(input, other) (special.gammainc); differentiable in other only, as torch.")
-igammac = _binary("igammac", _scipy("gammaincc"), doc="Elementwise regularized upper incomplete gamma function "
-                  "Q(input, other) = 1 - P(input, other) (special.gammaincc); differentiable in other only.")
+igamma = _binary("igamma", _scipy("gammainc"), integers=False, doc="Elementwise regularized lower incomplete gamma "
+                 "function P(input, other) (special.gammainc); differentiable in other only, as torch.")
+igammac = _binary("igammac", _scipy("gammaincc"), integers=False, doc="Elementwise regularized upper incomplete gamma "
+                  "function Q(input, other) = 1 - P(input, other) (special.gammaincc); differentiable in other only.")
 for _op, _sign in ((igamma, 1), (igammac, -1)):
     _backward, _tangent = _rules_in_x_only(_op.name, _sign)
     _op.grad(_backward)

@@ -33,7 +33,9 @@ def _alpha_ref(seed, p, per_channel):
     def ref(a):
         keep = _keep(seed, a.shape[:2] + (1,) * (a.ndim - 2) if per_channel else a.shape, p)
         scale = 1 / math.sqrt((ALPHA ** 2 * p + 1) * (1 - p))
-        return np.where(keep == 1, a, -ALPHA) * scale + ALPHA * scale * p
+        # a kept unit is a, a dropped one -ALPHA: a * keep + (keep - 1) * ALPHA, so a dropped NaN or inf stays
+        # non-finite (a * 0), as the documented affine form has it
+        return (a * keep + (keep - 1) * ALPHA) * scale + ALPHA * scale * p
     return ref
 
 

@@ -29,12 +29,12 @@ CASES = [
     Case("bernoulli", "bernoulli", [pos(4, 5, lo=0.0, hi=1.0)], _seeded(3, mp.bernoulli),
          lambda p: (_rng(3).random((4, 5)) < p).astype(np.float64), grad=False, lowp=False),
     Case("bernoulli-p", "bernoulli", [rnd(6)], _seeded(4, lambda x: x.bernoulli(0.3)),
-         lambda x: (_rng(4).random(6) < 0.3).astype(np.float64), grad=False),
+         lambda x: (_rng(4).random(x.shape) < 0.3).astype(np.float64), grad=False),
     Case("multinomial", "multinomial", [pos(2, 5)], _seeded(5, lambda w: mp.multinomial(w, 3)),
          lambda w: np.stack([_rng(5).choice(5, 3, replace=False, p=r / r.sum()) for r in w[:1]] +
                             [_replay_second_row(5, w)]), grad=False, lowp=False),
     Case("randint_like", "randint_like", [const(np.zeros((2, 3), dtype=np.int64))],
-         _seeded(6, lambda x: mp.randint_like(x, -2, 5)), lambda x: _rng(6).integers(-2, 5, (2, 3)),
+         _seeded(6, lambda x: mp.randint_like(x, -2, 5)), lambda x: _rng(6).integers(-2, 5, x.shape),
          grad=False, lowp=False),
 ]
 
