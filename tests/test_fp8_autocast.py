@@ -312,3 +312,26 @@ def test_float64_input_is_refused_and_the_state_untouched():
         with mp.amp.fp8_autocast():
             m(mp.randn(2, 16, dtype=mp.float64))
     assert not hasattr(m, "fp8_scale") and fp8_region.active() is None
+
+
+# ---- devices ----
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling()],
+                         ids=["delayed", "current"])
+def test_on_the_device_equal_to_the_cpu(device, recipe):
+    """Two steps on `device` give the CPU's outputs, gradients and scaling state (the kernels are bit-exact
+    with their NumPy twins; the GEMMs may sum in another order)."""
+    cpu, dev = linear(32, 8), linear(32, 8).to(device)
+    for k in range(2):
+        x, g = data((4, 32), 130 + k, 3.0), data((4, 8), 140 + k, 1e-3)
+        xs = [mp.tensor(x, device=where, requires_grad=True) for where in ("cpu", device)]
+        with mp.amp.fp8_autocast(recipe=recipe):   # both in one region: the exit updates both
+            ys = [cpu(xs[0]), dev(xs[1])]
+        for y, where in zip(ys, ("cpu", device)):
+            y.backward(mp.tensor(g, device=where))
+        for got, want in ((ys[1], ys[0]), (xs[1].grad, xs[0].grad), (dev.weight.grad, cpu.weight.grad)):
+            want = want.numpy()   # float32 sums in another order: within float32 rounding of the largest term
+            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    if isinstance(recipe, mp.amp.DelayedScaling):
+        np.testing.assert_array_equal(dev.fp8_scale.cpu().numpy(), cpu.fp8_scale.numpy())
+        np.testing.assert_array_equal(dev.fp8_amax_history.cpu().numpy(), cpu.fp8_amax_history.numpy())
+        assert dev.fp8_scale.device.type == device

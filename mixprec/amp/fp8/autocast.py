@@ -118,7 +118,7 @@ def _fp8_values(bits, fp8, xp):
     if key not in _TABLES:
         table = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, fp8)).astype(np.float32)
         _TABLES[key] = table if xp is np else xp.asarray(table)
-    return _TABLES[key][bits]
+    return _TABLES[key][bits.astype(np.int32)]
 
 
 def _dequantize(data, scale, fp8):
@@ -211,25 +211,31 @@ def load_state_hook(module, state_dict, prefix, *args):
 
 
 def _update_delayed(recipe):
-    """One scaling.delayed_update call for every module with recorded amaxes, then their buffers get the result."""
+    """Every module with recorded amaxes gets its histories and scales updated: one scaling.delayed_update call
+    per device (one for a model on one device), then the buffers take the result."""
     n = recipe.amax_history_len
     with _LOCK:
         modules = [m for m in list(_PENDING.keys())
                    if getattr(m, "fp8_amax_history", None) is not None and m.fp8_amax_history.shape[1] == n]
-        if not modules:
-            return
-        xp = _be.array_module(modules[0].fp8_scale._array)
-        amaxes = xp.concatenate([_PENDING[m] for m in modules])
+        groups = {}
         for m in modules:
-            _PENDING[m][...] = 0
-    history = xp.concatenate([m.fp8_amax_history._array for m in modules]).astype(np.float32)
-    scales = xp.concatenate([m.fp8_scale._array for m in modules]).astype(np.float32)
+            groups.setdefault(str(m.fp8_scale.device), []).append(m)
+        taken = {}
+        for key, group in groups.items():
+            xp = _be.array_module(group[0].fp8_scale._array)
+            taken[key] = xp.concatenate([_PENDING[m] for m in group])
+            for m in group:
+                _PENDING[m][...] = 0
     fmt = recipe.fp8_format
-    scaling.delayed_update(history, scales, amaxes, [fmt.forward, fmt.forward, fmt.backward] * len(modules),
-                           margin=recipe.margin, amax_compute_algo=recipe.amax_compute_algo)
-    for i, m in enumerate(modules):
-        m.fp8_amax_history._array[...] = history[3 * i:3 * i + 3]
-        m.fp8_scale._array[...] = scales[3 * i:3 * i + 3]
+    for key, group in groups.items():
+        xp = _be.array_module(group[0].fp8_scale._array)
+        history = xp.concatenate([m.fp8_amax_history._array for m in group]).astype(np.float32)
+        scales = xp.concatenate([m.fp8_scale._array for m in group]).astype(np.float32)
+        scaling.delayed_update(history, scales, taken[key], [fmt.forward, fmt.forward, fmt.backward] * len(group),
+                               margin=recipe.margin, amax_compute_algo=recipe.amax_compute_algo)
+        for i, m in enumerate(group):
+            m.fp8_amax_history._array[...] = history[3 * i:3 * i + 3]
+            m.fp8_scale._array[...] = scales[3 * i:3 * i + 3]
 
 
 # ---- nn.Linear's FP8 path ----
