@@ -108,6 +108,49 @@ def test_e4m3_format_quantizes_the_gradient_to_e4m3():
     close(dx.numpy(), quantize(g, sg, E4M3) @ quantize(w, sw, E4M3))
 
 
+# ---- MXFP8 ----
+def mx_quantize(a, fmt):
+    """The OCP MX rule per block of 32 along the last dimension: X = 2**(floor(log2(amax)) - emax_elem)."""
+    a = np.asarray(a, np.float32)
+    blocks = a.reshape(a.shape[0], -1, 32)
+    amax = np.abs(blocks).max(axis=-1, keepdims=True)
+    emax = {E4M3: 8, E5M2: 15}[fmt]
+    shared = np.clip(np.floor(np.log2(np.where(amax == 0, 2.0 ** -126, amax))) - emax, -127, 127)
+    q = np.clip(blocks / np.float32(2.0) ** shared.astype(np.float32), -MAX[fmt], MAX[fmt])
+    return (q.astype(getattr(ml_dtypes, fmt)).astype(np.float64) * 2.0 ** shared).reshape(a.shape)
+
+
+@pytest.mark.parametrize("fmt", [mp.amp.Format.E4M3, mp.amp.Format.HYBRID], ids=["e4m3", "hybrid"])
+def test_mxfp8_forward_and_backward_equal_the_ocp_reference(fmt):
+    m = linear(64, 32)
+    # blocks of very different magnitudes: a per-tensor scale would flush the small ones
+    x = data((32, 64), 150) * np.repeat([1e-3, 1e2], 32)[None, :].astype(np.float32)
+    g = data((32, 32), 151, 1e-2)
+    y, dx = step(m, x, g, mp.amp.MXFP8BlockScaling(fp8_format=fmt))
+    w, b = m.weight.numpy(), m.bias.numpy().astype(np.float64)
+    fwd, bwd = fmt.forward, fmt.backward
+    def near(actual, expected):   # float32 sums of terms up to ~100: within float32 rounding of the largest
+        close(actual, expected, atol=1e-6 * np.abs(expected).max())
+    near(y.numpy(), mx_quantize(x, fwd) @ mx_quantize(w, fwd).T + b)
+    near(dx.numpy(), mx_quantize(g, bwd) @ mx_quantize(w.T, fwd).T)           # blocks along out_features
+    near(m.weight.grad.numpy(), mx_quantize(g.T, bwd) @ mx_quantize(x.T, fwd).T)   # blocks along the batch
+    close(m.bias.grad.numpy(), g.astype(np.float64).sum(0))
+    assert not hasattr(m, "fp8_scale")
+
+
+def test_mxfp8_refuses_dimensions_off_the_block():
+    recipe = mp.amp.MXFP8BlockScaling()
+    with pytest.raises(ValueError, match="in_features to be a multiple of 32"):
+        with mp.amp.fp8_autocast(recipe=recipe):
+            mp.nn.Linear(48, 32)(mp.randn(32, 48))
+    m = mp.nn.Linear(32, 32)
+    with pytest.raises(ValueError, match="batch .* multiple of 32"):
+        with mp.amp.fp8_autocast(recipe=recipe):
+            m(mp.randn(5, 32))
+    with mp.amp.fp8_autocast(recipe=recipe), mp.no_grad():   # without gradients any batch works
+        assert m(mp.randn(5, 32)).shape == (5, 32)
+
+
 # ---- delayed scaling's state ----
 def test_delayed_trajectory_follows_the_formula():
     recipe = mp.amp.DelayedScaling(margin=1, amax_history_len=3)
@@ -299,8 +342,8 @@ def test_bad_recipes_and_flags_are_refused():
         mp.amp.fp8_autocast(recipe="delayed")
     with pytest.raises(TypeError, match="fp8_autocast: recipe must be"):
         mp.amp.fp8_autocast(recipe=mp.amp.Format.HYBRID)
-    with pytest.raises(NotImplementedError, match="MXFP8BlockScaling is not yet supported"):
-        mp.amp.fp8_autocast(recipe=mp.amp.MXFP8BlockScaling())
+    with pytest.raises(TypeError, match="fp8_autocast: recipe must be"):
+        mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling)     # the class, not a recipe
     with pytest.raises(TypeError, match="enabled must be a bool"):
         mp.amp.fp8_autocast(enabled=1)
     assert fp8_region.active() is None
@@ -315,14 +358,14 @@ def test_float64_input_is_refused_and_the_state_untouched():
 
 
 # ---- devices ----
-@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling()],
-                         ids=["delayed", "current"])
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling(),
+                                    mp.amp.MXFP8BlockScaling()], ids=["delayed", "current", "mxfp8"])
 def test_on_the_device_equal_to_the_cpu(device, recipe):
     """Two steps on `device` give the CPU's outputs, gradients and scaling state (the kernels are bit-exact
     with their NumPy twins; the GEMMs may sum in another order)."""
-    cpu, dev = linear(32, 8), linear(32, 8).to(device)
+    cpu, dev = linear(32, 32), linear(32, 32).to(device)
     for k in range(2):
-        x, g = data((4, 32), 130 + k, 3.0), data((4, 8), 140 + k, 1e-3)
+        x, g = data((32, 32), 130 + k, 3.0), data((32, 32), 140 + k, 1e-3)
         xs = [mp.tensor(x, device=where, requires_grad=True) for where in ("cpu", device)]
         with mp.amp.fp8_autocast(recipe=recipe):   # both in one region: the exit updates both
             ys = [cpu(xs[0]), dev(xs[1])]

@@ -29,7 +29,12 @@ Recipes:
   updates every module's histories and scales. Gradient amaxes, seen during backward
   (after the region), are folded in at the next region's exit, as Transformer Engine does.
 - CurrentScaling: amax and scale from each tensor just before its cast; no state.
-- MXFP8BlockScaling: not yet (its backward GEMMs need blocks along the other dimension).
+- MXFP8BlockScaling: one E8M0 scale per 32 values along each GEMM's contraction dimension.
+  The backward GEMMs contract over other dimensions than the forward (dgrad over
+  out_features, wgrad over the batch), so, as in Transformer Engine, x and w are quantized
+  again in blocks along those (columnwise): one Function does the forward and both backward
+  GEMMs, and every dimension (in_features, out_features, and the batch when a gradient is
+  needed) must be a multiple of 32.
 
 Only nn.Linear is quantized; functional F.linear and matmul inside the region run as usual.
 """
@@ -43,6 +48,7 @@ import numpy as np
 
 from ... import backend as _be
 from ...autograd.function import Function
+from ...autograd.grad_mode import is_grad_enabled
 from ...tensor import Tensor
 from ..autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from . import scaling
@@ -61,7 +67,7 @@ _LOCK = threading.Lock()
 class fp8_autocast:
     """``with mp.amp.fp8_autocast(enabled=True, recipe=None):`` quantize nn.Linear's GEMMs to FP8.
 
-    recipe: a DelayedScaling (the default, DelayedScaling()) or CurrentScaling.
+    recipe: a DelayedScaling (the default, DelayedScaling()), CurrentScaling or MXFP8BlockScaling.
     Regions nest; the innermost decides. Delayed scaling's update runs when the outermost
     enabled region exits without an exception (an exception leaves the recorded amaxes
     for the next exit).
@@ -71,13 +77,9 @@ class fp8_autocast:
         if not isinstance(enabled, bool):
             raise TypeError(f"fp8_autocast: enabled must be a bool, got {enabled!r}")
         recipe = DelayedScaling() if recipe is None else recipe
-        if isinstance(recipe, MXFP8BlockScaling):
-            raise NotImplementedError("fp8_autocast: MXFP8BlockScaling is not yet supported in the region (its "
-                                      "backward GEMMs need 32-blocks along the other dimension); use "
-                                      "DelayedScaling or CurrentScaling")
-        if not isinstance(recipe, (DelayedScaling, CurrentScaling)):
-            raise TypeError("fp8_autocast: recipe must be a mixprec.amp.DelayedScaling or CurrentScaling "
-                            f"(or None for DelayedScaling()), got {type(recipe).__name__}")
+        if not isinstance(recipe, (DelayedScaling, CurrentScaling, MXFP8BlockScaling)):
+            raise TypeError("fp8_autocast: recipe must be a mixprec.amp.DelayedScaling, CurrentScaling or "
+                            f"MXFP8BlockScaling (or None for DelayedScaling()), got {type(recipe).__name__}")
         self.enabled, self.recipe = enabled, recipe
 
     def __enter__(self):
@@ -113,7 +115,7 @@ _TABLES = {}
 
 
 def _fp8_values(bits, fp8, xp):
-    """float32 values of FP8 bit patterns (uint8): a 256-entry table, so NumPy and CuPy read them alike."""
+    """float32 values of FP8 (or E8M0) bit patterns (uint8): a 256-entry table, so NumPy and CuPy read them alike."""
     key = (fp8, xp.__name__, None if xp is np else bits.device.id)
     if key not in _TABLES:
         table = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, fp8)).astype(np.float32)
@@ -126,6 +128,16 @@ def _dequantize(data, scale, fp8):
     xp = _be.array_module(data)
     bits = data.view(np.uint8) if xp is np else data
     return _fp8_values(bits, fp8, xp) / scale.reshape(())
+
+
+def _mx_dequantize(a, fp8):
+    """MXFP8 quantize-dequantize of a 2-D array in 32-blocks along its last dimension: q * 2**(e - 127)."""
+    xp = _be.array_module(a)
+    q = scaling.quantize_mxfp8(xp.ascontiguousarray(a), fp8)
+    bits = q.data.view(np.uint8) if xp is np else q.data
+    values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], -1, scaling.MX_BLOCK)
+    block_scale = _fp8_values(q.scale, "float8_e8m0fnu", xp)[..., None]   # 2**(e - 127); NaN for 0xff
+    return (values * block_scale).reshape(a.shape)
 
 
 class _Delayed:
@@ -175,6 +187,29 @@ class QuantizeGrad(Function):
     @staticmethod
     def backward(ctx, grad):
         return Tensor._wrap(ctx.quantizer(grad._array)), None
+
+
+class MXLinearGEMM(Function):
+    """x @ w.T on MXFP8 values: forward blocks along in_features; backward quantizes the gradient (blocks along
+    out_features for dgrad, along the batch for wgrad) and x and w again in blocks along those dimensions."""
+
+    @staticmethod
+    def forward(ctx, x, w, recipe):
+        fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
+        x2 = x._array.reshape(-1, x.shape[-1])
+        ctx.fmt, ctx.dtypes, ctx.shape = (fwd, bwd), (x.dtype, w.dtype), x.shape
+        ctx.arrays = (x2, w._array)
+        y = _mx_dequantize(x2, fwd) @ _mx_dequantize(w._array, fwd).T
+        return Tensor._wrap(y.reshape(x.shape[:-1] + (w.shape[0],)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (fwd, bwd), (x2, w) = ctx.fmt, ctx.arrays
+        g = grad._array.reshape(-1, w.shape[0]).astype(np.float32)
+        dx = _mx_dequantize(g, bwd) @ _mx_dequantize(w.T, fwd).T            # contracts out_features
+        dw = _mx_dequantize(g.T, bwd) @ _mx_dequantize(x2.T, fwd).T         # contracts the batch
+        return (Tensor._wrap(dx.reshape(ctx.shape).astype(ctx.dtypes[0], copy=False)),
+                Tensor._wrap(dw.astype(ctx.dtypes[1], copy=False)), None)
 
 
 # ---- delayed scaling's state ----
@@ -247,7 +282,16 @@ def linear(module, x):
             raise TypeError(f"fp8_autocast: {module!r} got {name} of dtype {t.dtype.name}; FP8 quantization takes "
                             "float32, float16 or bfloat16")
     fmt = recipe.fp8_format
-    if isinstance(recipe, DelayedScaling):
+    if isinstance(recipe, MXFP8BlockScaling):
+        for name, n in (("in_features", module.in_features), ("out_features", module.out_features)):
+            if n % scaling.MX_BLOCK:
+                raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs {name} to be a multiple of "
+                                 f"{scaling.MX_BLOCK} (one scale per block of {scaling.MX_BLOCK}), {module!r} has {n}")
+        rows = x.numel() // module.in_features if module.in_features else 0
+        if rows % scaling.MX_BLOCK and is_grad_enabled() and (x.requires_grad or module.weight.requires_grad):
+            raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs the batch ({rows} rows) to be a multiple of "
+                             f"{scaling.MX_BLOCK} when gradients are computed (wgrad's blocks run along it)")
+    elif isinstance(recipe, DelayedScaling):
         _ensure_state(module, recipe)
         qx, qw, qg = (_Delayed(module, row, fp8) for row, fp8 in
                       ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
@@ -257,7 +301,10 @@ def linear(module, x):
     device = x.device.type
     out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
     with autocast(device, enabled=False):
-        y = QuantizeGrad.apply(QuantizeForward.apply(x, qx) @ QuantizeForward.apply(module.weight, qw).mT, qg)
+        if isinstance(recipe, MXFP8BlockScaling):
+            y = MXLinearGEMM.apply(x, module.weight, recipe)
+        else:
+            y = QuantizeGrad.apply(QuantizeForward.apply(x, qx) @ QuantizeForward.apply(module.weight, qw).mT, qg)
         if module.bias is not None:
             y = y + module.bias.float()
         return y.to(out_dtype)
