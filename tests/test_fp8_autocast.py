@@ -378,3 +378,15 @@ def test_on_the_device_equal_to_the_cpu(device, recipe):
         np.testing.assert_array_equal(dev.fp8_scale.cpu().numpy(), cpu.fp8_scale.numpy())
         np.testing.assert_array_equal(dev.fp8_amax_history.cpu().numpy(), cpu.fp8_amax_history.numpy())
         assert dev.fp8_scale.device.type == device
+
+
+def test_a_module_moved_after_a_step_keeps_working(device):
+    m = linear(16, 4)
+    step(m, data((4, 16), 160, 2.0), data((4, 4), 161))
+    scale = scales(m)
+    m.to(device)
+    x = mp.tensor(data((4, 16), 162, 2.0), device=device)
+    with mp.amp.fp8_autocast():
+        y = m(x)
+    assert y.device.type == device and m.fp8_scale.device.type == device
+    np.testing.assert_array_equal(m.fp8_scale.cpu().numpy()[1], scale[1])   # the weight did not change

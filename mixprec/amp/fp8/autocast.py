@@ -214,10 +214,14 @@ class MXLinearGEMM(Function):
 
 # ---- delayed scaling's state ----
 def _pending(module):
+    """The module's amaxes recorded since its last update, on its buffers' device (moved with the module)."""
+    scale = module.fp8_scale._array
     with _LOCK:
-        if module not in _PENDING:
-            _PENDING[module] = _be.array_module(module.fp8_scale._array).zeros(3, np.float32)
-        return _PENDING[module]
+        amax = _PENDING.get(module)
+        if amax is None or _be.array_module(amax) is not _be.array_module(scale) \
+                or getattr(amax, "device", None) != getattr(scale, "device", None):
+            amax = _PENDING[module] = _be.array_module(scale).zeros_like(scale, dtype=np.float32)
+        return amax
 
 
 def _ensure_state(module, recipe):
