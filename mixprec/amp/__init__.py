@@ -9,3 +9,4 @@ from .apex import load_state_dict, loss_scaler, scale_loss, state_dict  # noqa: 
 from . import functional  # noqa: F401  (mp.amp.functional: unscale/update on raw arrays)
 from .inspector import inspect  # noqa: F401,E402  (mp.amp.inspect: where lower precision hurts a model)
 from .fp8.recipes import CurrentScaling, DelayedScaling, Float8CurrentScaling, Format, MXFP8BlockScaling  # noqa: F401
+from .fp8.autocast import fp8_autocast  # noqa: F401,E402  (mp.amp.fp8_autocast: nn.Linear's GEMMs in FP8)

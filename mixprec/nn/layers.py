@@ -16,6 +16,7 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 from ..autograd.grad_mode import no_grad
+from ..amp.fp8 import autocast as _fp8
 
 
 def _factory(device, dtype):
@@ -57,6 +58,7 @@ class Linear(Module):
         self.in_features, self.out_features = in_features, out_features
         _weight_and_bias(self, (out_features, in_features), bias, out_features, device, dtype)
         self.reset_parameters()
+        self.register_load_state_dict_pre_hook(_fp8.load_state_hook)  # a checkpoint's FP8 state makes its buffers
 
     def reset_parameters(self):
         _kaiming_init(self.weight, self.bias)
@@ -64,6 +66,8 @@ class Linear(Module):
     def forward(self, input):
         _expect(input.ndim >= 1 and input.shape[-1] == self.in_features, self.__repr__(),
                 f"input[..., {self.in_features}]", input)
+        if _fp8.active() is not None:  # inside mp.amp.fp8_autocast: the GEMM on FP8 values
+            return _fp8.linear(self, input)
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):

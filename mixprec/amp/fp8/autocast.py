@@ -1,0 +1,314 @@
+"""The FP8 region: ``with mp.amp.fp8_autocast(recipe=...)`` runs every nn.Linear's GEMM on FP8 values.
+
+Inside the region a Linear computes, from three differentiable pieces,
+
+    y = QG( QX(x) @ QW(w).T ) + bias          in float32, then cast to the output dtype
+
+- QX, QW quantize the GEMM's input and weight to the recipe's forward format (E4M3 under
+  HYBRID) and dequantize at once; their backward is the identity (straight-through), as in
+  Transformer Engine, whose GEMM input gradients are not quantized.
+- QG is the identity forward; its backward quantizes the incoming gradient to the
+  recipe's backward format (E5M2 under HYBRID) and dequantizes it.
+- The matrix product saves its (dequantized) inputs, so its backward computes
+  dgrad = QG(g) @ QW(w) and wgrad = QG(g).T @ QX(x): Transformer Engine's FP8 backward GEMMs.
+  The bias gradient is the sum of the unquantized gradient, as Transformer Engine's bgrad.
+
+What runs: dequantization is ``q / scale`` rounded once to float32 (exact when the scale is
+a power of two), and the GEMM multiplies and accumulates these float32 values in float32.
+A GEMM on FP8 hardware multiplies the FP8 values exactly and applies both inverse scales
+at the end; the two differ only by float32 rounding. No FP8 tensor-core path runs.
+
+Output dtype: the dtype of an enclosing ``mp.autocast`` region (bfloat16, say) when one is
+enabled for the input's device, else the input's dtype.
+
+Recipes:
+- DelayedScaling: each Linear gets two buffers when first run in a region,
+  ``fp8_amax_history`` (3, amax_history_len) and ``fp8_scale`` (3,), rows input, weight,
+  grad_output; both are in its state_dict. A cast uses the scale as it stands and records
+  the amax; when the outermost enabled region exits, ONE ``scaling.delayed_update`` call
+  updates every module's histories and scales. Gradient amaxes, seen during backward
+  (after the region), are folded in at the next region's exit, as Transformer Engine does.
+- CurrentScaling: amax and scale from each tensor just before its cast; no state.
+- MXFP8BlockScaling: one E8M0 scale per 32 values along each GEMM's contraction dimension.
+  The backward GEMMs contract over other dimensions than the forward (dgrad over
+  out_features, wgrad over the batch), so, as in Transformer Engine, x and w are quantized
+  again in blocks along those (columnwise): one Function does the forward and both backward
+  GEMMs, and every dimension (in_features, out_features, and the batch when a gradient is
+  needed) must be a multiple of 32.
+
+Only nn.Linear is quantized; functional F.linear and matmul inside the region run as usual.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import ml_dtypes
+import numpy as np
+
+from ... import backend as _be
+from ...autograd.function import Function
+from ...autograd.grad_mode import is_grad_enabled
+from ...tensor import Tensor
+from ..autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
+from . import scaling
+from .recipes import CurrentScaling, DelayedScaling, MXFP8BlockScaling
+
+__all__ = ["fp8_autocast", "active", "linear"]
+
+INPUT, WEIGHT, GRAD_OUTPUT = 0, 1, 2   # rows of a module's fp8_amax_history and fp8_scale
+_QUANTIZABLE = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_local = threading.local()             # .regions: the fp8_autocast objects entered on this thread
+_PENDING = weakref.WeakKeyDictionary()  # module -> float32 (3,) amaxes recorded since its last update
+_LOCK = threading.Lock()
+
+
+# ---- the region ----
+class fp8_autocast:
+    """``with mp.amp.fp8_autocast(enabled=True, recipe=None):`` quantize nn.Linear's GEMMs to FP8.
+
+    recipe: a DelayedScaling (the default, DelayedScaling()), CurrentScaling or MXFP8BlockScaling.
+    Regions nest; the innermost decides. Delayed scaling's update runs when the outermost
+    enabled region exits without an exception (an exception leaves the recorded amaxes
+    for the next exit).
+    """
+
+    def __init__(self, enabled=True, recipe=None):
+        if not isinstance(enabled, bool):
+            raise TypeError(f"fp8_autocast: enabled must be a bool, got {enabled!r}")
+        recipe = DelayedScaling() if recipe is None else recipe
+        if not isinstance(recipe, (DelayedScaling, CurrentScaling, MXFP8BlockScaling)):
+            raise TypeError("fp8_autocast: recipe must be a mixprec.amp.DelayedScaling, CurrentScaling or "
+                            f"MXFP8BlockScaling (or None for DelayedScaling()), got {type(recipe).__name__}")
+        self.enabled, self.recipe = enabled, recipe
+
+    def __enter__(self):
+        _regions().append(self)
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        regions = _regions()
+        regions.remove(self)
+        if exc_type is None and self.enabled and not any(r.enabled for r in regions):
+            if isinstance(self.recipe, DelayedScaling):
+                _update_delayed(self.recipe)
+        return False
+
+    def __repr__(self):
+        return f"fp8_autocast(enabled={self.enabled}, recipe={self.recipe!r})"
+
+
+def _regions():
+    if not hasattr(_local, "regions"):
+        _local.regions = []
+    return _local.regions
+
+
+def active():
+    """The recipe of the innermost fp8_autocast region on this thread if it is enabled, else None."""
+    regions = getattr(_local, "regions", None)
+    return regions[-1].recipe if regions and regions[-1].enabled else None
+
+
+# ---- quantize-dequantize on arrays ----
+_TABLES = {}
+
+
+def _fp8_values(bits, fp8, xp):
+    """float32 values of FP8 (or E8M0) bit patterns (uint8): a 256-entry table, so NumPy and CuPy read them alike."""
+    key = (fp8, xp.__name__, None if xp is np else bits.device.id)
+    if key not in _TABLES:
+        table = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, fp8)).astype(np.float32)
+        _TABLES[key] = table if xp is np else xp.asarray(table)
+    return _TABLES[key][bits.astype(np.int32)]
+
+
+def _dequantize(data, scale, fp8):
+    """q / scale in float32: the values the FP8 GEMM sees."""
+    xp = _be.array_module(data)
+    bits = data.view(np.uint8) if xp is np else data
+    return _fp8_values(bits, fp8, xp) / scale.reshape(())
+
+
+def _mx_dequantize(a, fp8):
+    """MXFP8 quantize-dequantize of a 2-D array in 32-blocks along its last dimension: q * 2**(e - 127)."""
+    xp = _be.array_module(a)
+    q = scaling.quantize_mxfp8(xp.ascontiguousarray(a), fp8)
+    bits = q.data.view(np.uint8) if xp is np else q.data
+    values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], -1, scaling.MX_BLOCK)
+    block_scale = _fp8_values(q.scale, "float8_e8m0fnu", xp)[..., None]   # 2**(e - 127); NaN for 0xff
+    return (values * block_scale).reshape(a.shape)
+
+
+class _Delayed:
+    """Quantize with row `row` of a module's delayed-scaling state, folding the amax into its pending amaxes."""
+
+    def __init__(self, module, row, fp8):
+        self.module, self.row, self.fp8 = module, row, fp8
+
+    def __call__(self, a):
+        scale = self.module.fp8_scale._array[self.row:self.row + 1].astype(np.float32)  # a copy: the scale now
+        amax = _pending(self.module)[self.row:self.row + 1]
+        data, _ = scaling.cast_to_fp8(a, scale, self.fp8, amax=amax)
+        return _dequantize(data, scale, self.fp8)
+
+
+class _Current:
+    def __init__(self, fp8, power_2):
+        self.fp8, self.power_2 = fp8, power_2
+
+    def __call__(self, a):
+        q = scaling.quantize_tensorwise(a, self.fp8, use_power_2_scales=self.power_2)
+        return _dequantize(q.data, q.scale, self.fp8)
+
+
+# ---- the differentiable pieces ----
+class QuantizeForward(Function):
+    """QX / QW: forward = dequantize(quantize(x)) in float32; backward = identity (straight-through)."""
+
+    @staticmethod
+    def forward(ctx, x, quantizer):
+        ctx.dtype = x.dtype
+        return Tensor._wrap(quantizer(x._array))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Tensor._wrap(grad._array.astype(ctx.dtype, copy=False)), None
+
+
+class QuantizeGrad(Function):
+    """QG: forward = identity; backward = dequantize(quantize(grad)) with the backward format."""
+
+    @staticmethod
+    def forward(ctx, y, quantizer):
+        ctx.quantizer = quantizer
+        return Tensor._wrap(y._array.view())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Tensor._wrap(ctx.quantizer(grad._array)), None
+
+
+class MXLinearGEMM(Function):
+    """x @ w.T on MXFP8 values: forward blocks along in_features; backward quantizes the gradient (blocks along
+    out_features for dgrad, along the batch for wgrad) and x and w again in blocks along those dimensions."""
+
+    @staticmethod
+    def forward(ctx, x, w, recipe):
+        fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
+        x2 = x._array.reshape(-1, x.shape[-1])
+        ctx.fmt, ctx.dtypes, ctx.shape = (fwd, bwd), (x.dtype, w.dtype), x.shape
+        ctx.arrays = (x2, w._array)
+        y = _mx_dequantize(x2, fwd) @ _mx_dequantize(w._array, fwd).T
+        return Tensor._wrap(y.reshape(x.shape[:-1] + (w.shape[0],)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (fwd, bwd), (x2, w) = ctx.fmt, ctx.arrays
+        g = grad._array.reshape(-1, w.shape[0]).astype(np.float32)
+        dx = _mx_dequantize(g, bwd) @ _mx_dequantize(w.T, fwd).T            # contracts out_features
+        dw = _mx_dequantize(g.T, bwd) @ _mx_dequantize(x2.T, fwd).T         # contracts the batch
+        return (Tensor._wrap(dx.reshape(ctx.shape).astype(ctx.dtypes[0], copy=False)),
+                Tensor._wrap(dw.astype(ctx.dtypes[1], copy=False)), None)
+
+
+# ---- delayed scaling's state ----
+def _pending(module):
+    """The module's amaxes recorded since its last update, on its buffers' device (moved with the module)."""
+    scale = module.fp8_scale._array
+    with _LOCK:
+        amax = _PENDING.get(module)
+        if amax is None or _be.array_module(amax) is not _be.array_module(scale) \
+                or getattr(amax, "device", None) != getattr(scale, "device", None):
+            amax = _PENDING[module] = _be.array_module(scale).zeros_like(scale, dtype=np.float32)
+        return amax
+
+
+def _ensure_state(module, recipe):
+    """Give module its fp8_amax_history (3, len) and fp8_scale (3,) buffers (zeros and ones) on first use."""
+    n = recipe.amax_history_len
+    history = getattr(module, "fp8_amax_history", None)
+    if history is None:
+        w = module.weight
+        module.register_buffer("fp8_amax_history", Tensor._wrap(_be.array_module(w._array).zeros((3, n), np.float32)))
+        module.register_buffer("fp8_scale", Tensor._wrap(_be.array_module(w._array).ones(3, np.float32)))
+    elif tuple(history.shape) != (3, n):
+        raise ValueError(f"fp8_autocast: {module!r} has an fp8_amax_history of shape {tuple(history.shape)}, but the "
+                         f"recipe's amax_history_len={n} needs (3, {n}); use the recipe it was trained with")
+
+
+def load_state_hook(module, state_dict, prefix, *args):
+    """A Linear's load_state_dict pre-hook: a checkpoint with FP8 state creates the buffers it fills."""
+    key = prefix + "fp8_amax_history"
+    if key in state_dict and getattr(module, "fp8_amax_history", None) is None \
+            and prefix + "fp8_scale" in state_dict:
+        shape = tuple(getattr(state_dict[key], "shape", ()))
+        if len(shape) == 2 and shape[0] == 3:
+            xp = _be.array_module(module.weight._array)
+            module.register_buffer("fp8_amax_history", Tensor._wrap(xp.zeros(shape, np.float32)))
+            module.register_buffer("fp8_scale", Tensor._wrap(xp.ones(3, np.float32)))
+
+
+def _update_delayed(recipe):
+    """Every module with recorded amaxes gets its histories and scales updated: one scaling.delayed_update call
+    per device (one for a model on one device), then the buffers take the result."""
+    n = recipe.amax_history_len
+    with _LOCK:
+        modules = [m for m in list(_PENDING.keys())
+                   if getattr(m, "fp8_amax_history", None) is not None and m.fp8_amax_history.shape[1] == n]
+        groups = {}
+        for m in modules:
+            groups.setdefault(str(m.fp8_scale.device), []).append(m)
+        taken = {}
+        for key, group in groups.items():
+            xp = _be.array_module(group[0].fp8_scale._array)
+            taken[key] = xp.concatenate([_PENDING[m] for m in group])
+            for m in group:
+                _PENDING[m][...] = 0
+    fmt = recipe.fp8_format
+    for key, group in groups.items():
+        xp = _be.array_module(group[0].fp8_scale._array)
+        history = xp.concatenate([m.fp8_amax_history._array for m in group]).astype(np.float32)
+        scales = xp.concatenate([m.fp8_scale._array for m in group]).astype(np.float32)
+        scaling.delayed_update(history, scales, taken[key], [fmt.forward, fmt.forward, fmt.backward] * len(group),
+                               margin=recipe.margin, amax_compute_algo=recipe.amax_compute_algo)
+        for i, m in enumerate(group):
+            m.fp8_amax_history._array[...] = history[3 * i:3 * i + 3]
+            m.fp8_scale._array[...] = scales[3 * i:3 * i + 3]
+
+
+# ---- nn.Linear's FP8 path ----
+def linear(module, x):
+    """nn.Linear's forward inside an fp8_autocast region (Linear.forward calls it)."""
+    recipe = active()
+    for name, t in (("input", x), ("weight", module.weight)):
+        if t.dtype not in _QUANTIZABLE:
+            raise TypeError(f"fp8_autocast: {module!r} got {name} of dtype {t.dtype.name}; FP8 quantization takes "
+                            "float32, float16 or bfloat16")
+    fmt = recipe.fp8_format
+    if isinstance(recipe, MXFP8BlockScaling):
+        for name, n in (("in_features", module.in_features), ("out_features", module.out_features)):
+            if n % scaling.MX_BLOCK:
+                raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs {name} to be a multiple of "
+                                 f"{scaling.MX_BLOCK} (one scale per block of {scaling.MX_BLOCK}), {module!r} has {n}")
+        rows = x.numel() // module.in_features if module.in_features else 0
+        if rows % scaling.MX_BLOCK and is_grad_enabled() and (x.requires_grad or module.weight.requires_grad):
+            raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs the batch ({rows} rows) to be a multiple of "
+                             f"{scaling.MX_BLOCK} when gradients are computed (wgrad's blocks run along it)")
+    elif isinstance(recipe, DelayedScaling):
+        _ensure_state(module, recipe)
+        qx, qw, qg = (_Delayed(module, row, fp8) for row, fp8 in
+                      ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
+    else:
+        qx = qw = _Current(fmt.forward, recipe.use_power_2_scales)
+        qg = _Current(fmt.backward, recipe.use_power_2_scales)
+    device = x.device.type
+    out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
+    with autocast(device, enabled=False):
+        if isinstance(recipe, MXFP8BlockScaling):
+            y = MXLinearGEMM.apply(x, module.weight, recipe)
+        else:
+            y = QuantizeGrad.apply(QuantizeForward.apply(x, qx) @ QuantizeForward.apply(module.weight, qw).mT, qg)
+        if module.bias is not None:
+            y = y + module.bias.float()
+        return y.to(out_dtype)
