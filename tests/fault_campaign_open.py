@@ -179,10 +179,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 3, 2, 3); torch RuntimeError (forward): expected scalar type Double but...',
     ('istft', 'empty-last-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0,); torch RuntimeError (forward): istft(CPUComplexDoubleType[5, 0], n_fft=...',
-    ('kthvalue', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(3,), int64(3,); torch NotImplementedError (forward): "kthvalue_cpu" not implem...',
-    ('kthvalue-dim0-keepdim', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(1, 3), int64(1, 3); torch NotImplementedError (forward): "kthvalue_cpu" not im...',
     ('ldl_factor-batched', '-inf-in-input0'):
         'output 1 has dtype int64, torch gives int32',
     ('ldl_factor-batched', 'empty-first-dims'):
@@ -239,18 +235,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives bool(2, 3); torch RuntimeError (forward): Autograd not support dtype: Bool',
     ('masked_fill-tensor-value-broadcast', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 3); torch RuntimeError (forward): Autograd not support dtype: Long',
-    ('median', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(), bool(3,), int64(3,); torch NotImplementedError (forward): "median_cpu" not...',
-    ('median-nan', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(3,), int64(3,); torch NotImplementedError (forward): "median_out" not implemen...',
-    ('median-ties', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(); torch NotImplementedError (forward): "median_cpu" not implemented for \'Bool\'',
-    ('nanmedian', '-inf-in-input0'):
-        'silent wrong value: output 2: 0.25 at (), expected 0.75 (1 of 1 differ) (vs the NumPy reference)',
-    ('nanmedian', 'empty-first-dims'):
-        'silent wrong value: output 2: nan at (), expected 0.75 (1 of 1 differ) (vs the NumPy reference)',
-    ('nanmedian-dim0', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(1, 2), int64(1, 2); torch NotImplementedError (forward): "median_out" not impl...',
     ('norm-nuc-keepdim', '-inf-in-input0'):
         "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
     ('norm-nuc-keepdim', 'inf-in-input0'):
@@ -321,12 +305,6 @@ OPEN = {
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 6 differ) (vs the NumPy reference)',
     ('tensordot-size-1-broadcasts', 'empty-last-dims'):
         'refuses an empty input that torch handles: mixprec RuntimeError (forward): reshape: shape (-1, 0) is invalid for an input of shape (0, 0, 3) (0 ele...',
-    ('topk', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(3, 3), int64(3, 3); torch RuntimeError (forward): topk does not support bool d...',
-    ('topk', 'int64-input0'):
-        'silent wrong value: output 1: 2 at (0, 1), expected 5 (4 of 9 differ)',
-    ('topk-smallest-dim0', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives bool(2, 2), int64(2, 2); torch RuntimeError (forward): topk does not support bool d...',
     ('torch-lu-infos', '-inf-in-input0'):
         'output 1 has dtype int64, torch gives int32',
     ('torch-lu-infos', 'empty-first-dims'):

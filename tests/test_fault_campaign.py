@@ -140,6 +140,9 @@ DEVIATIONS = {
     ("scaled_dot_product_attention", "empty-first-dims"): _SDPA_EMPTY_MASK,
     ("scaled_dot_product_attention", "empty-last-dims"): _SDPA_EMPTY_MASK,
     **{("ctc_loss", kind): _CTC_GRADIENT for kind in ("nan", "inf", "float32-input")},
+    # sorting and selection (sorting.py)
+    ("topk", "int64-input0"): "between equal values the earlier index comes first (a stable sort); torch's order of "
+                              "ties is that of its unstable std::nth_element/std::sort, which no rule states",
     # two-input elementwise math (binary_math.py)
     ("ldexp", "bool-input1"): "a bool exponent counts as 0 or 1, as a bool input does (torch has no kernel for a "
                               "bool exponent)",
