@@ -31,22 +31,6 @@ OPEN = {
         'output 1 has dtype float64, torch gives int64',
     ('celu', 'nan-in-input0'):
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.87719364 -0.31551224  0.51656255 -0.34161887  0.682303...",
-    ('corrcoef', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(3, 3); torch RuntimeError (forward): cov(): bool dtype is not supported for...',
-    ('cov', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(3, 3); torch RuntimeError (forward): cov(): bool dtype is not supported for...',
-    ('cov-1d', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(); torch RuntimeError (forward): cov(): bool dtype is not supported for input',
-    ('cov-weights', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): bool dtype is not supported for...',
-    ('cov-weights', 'bool-input2'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): expected aweights to have float...',
-    ('cov-weights', 'empty-last-dims'):
-        "computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): weights sum to zero, can't be n...",
-    ('cov-weights', 'int64-input2'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): expected aweights to have float...',
-    ('cov-weights', 'nan-in-input2'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 2); torch RuntimeError (forward): cov(): aweights cannot be negative',
     ('cumulative-trapezoid', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4), float32(1, 5); torch RuntimeError (forward): cumulative_trapezoid: r...',
     ('elu', 'nan-in-input0'):
