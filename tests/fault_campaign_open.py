@@ -31,8 +31,6 @@ OPEN = {
         'output 1 has dtype float64, torch gives int64',
     ('celu', 'nan-in-input0'):
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.87719364 -0.31551224  0.51656255 -0.34161887  0.682303...",
-    ('cumulative-trapezoid', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4), float32(1, 5); torch RuntimeError (forward): cumulative_trapezoid: r...',
     ('elu', 'nan-in-input0'):
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.35769532 -0.00902515  0.05734967  0.14824403 -0.078659...",
     ('embedding_bag-2d-last-offset', 'empty-last-dims'):
@@ -65,20 +63,6 @@ OPEN = {
         'output 0 has dtype float32, torch gives float64',
     ('gaussian_nll_loss-shared-var-full', 'inf-in-input2'):
         'wrong gradient: gradient of floating input 0: nan at (0, 0), expected 0.0 (4 of 12 differ)',
-    ('gradient', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(4, 5), float32(4, 5); torch RuntimeError (forward): Subtraction, the `-` op...',
-    ('gradient-coordinates', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(2, 5), float32(2, 5); torch RuntimeError (forward): Subtraction, the `-` op...',
-    ('gradient-coordinates', 'bool-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 5), float64(2, 5); torch RuntimeError (forward): Negation, the `-` opera...',
-    ('gradient-coordinates', 'float32-input0'):
-        'output 0 has dtype float32, torch gives float64',
-    ('gradient-coordinates', 'int64-input0'):
-        'output 0 has dtype float32, torch gives float64',
-    ('gradient-coordinates', 'int64-input1'):
-        'silent wrong value: output 0: 1.8579383647761083 at (0, 1), expected 1.8579383847905435 (6 of 10 differ)',
-    ('gradient-spacing-order2', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(5, 3); torch RuntimeError (forward): Subtraction, the `-` operator, with tw...',
     ('hardshrink', 'nan-in-input0'):
         'wrong gradient: gradient of floating input 0: 0.3975673083908863 at (0, 0), expected 0.0 (1 of 12 differ)',
     ('hardswish', 'nan-in-input0'):
@@ -297,14 +281,6 @@ OPEN = {
         'output 1 has dtype int64, torch gives int32',
     ('torch-lu-infos', 'nan-in-input0'):
         'output 1 has dtype int64, torch gives int32',
-    ('trapezoid', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(3,), float32(5,); torch RuntimeError (forward): trapezoid: received a bool...',
-    ('trapezoid-x', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2,); torch RuntimeError (forward): trapezoid: received a bool input for `x`...',
-    ('trapz', 'bool-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3,), float32(4,); torch RuntimeError (forward): trapezoid: received a bool...',
-    ('trapz', 'empty-first-dim-of-input0'):
-        'refuses an empty input that torch handles: mixprec RuntimeError (forward): mul: shapes (3, 3) and (0, 3) cannot be broadcast together (each dimensi...',
     ('unfold', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 18, 8); torch NotImplementedError (forward): "im2col_out_cpu" not implemen...',
     ('unfold-strided-padded', 'empty-last-dims'):
