@@ -77,40 +77,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(4,), float64(3,); torch RuntimeError (forward): torch.histc: range of [-0.2...',
     ('histc', 'nan-in-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(4,), float64(3,); torch RuntimeError (forward): torch.histc: range of [-nan...',
-    ('histogram', '-inf-in-input1'):
-        'silent wrong value: output 2: nan at (1,), expected -0.0 (2 of 3 differ)',
-    ('histogram', 'bool-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(5,), float64(6,), float64(3,), float64(4,); torch RuntimeError (forward): t...',
-    ('histogram', 'float32-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(5,), float32(6,), float32(3,), float32(4,); torch RuntimeError (forward): t...',
-    ('histogram', 'float32-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(5,), float64(6,), float64(3,), float64(4,); torch RuntimeError (forward): t...',
-    ('histogram', 'inf-in-input1'):
-        'silent wrong value: output 2: nan at (1,), expected 0.0 (2 of 3 differ)',
-    ('histogram', 'int64-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(5,), float64(6,), float64(3,), float64(4,); torch RuntimeError (forward): t...',
-    ('histogram-edges', 'bool-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3,); torch RuntimeError (forward): torch.histogramdd: input tensor and bins...',
-    ('histogram-edges', 'float32-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(3,); torch RuntimeError (forward): torch.histogramdd: input tensor and bins...',
-    ('histogram-edges', 'float32-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3,); torch RuntimeError (forward): torch.histogramdd: input tensor and bins...',
-    ('histogram-edges', 'int64-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3,); torch RuntimeError (forward): torch.histogramdd: input tensor and bins...',
-    ('histogramdd', '-inf-in-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
-    ('histogramdd', 'bool-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
-    ('histogramdd', 'float32-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float32(3, 2), float32(4,), float32(3,), float32(2, 2), float32(3,), float32(3,); t...',
-    ('histogramdd', 'float32-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
-    ('histogramdd', 'inf-in-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
-    ('histogramdd', 'int64-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
-    ('histogramdd', 'nan-in-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(3, 2), float64(4,), float64(3,), float64(2, 2), float64(3,), float64(3,); t...',
     ('i0e', '-inf-in-input0'):
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 5 differ) (vs the NumPy reference)',
     ('i0e', 'inf-in-input0'):
