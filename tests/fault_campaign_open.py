@@ -111,58 +111,14 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 3, 2, 3); torch RuntimeError (forward): expected scalar type Double but...',
     ('istft', 'empty-last-dims'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0,); torch RuntimeError (forward): istft(CPUComplexDoubleType[5, 0], n_fft=...',
-    ('ldl_factor-batched', '-inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor-batched', 'empty-first-dims'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor-batched', 'float32-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor-batched', 'inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor_ex-indefinite', '-inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor_ex-indefinite', 'float32-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor_ex-indefinite', 'inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('ldl_factor_ex-indefinite', 'nan-in-input0'):
-        'silent wrong value: output 0: -1.0 at (2, 0), expected nan (7 of 16 differ)',
-    ('ldl_solve', 'bool-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4, 3); torch RuntimeError (forward): Expected b and A to have the same d...',
-    ('ldl_solve', 'float32-input0'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4, 3); torch RuntimeError (forward): Expected b and A to have the same d...',
-    ('ldl_solve', 'float32-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4, 3); torch RuntimeError (forward): Expected b and A to have the same d...',
-    ('ldl_solve', 'int64-input1'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 4, 3); torch RuntimeError (forward): Expected b and A to have the same d...',
     ('leaky_relu', '-inf-in-input0'):
         'wrong gradient: gradient of floating input 0: -0.1372352978096463 at (0, 0), expected -0.13723529576468105 (4 of 12 differ)',
     ('leaky_relu', 'inf-in-input0'):
         'wrong gradient: gradient of floating input 0: -0.10981929037052611 at (0, 1), expected -0.10981928873409119 (3 of 12 differ)',
     ('leaky_relu', 'nan-in-input0'):
         'wrong gradient: gradient of floating input 0: -0.1372352978096463 at (0, 0), expected -0.13723529576468105 (4 of 12 differ)',
-    ('linalg_lu-square-batched', 'empty-first-dims'):
-        '3 outputs, the oracle has 0',
-    ('linalg_lu-square-batched', 'empty-last-dims'):
-        'silent wrong value: output 0: shape (2, 4, 4), expected (2, 0, 0) (vs the NumPy reference)',
-    ('linalg_lu-tall', 'empty-last-dims'):
-        'silent wrong value: output 0: shape (5, 5), expected (0, 0) (vs the NumPy reference)',
-    ('linalg_lu-wide', 'empty-last-dims'):
-        'silent wrong value: output 0: shape (3, 3), expected (0, 0) (vs the NumPy reference)',
     ('logdet-negative', 'empty-last-dims'):
         "backward fails where torch's works: LinAlgError (backward): linalg_inv: the diagonal element 1 of its LU factorization is zero: the input matrix is...",
-    ('lu_factor_ex-tall', '-inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('lu_factor_ex-tall', 'empty-first-dims'):
-        'output 1 has dtype int64, torch gives int32',
-    ('lu_factor_ex-tall', 'empty-last-dims'):
-        'output 1 has dtype int64, torch gives int32',
-    ('lu_factor_ex-tall', 'float32-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('lu_factor_ex-tall', 'inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('lu_factor_ex-tall', 'nan-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
     ('masked_fill-tensor-value-broadcast', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives bool(2, 3); torch RuntimeError (forward): Autograd not support dtype: Bool',
     ('masked_fill-tensor-value-broadcast', 'int64-input0'):
@@ -215,38 +171,12 @@ OPEN = {
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.          0.24315393 -0.21710213 -0.17103517  0.198911...",
     ('softsign', 'inf-in-input0'):
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.          0.24315393 -0.21710213 -0.17103517  0.198911...",
-    ('solve_ex', '-inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('solve_ex', '-inf-in-input1'):
-        'output 1 has dtype int64, torch gives int32',
-    ('solve_ex', 'empty-first-dims'):
-        'output 1 has dtype int64, torch gives int32',
-    ('solve_ex', 'inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('solve_ex', 'inf-in-input1'):
-        'output 1 has dtype int64, torch gives int32',
-    ('solve_ex', 'nan-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('solve_ex', 'nan-in-input1'):
-        'output 1 has dtype int64, torch gives int32',
     ('spherical_bessel_j0', '-inf-in-input0'):
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 6 differ) (vs the NumPy reference)',
     ('spherical_bessel_j0', 'inf-in-input0'):
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 6 differ) (vs the NumPy reference)',
     ('tensordot-size-1-broadcasts', 'empty-last-dims'):
         'refuses an empty input that torch handles: mixprec RuntimeError (forward): reshape: shape (-1, 0) is invalid for an input of shape (0, 0, 3) (0 ele...',
-    ('torch-lu-infos', '-inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('torch-lu-infos', 'empty-first-dims'):
-        'output 1 has dtype int64, torch gives int32',
-    ('torch-lu-infos', 'empty-last-dims'):
-        'output 1 has dtype int64, torch gives int32',
-    ('torch-lu-infos', 'float32-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('torch-lu-infos', 'inf-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
-    ('torch-lu-infos', 'nan-in-input0'):
-        'output 1 has dtype int64, torch gives int32',
     ('unfold', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 18, 8); torch NotImplementedError (forward): "im2col_out_cpu" not implemen...',
     ('unfold-strided-padded', 'empty-last-dims'):
