@@ -69,8 +69,6 @@ OPEN = {
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-1.37760578  0.27828778  0.          0.          0....",
     ('hardtanh', 'nan-in-input0'):
         'wrong gradient: gradient of floating input 0: 1.5220443752275294 at (0, 0), expected 0.0 (1 of 12 differ)',
-    ('hfft2', 'empty-first-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 4, 4); torch RuntimeError (forward): MKL FFT error: Intel oneMKL DFTI ER...',
     ('histc', '-inf-in-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(4,), float64(3,); torch RuntimeError (forward): torch.histc: range of [-inf...',
     ('histc', 'inf-in-input0'):
@@ -89,8 +87,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float32(4,); torch NotImplementedError (forward): "igammac_cpu" not implemented for...',
     ('igammac', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float32(4,); torch NotImplementedError (forward): "igammac_cpu" not implemented for...',
-    ('ihfft2', 'empty-first-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 4, 4, 2); torch RuntimeError (forward): MKL FFT error: Intel oneMKL DFTI...',
     ('index_fill-tensor-value', 'bool-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives bool(3, 2); torch RuntimeError (forward): Autograd not support dtype: Bool',
     ('index_fill-tensor-value', 'int64-input0'):
@@ -109,8 +105,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 3, 2, 3); torch RuntimeError (forward): mixed dtype (CPU): expect parame...',
     ('instance_norm-affine', 'float32-input2'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(2, 3, 2, 3); torch RuntimeError (forward): expected scalar type Double but...',
-    ('istft', 'empty-last-dims'):
-        'computes what torch refuses (a silent coercion?): mixprec gives float64(0,); torch RuntimeError (forward): istft(CPUComplexDoubleType[5, 0], n_fft=...',
     ('leaky_relu', '-inf-in-input0'):
         'wrong gradient: gradient of floating input 0: -0.1372352978096463 at (0, 0), expected -0.13723529576468105 (4 of 12 differ)',
     ('leaky_relu', 'inf-in-input0'):

@@ -132,7 +132,8 @@ DEVIATIONS = {
                 "of 0 with a DFTI configuration error, an artefact of that library)"
        for op, v in (("fft_fft", "empty-first-dims"), ("fft_rfft", "empty-first-dims"),
                      ("fft_rfft", "empty-last-dims"), ("fft_irfft", "empty-first-dims"),
-                     ("fft_hfft", "empty-first-dims"))},
+                     ("fft_hfft", "empty-first-dims"), ("fft_hfft2", "empty-first-dims"),
+                     ("fft_ihfft2", "empty-first-dims"))},
     # group fcc (attention, ctc)
     ("scaled_dot_product_attention", "empty-first-dim-of-input2"):
         "value's batch dims must broadcast with query's and key's (refused for 2 vs 0, 0 for 1 vs 0); torch returns "
