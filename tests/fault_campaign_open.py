@@ -95,8 +95,6 @@ OPEN = {
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.         -0.         -0.         -0.06323029  0.083650...",
     ('index_reduce-amin', 'nan-in-input2'):
         "launders a nan: the gradient of floating input 0 is finite where torch's is nan (mixprec [-0.         -0.         -0.         -0.06323029  0.083650...",
-    ('inner', 'empty-last-dims'):
-        'refuses an empty input that torch handles: mixprec RuntimeError (forward): reshape: shape (-1, 0) is invalid for an input of shape (2, 3, 0) (0 ele...',
     ('instance_norm-affine', 'empty-first-dim-of-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives float64(0, 3, 2, 3); torch IndexError (forward): select(): index 0 out of range for...',
     ('instance_norm-affine', 'float32-input0'):
@@ -169,8 +167,6 @@ OPEN = {
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 6 differ) (vs the NumPy reference)',
     ('spherical_bessel_j0', 'inf-in-input0'):
         'silent wrong value: output 0: 0.0 at (0,), expected nan (1 of 6 differ) (vs the NumPy reference)',
-    ('tensordot-size-1-broadcasts', 'empty-last-dims'):
-        'refuses an empty input that torch handles: mixprec RuntimeError (forward): reshape: shape (-1, 0) is invalid for an input of shape (0, 0, 3) (0 ele...',
     ('unfold', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 18, 8); torch NotImplementedError (forward): "im2col_out_cpu" not implemen...',
     ('unfold-strided-padded', 'empty-last-dims'):

@@ -229,8 +229,9 @@ def tensordot(ctx, a, b, dims=2):
     free_b = [i for i in range(b.ndim) if i not in db]
     k = int(np.prod([a.shape[i] for i in da]))
     out_shape = tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b)
-    lhs = a.permute(*free_a, *da).reshape(-1, k) if a.ndim else a.reshape(1, 1)
-    rhs = b.permute(*db, *free_b).reshape(k, -1) if b.ndim else b.reshape(1, 1)
+    m, n = (int(np.prod([t.shape[i] for i in free])) for t, free in ((a, free_a), (b, free_b)))
+    lhs = a.permute(*free_a, *da).reshape(m, k) if a.ndim else a.reshape(1, 1)  # (counted: -1 is ambiguous at k = 0)
+    rhs = b.permute(*db, *free_b).reshape(k, n) if b.ndim else b.reshape(1, 1)
     return (lhs @ rhs).reshape(out_shape)
 
 
