@@ -113,10 +113,6 @@ OPEN = {
         'computes what torch refuses (a silent coercion?): mixprec gives bool(2, 3); torch RuntimeError (forward): Autograd not support dtype: Bool',
     ('masked_fill-tensor-value-broadcast', 'int64-input0'):
         'computes what torch refuses (a silent coercion?): mixprec gives int64(2, 3); torch RuntimeError (forward): Autograd not support dtype: Long',
-    ('norm-nuc-keepdim', '-inf-in-input0'):
-        "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
-    ('norm-nuc-keepdim', 'inf-in-input0'):
-        "backward fails where torch's works: LinAlgError (backward): linalg_svd: the input holds inf or NaN values; the algorithm cannot converge on them",
     ('pixel_unshuffle', 'empty-first-dims'):
         'silent wrong value: output 0: shape (0, 8, 2, 3), expected (0, 2, 4, 6)',
     ('pixel_unshuffle', 'empty-last-dims'):

@@ -166,6 +166,9 @@ DEVIATIONS = {
     ("linalg_ldl_factor_ex", "nan-in-input0"): "a NaN pivot ends its column's elimination with info = k, as the "
                                                "reference LAPACK's sytf2 (SciPy's dsytrf) does; torch's MKL goes on "
                                                "with info 0, so other entries become NaN",
+    **{("norm", f"{v}-in-input0"): "the nuclear norm's gradient at a matrix holding inf is NaN, as its norm is; "
+                                   "torch differentiates the factors LAPACK returns for that matrix, arbitrary "
+                                   "finite numbers" for v in ("inf", "-inf")},
     ("cholesky_inverse", "float32-input"): "the gradient is that of the function computed, which reads only L's "
                                            "triangle; torch's backward multiplies by the whole input, so its "
                                            "gradient depends on the entries the forward ignores (the case's L has "

@@ -161,8 +161,11 @@ def _norm_partial(ctx):
     if ctx.p == "nuc":  # d sum(s) / dA = U Vh (thin), in x's layout
         perm = _matrices_last(x, ctx.axes)
         svd = get("linalg_svd")  # (by name: the linalg modules import this one)
-        u, _, vh = svd(x.to(compute_dtype(x.dtype)).permute(*perm), False)
-        return (u @ vh).permute(*np.argsort(perm).tolist()).to(x.dtype)
+        a = x.to(compute_dtype(x.dtype)).permute(*perm)
+        finite = a.isfinite().all(-1, keepdim=True).all(-2, keepdim=True)  # per matrix
+        u, _, vh = svd(where(finite, a, 0.0), False)
+        # a matrix holding inf or NaN has a NaN norm, and so NaN slopes (its SVD is not defined)
+        return where(finite, u @ vh, math.nan).permute(*np.argsort(perm).tolist()).to(x.dtype)
     x = x.to(compute_dtype(x.dtype))
     return _p_norm_partial(x, _expand_back(ctx, ctx.output.to(x.dtype)), ctx.p, ctx.axes)
 
