@@ -224,6 +224,17 @@ def test_linalg_error_is_a_runtime_error_like_torchs():
     assert issubclass(mp.linalg.LinAlgError, RuntimeError) and issubclass(torch.linalg.LinAlgError, RuntimeError)
 
 
+def test_log_determinants_of_a_singular_matrix_have_a_non_finite_gradient_as_torchs():
+    m = [[1.0, 2.0], [2.0, 4.0]]
+    for name in ("logdet", "slogdet"):
+        x, t = mp.tensor(m, dtype=mp.float64, requires_grad=True), torch.tensor(m, dtype=torch.float64,
+                                                                                 requires_grad=True)
+        pick = (lambda r: r) if name == "logdet" else (lambda r: r[1])
+        pick(getattr(mp, name)(x)).backward()
+        pick(getattr(torch, name)(t)).backward()
+        assert not np.isfinite(x.grad.numpy()).any() and not np.isfinite(t.grad.numpy()).any()
+
+
 def test_info_of_the_ex_variants_matches_torch():
     inv, info = mp.linalg.inv_ex(SINGULAR)
     assert info.dtype == mp.int32 and info.tolist() == torch.linalg.inv_ex(torch.tensor(SINGULAR.numpy()))[1].tolist()

@@ -25,6 +25,19 @@ def test_nonzero_of_a_0d_tensor_and_nonzero_static_padding(torch):
                                   torch.nonzero_static(torch.tensor(x), size=3, fill_value=9).numpy())
 
 
+@pytest.mark.parametrize("right", [False, True])
+def test_a_nan_in_the_sequence_or_values_lands_where_torch_bisection_puts_it(torch, right):
+    nan = float("nan")
+    values = [[0.5, 3.0, nan, 9.0], [2.0, nan, -1.0, 6.0]]
+    for seq in ([nan, 1.0, 3.0, 5.0], [1.0, nan, 3.0, 5.0, 7.0], [1.0, 2.0, 3.0, nan], [[1.0, nan], [nan, 4.0]]):
+        v = values if np.ndim(seq) == 2 else values[0]
+        want = torch.searchsorted(torch.tensor(seq), torch.tensor(v), right=right)
+        np.testing.assert_array_equal(mp.searchsorted(mp.tensor(seq), mp.tensor(v), right=right).numpy(), want)
+        if np.ndim(seq) == 1:
+            want = torch.bucketize(torch.tensor(values), torch.tensor(seq), right=right)
+            np.testing.assert_array_equal(mp.bucketize(mp.tensor(values), mp.tensor(seq), right=right).numpy(), want)
+
+
 @pytest.mark.parametrize("fn,exc,match", [
     (lambda: mp.searchsorted(mp.tensor([1.0, 2.0]), mp.tensor([1.5]), side="middle"), RuntimeError,
      "searchsorted: side must be 'left' or 'right'"),
@@ -35,6 +48,8 @@ def test_nonzero_of_a_0d_tensor_and_nonzero_static_padding(torch):
     (lambda: mp.bucketize(mp.zeros(3), mp.zeros(2, 2)), RuntimeError, "bucketize: boundaries must be 1-D"),
     (lambda: mp.nonzero_static(mp.zeros(3), size=-1), RuntimeError, "nonzero_static: size must be"),
     (lambda: mp.unique(mp.tensor([1j])), NotImplementedError, "unique: complex input"),
+    (lambda: mp.unique(mp.zeros(3, 0), dim=0), RuntimeError, "unique: input of shape \\(3, 0\\) has a 0-size dim"),
+    (lambda: mp.unique_consecutive(mp.zeros(0, 2), dim=1), RuntimeError, "unique_consecutive: input of shape"),
 ])
 def test_bad_input_raises_a_clear_error(fn, exc, match):
     with pytest.raises(exc, match=match):

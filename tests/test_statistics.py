@@ -45,6 +45,13 @@ def test_logcumsumexp_stays_finite_far_below_the_maximum():
     (lambda: mp.cov(mp.zeros(2, 2, 2)), RuntimeError, "cov: expected a 1-D or 2-D input"),
     (lambda: mp.cov(mp.zeros(2, 3), fweights=mp.tensor([1.0, 1.0, 1.0])), RuntimeError,
      "cov: fweights must be integers"),
+    (lambda: mp.cov(mp.zeros(2, 3, dtype=mp.bool)), RuntimeError, "cov: bool input is not supported"),
+    (lambda: mp.corrcoef(mp.zeros(2, 3, dtype=mp.bool)), RuntimeError, "cov: bool input is not supported"),
+    (lambda: mp.cov(mp.zeros(2, 3), aweights=mp.tensor([1, 1, 1])), RuntimeError,
+     "cov: aweights must have a floating dtype"),
+    (lambda: mp.cov(mp.zeros(2, 3), aweights=mp.tensor([1.0, float("nan"), 1.0])), RuntimeError,
+     "cov: aweights cannot be negative"),
+    (lambda: mp.cov(mp.zeros(2, 3), fweights=mp.tensor([0, 0, 0])), RuntimeError, "cov: the weights sum to zero"),
 ])
 def test_bad_input_raises_a_clear_error(fn, exc, match):
     with pytest.raises(exc, match=match):

@@ -279,7 +279,8 @@ def inner(ctx, input, other):
     if input.shape[-1] != other.shape[-1]:
         raise RuntimeError(f"inner: the last dims of shapes {input.shape} and {other.shape} differ")
     k = input.shape[-1]
-    out = input.reshape(-1, k).matmul(other.reshape(-1, k).mT)
+    rows = int(np.prod(input.shape[:-1]))  # (counted, not -1: with k = 0 the element count cannot tell)
+    out = input.reshape(rows, k).matmul(other.reshape(int(np.prod(other.shape[:-1])), k).mT)
     return out.reshape(input.shape[:-1] + other.shape[:-1])
 
 

@@ -73,8 +73,10 @@ def _gradient_uniform(f, d, h, edge_order):
 
 
 def _gradient_coordinates(f, d, x, edge_order):
-    """Second-order accurate differences for unevenly spaced coordinates x (NumPy's and torch's weights)."""
-    x = _along(x.to(f.dtype), d, f.ndim)
+    """Second-order accurate differences for unevenly spaced coordinates x (NumPy's and torch's weights). The
+    weights are computed in x's own dtype (integer coordinates: true division, the default float dtype) and the
+    result has the dtype input and weights promote to, as torch's."""
+    x = _along(x, d, f.ndim)
     step = _part(x, d, 1) - _part(x, d, 0, -1)  # h_i = x[i+1] - x[i]
     h1, h2 = _part(step, d, 0, -1), _part(step, d, 1)
     inner = (-h2 / (h1 * (h1 + h2)) * _part(f, d, 0, -2) + (h2 - h1) / (h1 * h2) * _part(f, d, 1, -1)
@@ -103,13 +105,17 @@ def gradient(ctx, input, *, spacing=1, dim=None, edge_order=1):
         raise RuntimeError("gradient: expected a tensor with at least one dimension, got a 0-d tensor")
     dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, (int, np.integer)) else list(dim)
     dims = [dim_index(d, input.ndim, "gradient") for d in dims]
+    if input.dtype == _dt.bool_:
+        raise RuntimeError("gradient: bool input is not supported (bools have no differences, as in torch)")
     f = input if _dt.is_differentiable(input.dtype) else input.to(_dt.float32)
     out = []
     for d, h in zip(dims, _spacings(spacing, dims, input)):
         if input.shape[d] < edge_order + 1:
             raise RuntimeError(f"gradient: dim {d} has {input.shape[d]} elements; edge_order={edge_order} needs at "
                                f"least {edge_order + 1}")
-        out.append(_gradient_coordinates(f, d, h, edge_order) if isinstance(h, Tensor)
+        if isinstance(h, Tensor) and h.dtype == _dt.bool_:
+            raise RuntimeError(f"gradient: the coordinates of dim {d} are bool; expected numbers")
+        out.append(_gradient_coordinates(input, d, h, edge_order) if isinstance(h, Tensor)
                    else _gradient_uniform(f, d, h, edge_order))
     return tuple(out)
 
@@ -121,6 +127,8 @@ def _segments(name, y, x, dx, dim):
     if y.ndim == 0:
         raise IndexError(f"{name}: expected a tensor with at least one dimension, got a 0-d tensor")
     d = dim_index(dim, y.ndim, name)
+    if y.dtype == _dt.bool_ or (isinstance(x, Tensor) and x.dtype == _dt.bool_):
+        raise RuntimeError(f"{name}: bool input is not supported for x or y; expected numbers")
     mid = _part(y, d, 1) + _part(y, d, 0, -1)
     if x is None:
         return mid * ((1 if dx is None else dx) / 2), d
@@ -137,15 +145,21 @@ def _segments(name, y, x, dx, dim):
 def trapezoid(ctx, y, x=None, *, dx=None, dim=-1):
     """The integral of y along dim by the trapezoidal rule, at coordinates x (a tensor) or steps dx (1 by
     default)."""
-    area, d = _segments("trapezoid", y, x, dx, dim)
+    return _integral("trapezoid", y, x, dx, dim)
+
+
+def _integral(name, y, x, dx, dim):
+    """The sum of the trapezoids; with no samples along dim, zeros in y's dtype (x unread), as torch and NumPy."""
+    if y.ndim and y.shape[dim_index(dim, y.ndim, name)] == 0:
+        return y.sum(dim).to(y.dtype)
+    area, d = _segments(name, y, x, dx, dim)
     return area.sum(d)
 
 
 @register("trapz", composite=True)
 def trapz(ctx, y, x=None, *, dx=None, dim=-1):
     """trapezoid (torch's older name)."""
-    area, d = _segments("trapz", y, x, dx, dim)
-    return area.sum(d)
+    return _integral("trapz", y, x, dx, dim)
 
 
 @register("cumulative_trapezoid", composite=True)

@@ -77,6 +77,8 @@ def istft(ctx, input, n_fft, hop_length=None, win_length=None, window=None, cent
         raise RuntimeError(f"{name}: expected a complex 2-D (n_freq, frames) or 3-D (B, n_freq, frames) tensor, got "
                            f"{getattr(input, 'dtype', type(input))} of shape {tuple(getattr(input, 'shape', ()))}")
     _check_input(name, input._array)
+    if input.numel() == 0:  # (as torch: no frames, or no signals, give nothing to invert)
+        raise RuntimeError(f"{name}: input cannot be empty, got shape {tuple(input.shape)}")
     hop_length = n_fft // 4 if hop_length is None else hop_length
     win_length = n_fft if win_length is None else win_length
     check_frames(name, n_fft, hop_length, win_length, window)

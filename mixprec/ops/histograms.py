@@ -51,7 +51,15 @@ def histc(ctx, input, bins=100, min=0, max=0):
     return xp.histogram(a, bins=bins, range=(lo, hi))[0].astype(input.dtype)
 
 
-def _edges(name, a, bins, range_, dtype):
+def _same_dtypes(name, input, bins, weight):
+    """torch bins with the input's own dtype: edges given as tensors and weights must have it."""
+    for what, other in [*(("bins", b) for b in bins), ("weight", weight)]:
+        if isinstance(other, Tensor) and other.dtype != input.dtype:
+            raise RuntimeError(f"{name}: {what} must have the input's dtype {input.dtype.name}, got "
+                               f"{other.dtype.name}")
+
+
+def _edges(name, a, bins, range_, dtype, dim=0):
     """The bin edges: given (a 1-D tensor), or ``bins`` equal bins over range (the data's range when None)."""
     xp = array_module(a)
     if isinstance(bins, Tensor):
@@ -65,6 +73,9 @@ def _edges(name, a, bins, range_, dtype):
         raise RuntimeError(f"{name}: bins must be a positive int or a 1-D tensor of edges, got {bins!r}")
     if range_ is None:
         lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 1.0)
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise RuntimeError(f"{name}: the data's range [{lo}, {hi}] along dim {dim} is not finite; pass range= "
+                               "or the bin edges")
     else:
         lo, hi = (float(r) for r in range_)
     if lo > hi:
@@ -83,8 +94,9 @@ def histogram(ctx, input, bins, *, range=None, weight=None, density=False):
         if isinstance(other, Tensor) and other.device != input.device:
             raise RuntimeError(f"histogram: expected all tensors on one device, got {input.device} and "
                                f"{other.device}")
+    a = _floating("histogram", input._array).reshape(-1)
+    _same_dtypes("histogram", input, [bins], weight)
     input = input._array
-    a = _floating("histogram", input).reshape(-1)
     xp = array_module(a)
     edges = _edges("histogram", a, bins, range, a.dtype)
     if isinstance(weight, Tensor):
@@ -95,9 +107,10 @@ def histogram(ctx, input, bins, *, range=None, weight=None, density=False):
     w = None if weight is None else weight.reshape(-1).astype(np.float64)  # (summed exactly, rounded once)
     if not bool(xp.isfinite(edges).all()) or bool((edges[1:] < edges[:-1]).any()):
         raise RuntimeError("histogram: bin edges must be finite and never decrease")
-    hist = xp.histogram(a, bins=edges, weights=w)[0].astype(a.dtype)
+    hist = _bin_counts(a.reshape(-1, 1), [edges], w).astype(a.dtype)  # (each weight in its own bin only)
     if density:
-        hist = hist / (hist.sum() * xp.diff(edges))
+        with np.errstate(invalid="ignore", divide="ignore"):  # (an inf weight: inf / inf is NaN, as in torch)
+            hist = hist / (hist.sum() * xp.diff(edges))
     return histogram_result(Tensor._wrap(hist.astype(input.dtype)), Tensor._wrap(edges.astype(input.dtype)))
 
 
@@ -156,6 +169,7 @@ def histogramdd(ctx, input, bins, *, range=None, weight=None, density=False):
     if input.ndim < 1:
         raise RuntimeError("histogramdd: input must have at least one dim (the last holds each point's coordinates)")
     a = _floating("histogramdd", input._array)
+    _same_dtypes("histogramdd", input, bins if isinstance(bins, (list, tuple)) else [bins], weight)
     d = a.shape[-1]
     if d == 0:
         raise RuntimeError("histogramdd: the last dim holds each point's coordinates, and it is empty")
@@ -166,8 +180,8 @@ def histogramdd(ctx, input, bins, *, range=None, weight=None, density=False):
     if range is not None and len(range) != 2 * d:
         raise RuntimeError(f"histogramdd: range must hold a (min, max) pair for each of the {d} dims, got "
                            f"{len(range)} numbers")
-    edges = [_edges("histogramdd", points[:, j], b, None if range is None else range[2 * j:2 * j + 2], a.dtype)
-             for j, b in enumerate(per_dim)]
+    edges = [_edges("histogramdd", points[:, j], b, None if range is None else range[2 * j:2 * j + 2], a.dtype,
+                    j) for j, b in enumerate(per_dim)]
     w = None
     if weight is not None:
         if tuple(weight.shape) != tuple(input.shape[:-1]):

@@ -664,14 +664,14 @@ def linalg_slogdet(ctx, A):
 @linalg_slogdet.grad
 def _(ctx, g_sign, g_logabs):
     if g_logabs is None:
-        return None,
-    return g_logabs.unsqueeze(-1).unsqueeze(-1) * linalg_inv(ctx.inputs[0]).mT,
+        return None,  # (inv_ex: a singular A gets a non-finite gradient, as torch's, instead of an error)
+    return g_logabs.unsqueeze(-1).unsqueeze(-1) * linalg_inv_ex(ctx.inputs[0])[0].mT,
 
 
 @linalg_slogdet.jvp
 def _(ctx, ta, *_):
     A = ctx.inputs[0]
-    return ctx.outputs[0] * 0, (linalg_inv(A).mT * ta).sum((-2, -1))
+    return ctx.outputs[0] * 0, (linalg_inv_ex(A)[0].mT * ta).sum((-2, -1))
 
 
 # ---------------------------------------------------------------- Cholesky

@@ -258,7 +258,7 @@ def _ldl_solve_one(a, piv, b):
     return b
 
 
-@register("linalg_ldl_solve", promote=(0, 2), differentiable=False)
+@register("linalg_ldl_solve", promote=(0, 2), same_dtype=True, differentiable=False)
 def linalg_ldl_solve(ctx, LD, pivots, B, *, hermitian=False):
     """X with A X = B from A's ldl_factor (LD, pivots); batch dimensions broadcast. Runs on the host, as
     ldl_factor_ex; no derivative, as in torch."""
@@ -266,8 +266,6 @@ def linalg_ldl_solve(ctx, LD, pivots, B, *, hermitian=False):
     _matrices(name, LD, what="LD", square=True)
     _matrices(name, B, what="B")
     _hermitian_flag(name, hermitian)
-    if LD.dtype != B.dtype:
-        raise TypeError(f"{name}: expected LD and B of one dtype, got {LD.dtype.name} and {B.dtype.name}")
     if pivots.dtype.kind not in "iu" or tuple(pivots.shape) != tuple(LD.shape[:-1]):
         raise RuntimeError(f"{name}: pivots must be an integer tensor of shape {tuple(LD.shape[:-1])}, got "
                            f"{pivots.dtype.name} of shape {tuple(pivots.shape)}")

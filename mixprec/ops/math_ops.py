@@ -161,8 +161,11 @@ def _norm_partial(ctx):
     if ctx.p == "nuc":  # d sum(s) / dA = U Vh (thin), in x's layout
         perm = _matrices_last(x, ctx.axes)
         svd = get("linalg_svd")  # (by name: the linalg modules import this one)
-        u, _, vh = svd(x.to(compute_dtype(x.dtype)).permute(*perm), False)
-        return (u @ vh).permute(*np.argsort(perm).tolist()).to(x.dtype)
+        a = x.to(compute_dtype(x.dtype)).permute(*perm)
+        finite = a.isfinite().all(-1, keepdim=True).all(-2, keepdim=True)  # per matrix
+        u, _, vh = svd(where(finite, a, 0.0), False)
+        # a matrix holding inf or NaN has a NaN norm, and so NaN slopes (its SVD is not defined)
+        return where(finite, u @ vh, math.nan).permute(*np.argsort(perm).tolist()).to(x.dtype)
     x = x.to(compute_dtype(x.dtype))
     return _p_norm_partial(x, _expand_back(ctx, ctx.output.to(x.dtype)), ctx.p, ctx.axes)
 
@@ -229,8 +232,9 @@ def tensordot(ctx, a, b, dims=2):
     free_b = [i for i in range(b.ndim) if i not in db]
     k = int(np.prod([a.shape[i] for i in da]))
     out_shape = tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b)
-    lhs = a.permute(*free_a, *da).reshape(-1, k) if a.ndim else a.reshape(1, 1)
-    rhs = b.permute(*db, *free_b).reshape(k, -1) if b.ndim else b.reshape(1, 1)
+    m, n = (int(np.prod([t.shape[i] for i in free])) for t, free in ((a, free_a), (b, free_b)))
+    lhs = a.permute(*free_a, *da).reshape(m, k) if a.ndim else a.reshape(1, 1)  # (counted: -1 is ambiguous at k = 0)
+    rhs = b.permute(*db, *free_b).reshape(k, n) if b.ndim else b.reshape(1, 1)
     return (lhs @ rhs).reshape(out_shape)
 
 

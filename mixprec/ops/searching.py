@@ -18,6 +18,10 @@ def _slices(name, input, dim):
     if dim is None:
         return input.reshape(-1, 1), lambda rows: rows.reshape(-1)
     d = dim_index(dim, input.ndim, name)
+    empty = [i for i, n in enumerate(input.shape) if n == 0]
+    if len(empty) > 1 or (empty and empty[0] != d):  # (as torch: slices of no elements cannot be told apart)
+        raise RuntimeError(f"{name}: input of shape {tuple(input.shape)} has a 0-size dim other than dim={dim}; "
+                           "unique slices need every other dim non-empty")
     moved = xp.moveaxis(input, d, 0)
     rest = moved.shape[1:]
     return moved.reshape(moved.shape[0], int(np.prod(rest))), lambda rows: xp.moveaxis(rows.reshape((rows.shape[0],) + rest), 0, d)
@@ -112,13 +116,30 @@ def searchsorted(ctx, sorted_sequence, input, *, out_int32=False, right=False, s
         raise RuntimeError(f"searchsorted: an N-D sequence {tuple(seq.shape)} needs input with the same leading "
                            f"dims, got {tuple(input.shape)}")
     dtype = np.int32 if out_int32 else np.int64
-    if seq.ndim == 1:
-        return xp.searchsorted(seq, input, side=how).astype(dtype)
+    values = xp.asarray(input)
     lead = int(np.prod(seq.shape[:-1]))
-    rows, values = seq.reshape(lead, seq.shape[-1]), input.reshape(lead, input.shape[-1])
-    out = xp.stack([xp.searchsorted(r, v, side=how) for r, v in zip(rows, values)]) if lead else \
-        xp.zeros(values.shape, dtype=dtype)
-    return out.reshape(input.shape).astype(dtype)
+    values = values.reshape((lead, values.shape[-1]) if seq.ndim > 1 else (1, -1))
+    out = _binary_search(seq.reshape(lead, seq.shape[-1]), values, how == "right")
+    return out.reshape(np.shape(input)).astype(dtype)
+
+
+def _binary_search(rows, values, right):
+    """For each value (lead, m) its place in the row of ``rows`` (lead or 1, n) in the same place: the first
+    position whose element is >= the value (> with ``right``), found by bisection with plain comparisons, as
+    torch searches. A NaN compares false, so where NaNs sit in the sequence or the values, the result is the
+    one that bisection reaches (NumPy's searchsorted orders NaN as the largest value instead)."""
+    xp = array_module(rows)
+    n = rows.shape[-1]
+    lo = xp.zeros(values.shape, dtype=np.int64)
+    hi = xp.full(values.shape, n, dtype=np.int64)
+    for _ in range(n.bit_length()):  # (each halving leaves at most half of [lo, hi))
+        active = lo < hi
+        mid = (lo + hi) // 2
+        at = xp.take_along_axis(rows, xp.minimum(mid, n - 1), -1)
+        below = ~(at > values) if right else ~(at >= values)
+        lo = xp.where(active & below, mid + 1, lo)
+        hi = xp.where(active & ~below, mid, hi)
+    return lo
 
 
 @register("bucketize", promote=(0, 1), differentiable=False)
@@ -127,7 +148,8 @@ def bucketize(ctx, input, boundaries, *, out_int32=False, right=False):
     boundaries[i] (boundaries[i-1] <= x < boundaries[i] with right=True)."""
     if boundaries.ndim != 1:
         raise RuntimeError(f"bucketize: boundaries must be 1-D, got shape {tuple(boundaries.shape)}")
-    out = array_module(boundaries).searchsorted(boundaries, input, side="right" if right else "left")
+    values = array_module(boundaries).asarray(input)
+    out = _binary_search(boundaries.reshape(1, -1), values.reshape(1, -1), right).reshape(values.shape)
     return out.astype(np.int32 if out_int32 else np.int64)
 
 

@@ -34,6 +34,12 @@ def _refuse_complex(name, input):
                         f"{input.dtype.name}")
 
 
+def _refuse_bool(name, input, error=NotImplementedError):
+    """Selection has no bool kernel in torch (sort has): refused with torch's exception type."""
+    if input.dtype == _dt.bool_:
+        raise error(f"{name}: bool input is not supported; convert it to an integer or floating dtype first")
+
+
 def stable_order(a, axis, descending=False):
     """The stable argsort of array ``a`` along ``axis`` (NaN as the largest value); descending keeps equal
     elements in their original order too."""
@@ -111,6 +117,7 @@ def _check_k(name, k, n, lowest):
 @register("topk", methods=("topk",), composite=True)
 def topk(ctx, input, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the k largest (smallest with largest=False) elements along dim, in order."""
+    _refuse_bool("topk", input, RuntimeError)
     x, d = _along("topk", input, dim)
     _check_k("topk", k, x.shape[d], 0)
     order = stable_order(x._array, d, descending=largest)
@@ -133,6 +140,7 @@ def _select(x, d, position, keepdim):
 @register("kthvalue", methods=("kthvalue",), composite=True)
 def kthvalue(ctx, input, k, dim=-1, keepdim=False):
     """(values, indices) of the k-th smallest element (k from 1) along dim."""
+    _refuse_bool("kthvalue", input)
     x, d = _along("kthvalue", input, dim)
     _check_k("kthvalue", k, x.shape[d], 1)
     return _result(kthvalue_result, input, *_select(x, d, k - 1, keepdim or input.ndim == 0))
@@ -152,6 +160,7 @@ def _median_position(x, d, skip_nan):
 
 def _median(name, input, dim, keepdim, skip_nan, result):
     _refuse_complex(name, input)
+    _refuse_bool(name, input)
     if dim is None:  # the whole tensor: the value only, its gradient shared by the elements equal to it
         if input.numel() == 0:  # (as torch: NaN, for a floating input)
             if not _dt.is_floating(input.dtype):

@@ -137,6 +137,8 @@ def cov(ctx, input, *, correction=1, fweights=None, aweights=None):
     variable), with integer frequency weights and/or observation weights; correction 1 is Bessel's."""
     if input.ndim > 2:
         raise RuntimeError(f"cov: expected a 1-D or 2-D input, got {input.ndim} dims")
+    if input.dtype == _dt.bool_:
+        raise RuntimeError("cov: bool input is not supported (as torch); convert it to a number dtype first")
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not _dt.is_differentiable(x.dtype):
         x = x.to(_dt.float32)
@@ -150,14 +152,18 @@ def cov(ctx, input, *, correction=1, fweights=None, aweights=None):
                                f"{tuple(weights.shape)}")
         if name == "fweights" and weights.dtype.kind not in "iu":
             raise RuntimeError(f"cov: fweights must be integers, got {weights.dtype.name}")
-        if bool((weights < 0).any()):
-            raise RuntimeError(f"cov: {name} cannot be negative")
+        if name == "aweights" and not _dt.is_floating(weights.dtype):
+            raise RuntimeError(f"cov: aweights must have a floating dtype, got {weights.dtype.name}")
+        if not bool((weights >= 0).all()):  # (a NaN weight is refused with the negative ones, as torch)
+            raise RuntimeError(f"cov: {name} cannot be negative (or NaN)")
         w = weights if w is None else w * weights
     if w is None:
         avg, total = x.mean(1), n
         norm = n - correction
     else:
         total = w.sum()
+        if bool(total == 0):
+            raise RuntimeError("cov: the weights sum to zero, so they cannot normalise the covariance")
         avg = (x * w).sum(1) / total
         norm = total - (correction if aweights is None else correction * (w * aweights).sum() / total)
     if not isinstance(norm, Tensor):

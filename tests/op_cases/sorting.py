@@ -29,6 +29,12 @@ def _lower_median(a, axis, skip_nan=False):
     return (np.take_along_axis(vals, pos, axis).squeeze(axis), np.take_along_axis(idx, pos, axis).squeeze(axis))
 
 
+def _whole_nanmedian(a):
+    """The lower median of a's values that are not NaN (NaN when there are none)."""
+    kept = np.sort(a[~np.isnan(a)])
+    return np.array(kept[(kept.size - 1) // 2] if kept.size else np.nan)
+
+
 def _mode(a):
     """Along the last dim: the most frequent value (the smallest of ties) and its last index."""
     vals, idx = [], []
@@ -66,7 +72,7 @@ CASES = [
     Case("median-nan", "median", [const(WITH_NAN)], lambda a: tuple(a.median(1)), lambda a: _lower_median(a, 1),
          grad=False, lowp=False),
     Case("nanmedian", "nanmedian", [const(WITH_NAN)], lambda a: (*a.nanmedian(-1), mp.nanmedian(a)),
-         lambda a: (*_lower_median(a, -1, True), np.array(0.75)), grad=False, lowp=False),
+         lambda a: (*_lower_median(a, -1, True), _whole_nanmedian(a)), grad=False, lowp=False),
     Case("nanmedian-dim0", "nanmedian", [distinct(5, 2)], lambda a: tuple(mp.nanmedian(a, 0, keepdim=True)),
          lambda a: tuple(x[None] for x in _lower_median(a, 0, True))),
     Case("mode", "mode", [const(TIES)], lambda a: tuple(a.mode()), _mode, grad=False),  # (ties)
