@@ -20,6 +20,7 @@ carry tangents (forward-over-reverse, for Hessian-vector products).
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -330,7 +331,7 @@ def _fit(node, index, grad, shape, dtype):
     if _dt.is_complex(grad.dtype) and not _dt.is_complex(dtype):
         grad = grad.real
     if grad.shape != shape:
-        fitted = sum_to(grad, shape) if not node.user_backward or grad.numel() == _numel(shape) else None
+        fitted = sum_to(grad, shape) if not node.user_backward or grad.numel() == math.prod(shape) else None
         if fitted is None:
             raise RuntimeError(f"function {node.name()} returned an invalid gradient at index {index}: got shape "
                                f"{tuple(grad.shape)}, but expected a shape compatible with {tuple(shape)}")
@@ -353,18 +354,11 @@ def sum_to(grad, shape):
                 break
             kept += (i + extra,)
     if not fits:
-        return None if grad.numel() != _numel(shape) else grad.reshape(shape)
+        return None if grad.numel() != math.prod(shape) else grad.reshape(shape)
     if not kept:  # only leading dims to drop (a bias's gradient): the sum has the shape already
         return grad.sum(tuple(range(extra)), False, grad.dtype) if extra else grad  # (by position: no binding)
     grad = grad.sum(tuple(range(extra)) + kept, True, grad.dtype)
     return grad.reshape(shape) if grad.shape != tuple(shape) else grad
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _check_finite(node, index, g):

@@ -463,7 +463,7 @@ class NotSaved:
 
     @property
     def _what(self):  # (worded only when needed: most stand-ins are never touched)
-        return self._node._not_saved_label(self._index, self._is_output, self._undeclared)
+        return self._node._saved_label(self._index, self._is_output, self._undeclared)
 
     def _fail(self, *args, **kwargs):
         raise RuntimeError(f"backward used {self._what}, which the op does not save for backward; list it in "
@@ -744,19 +744,14 @@ class OpNode(Node):
             k += width
         return tuple(needs)
 
-    def _saved_label(self, index, is_output):
+    def _saved_label(self, index, is_output, undeclared=False):
+        """How errors name saved input or output ``index`` (undeclared: an output of an op that saves none)."""
         if self.op.user_backward:
             return f"saved tensor {index} (position {index} of save_for_backward)"
-        return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
-
-    def _not_saved_label(self, index, is_output, undeclared):
-        if not is_output:
-            return self._arg_name(index)
-        return f"output {index} of {self.op.name}" + (" (declare saves=('output',))" if undeclared else "")
-
-    def _arg_name(self, i):
+        if is_output:
+            return f"output {index} of {self.op.name}" + (" (declare saves=('output',))" if undeclared else "")
         names = self.op.arg_names
-        return f"input {i} ({names[i]}) of {self.op.name}" if i < len(names) else f"input {i} of {self.op.name}"
+        return f"input {index}{f' ({names[index]})' if index < len(names) else ''} of {self.op.name}"
 
     def unpack_saved(self):
         """A Function's saved tensors, in the order it saved them (None where it saved None)."""
