@@ -186,19 +186,6 @@ class Op:
         return f"<op {self.name}>"
 
 
-# An op that computes several gradients at once (_conv_backward, _linear_backward) takes ``wanted``, one bool per
-# gradient, and returns only those: these two helpers are the two halves of that convention.
-def wanted_only(wanted, parts):
-    """The parts (functions of no arguments) that ``wanted`` asks for, called, as a tuple."""
-    return tuple(part() for want, part in zip(wanted, parts) if want)
-
-
-def in_places(wanted, values):
-    """``values`` (one per True in ``wanted``) put back in their places, None elsewhere."""
-    given = iter(values)
-    return tuple(next(given) if want else None for want in wanted)
-
-
 def _conj(p):
     """The complex conjugate of a partial derivative (a Tensor or a number); real ones as they are."""
     if isinstance(p, Tensor):
