@@ -28,7 +28,8 @@ from .. import dtypes as _dt
 from .. import observers
 from .._state import PER_THREAD
 from ..ops import autocast
-from ..tensor import Tensor, ones_like, tensor, zeros_like
+from ..tensor import Tensor, tensor
+from ..creation import ones_like, zeros_like
 from . import grad_mode
 from .graph import AccumulateGrad, GradientEdge, gradient_edge
 

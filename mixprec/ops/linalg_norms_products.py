@@ -23,7 +23,7 @@ from .matmul import _cheapest_splits
 from .reduce import cumprod
 from .registry import register
 from .shape import cat
-from ..tensor import ones_like
+from ..creation import ones_like
 
 
 # ---------------------------------------------------------------- norms
