@@ -13,7 +13,7 @@ from .. import backend as _be
 from ..backend import availability, capture, devices
 from .. import dtypes as _dt
 from . import functional as _F
-from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, history_of
+from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, read_statistics
 from ..tensor import Tensor
 from ..optim import Optimizer
 
@@ -154,7 +154,8 @@ class GradScaler:
         def apply(val):
             if isinstance(val, Tensor):
                 if self._state is None:
-                    self._lazy_init(val.device)
+                    self._state = _DeviceState(val.device, self._init_scale, self._init_growth_tracker,
+                                               self._init_overflow_tracker, self.HISTORY)
                 multiplier = per_device.get(val.device)
                 if multiplier is None:
                     multiplier = per_device[val.device] = self._scale_tensor(val.device)
@@ -332,16 +333,7 @@ class GradScaler:
         floor_hits: back-offs stopped by min_scale; scale_history: the last
         (update index, new scale) pairs, oldest first, one per change of the scale.
         """
-        if self._state is None:
-            return {"steps": 0, "skipped_steps": 0, "last_overflow_step": None, "floor_hits": 0,
-                    "scale_history": []}
-        s = devices.to_device(self._state.stats, devices.CPU)
-        changes, ring = int(s[Stat.SCALE_CHANGES]), history_of(s)
-        slots = [Stat.RING + 2 * (i % ring) for i in range(max(0, changes - ring), changes)]
-        last = int(s[Stat.LAST_OVERFLOW_PLUS_ONE])
-        return {"steps": int(s[Stat.STEPS]), "skipped_steps": int(s[Stat.SKIPPED_STEPS]),
-                "last_overflow_step": last - 1 if last else None, "floor_hits": int(s[Stat.FLOOR_HITS]),
-                "scale_history": [(int(s[k]), float(s[k + 1])) for k in slots]}
+        return read_statistics(None if self._state is None else devices.to_device(self._state.stats, devices.CPU))
 
     # ---- checkpoints ----
     def state_dict(self) -> dict:
@@ -398,10 +390,6 @@ class GradScaler:
             self._scale_version[0] += 1
 
     # ---- internals ----
-    def _lazy_init(self, device):
-        self._state = _DeviceState(device, self._init_scale, self._init_growth_tracker,
-                                   self._init_overflow_tracker, self.HISTORY)
-
     def _require_state(self, funcname):
         if self._state is None:
             raise RuntimeError(f"Attempted {funcname} but the scale has not been created yet. This may indicate "
