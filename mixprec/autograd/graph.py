@@ -171,9 +171,6 @@ class AccumulateGrad(Node):
 
     _n_outputs = 1
 
-    def name(self) -> str:
-        return "AccumulateGrad"
-
     def _release(self):
         pass  # shared by every graph that uses the leaf
 
