@@ -286,11 +286,7 @@ class GradScaler:
     # ---- getters and setters ----
     def get_scale(self) -> float:
         """The current scale as a Python float (reads the device); 1.0 when disabled."""
-        if not self._enabled:
-            return 1.0
-        if self._state is None:
-            return self._init_scale
-        return float(devices.to_device(self._state.scale, devices.CPU)[0])
+        return float(self._host_value("scale", self._init_scale)) if self._enabled else 1.0
 
     def get_growth_factor(self):
         return self._rule.growth_factor
@@ -314,16 +310,14 @@ class GradScaler:
         return self._enabled
 
     def _get_growth_tracker(self) -> int:
-        if not self._enabled:
-            return 0
-        if self._state is None:
-            return self._init_growth_tracker
-        return int(devices.to_device(self._state.growth_tracker, devices.CPU)[0])
+        return int(self._host_value("growth_tracker", self._init_growth_tracker)) if self._enabled else 0
 
     def _get_overflow_tracker(self) -> int:
-        if self._state is None:
-            return self._init_overflow_tracker
-        return int(devices.to_device(self._state.overflow_tracker, devices.CPU)[0])
+        return int(self._host_value("overflow_tracker", self._init_overflow_tracker))
+
+    def _host_value(self, name, initial):
+        """One number of the state: read from its device array, or its initial value before the first scale()."""
+        return initial if self._state is None else devices.to_device(getattr(self._state, name), devices.CPU)[0]
 
     def statistics(self) -> dict:
         """Overflow statistics, kept on the device and read in one copy.
