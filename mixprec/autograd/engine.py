@@ -34,13 +34,9 @@ from . import grad_mode
 from .graph import AccumulateGrad, GradientEdge, gradient_edge
 
 
-def _engine():
-    return PER_THREAD.engine  # this thread's backward passes now running, innermost last (_state.py)
-
-
 def queue_callback(fn) -> None:
     """Run ``fn()`` when the backward pass now running finishes (torch's engine.queue_callback)."""
-    runs = _engine().runs
+    runs = PER_THREAD.engine.runs  # this thread's backward passes now running, innermost last (_state.py)
     if not runs:
         raise RuntimeError("queue_callback can only be called while backward runs (from a hook)")
     runs[-1].callbacks.append(fn)
@@ -100,7 +96,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     heapq.heapify(ready)
     plain = execute is None and not observed and not run.anomaly  # then a node without hooks takes _run_plain
     pop, push = heapq.heappop, heapq.heappush
-    engine = _engine()
+    engine = PER_THREAD.engine
     engine.runs = engine.runs + (run,)
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():

@@ -338,10 +338,7 @@ def refresh_view(view, force=False):
 
 
 # ---------------------------------------------------------------- saved tensors
-def _saving():
-    return PER_THREAD.saving  # this thread's saved_tensors_hooks and in-place bookkeeping (_state.py)
-
-
+# (PER_THREAD.saving: this thread's saved_tensors_hooks and in-place bookkeeping, _state.py)
 class SavedTensor:
     """One tensor a node keeps for backward (torch's SavedVariable).
 
@@ -362,7 +359,7 @@ class SavedTensor:
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE)
         if saving is None:
-            saving = _saving()
+            saving = PER_THREAD.saving
         state = saving.inplace
         if state is not None and t is state[0] and not is_output:
             # the op's input is being overwritten by this very in-place op: save its old value
@@ -423,7 +420,7 @@ class SavedTensor:
 def overwriting(t):
     """While an in-place op computes ``t``'s new value: an op inside that saves ``t`` saves a clone of its old
     value instead (made once, when first needed), since ``t`` is about to be overwritten."""
-    saving = _saving()
+    saving = PER_THREAD.saving
     prev, saving.inplace = saving.inplace, [t, None]
     try:
         yield
@@ -501,14 +498,14 @@ class saved_tensors_hooks:
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
 
     def __enter__(self):
-        saving = _saving()
+        saving = PER_THREAD.saving
         if saving.disabled is not None:
             raise RuntimeError(saving.disabled)
         saving.hooks = saving.hooks + ((self.pack_hook, self.unpack_hook),)
         return self
 
     def __exit__(self, *exc):
-        saving = _saving()
+        saving = PER_THREAD.saving
         saving.hooks = saving.hooks[:-1]
         return False
 
@@ -549,12 +546,12 @@ class disable_saved_tensors_hooks:
         self.error_message = str(error_message)
 
     def __enter__(self):
-        saving = _saving()
+        saving = PER_THREAD.saving
         self._prev, saving.disabled = saving.disabled, self.error_message
         return self
 
     def __exit__(self, *exc):
-        _saving().disabled = self._prev
+        PER_THREAD.saving.disabled = self._prev
         return False
 
 
