@@ -25,6 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .. import _text
 from ..backend import cupy_module
 from . import _layout
 from ._host_build import SOURCE_DIR
@@ -225,19 +226,8 @@ class CudaRunner:
                 with cp.cuda.Device(device_id):
                     kernel = self._kernels[key] = module.get_function(name)
             except Exception as exc:
-                raise KernelCompileError(_compile_failure(filename, exc)) from exc
+                raise KernelCompileError(_text.compile_failure(filename, exc)) from exc
         return kernel
-
-
-def _compile_failure(filename, exc) -> str:
-    log = str(exc)
-    message = f"CuPy could not compile mixprec's kernel {filename}: {log.strip()[:2000]}"
-    if re.search(r"cannot open source file|vector_types\.h|cuda_fp16|cuda_runtime|header", log, re.I):
-        message += ("\nCuPy needs the CUDA headers to compile any kernel (CuPy 14, and CuPy 13 with CUDA >= 12.2, "
-                    "look for them even though mixprec's kernels include none). Install them with "
-                    "pip install \"cupy-cuda12x[ctk]\" (\"cupy-cuda13x[ctk]\" for CUDA 13), or set CUDA_PATH to a "
-                    "CUDA toolkit.")
-    return message
 
 
 _cuda_runner = None

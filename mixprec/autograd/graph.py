@@ -31,12 +31,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import traceback
 import weakref
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import _text
 from ..backend import devices
 from .._state import PER_THREAD
 from ..dtypes import COMPLEX, FLOATING
@@ -395,7 +395,7 @@ class SavedTensor:
         errors, through ``node._saved_label``."""
         if self._vc[0] != self._version:
             what = node._saved_label(index, self._is_output)
-            raise RuntimeError(version_error(node, self._is_output, what, self._vc[0], self._version))
+            raise RuntimeError(_text.version_error(node, self._is_output, what, self._vc[0], self._version))
         if self._unpack is None:
             if not self._is_output:
                 return self._tensor
@@ -426,20 +426,6 @@ def overwriting(t):
         yield
     finally:
         saving.inplace = prev
-
-
-def version_error(node, is_output, what, now, expected):
-    """torch's "modified by an inplace operation" error, naming the op, the tensor and both versions."""
-    name = node._label()
-    if node.user_backward:
-        subject = f"a tensor saved by {name} for backward"
-    elif is_output:
-        subject = f"the output of {name}, which its backward needs,"
-    else:
-        subject = f"one of the tensors needed for the gradient of {name}"
-    return (f"{subject} has been modified by an in-place operation (version {now}, expected {expected}): {what}. "
-            "Use an out-of-place op, or clone() the tensor before changing it; "
-            "mp.autograd.set_detect_anomaly(True) shows where the failing op was called")
 
 
 class NotSaved:
@@ -607,7 +593,7 @@ def record(op, ctx, args, kwargs, outs, differentiable=None, saves=None, attach_
         node.saved = tuple(None if t is None else SavedTensor(t, id(t) in output_ids, saving) for t in saves)
         node._plain = False  # (a Function's: its gradients may be the user's tensors)
     if PER_THREAD.modes.anomaly if anomaly is None else anomaly:
-        node.trace = _caller_stack()
+        node.trace = _text.caller_stack()
     return node
 
 
@@ -648,17 +634,6 @@ def _edges_and_saved_inputs(node, op, args, saving):
     node._layout = len(saved) if lists is None else [lists.get(i) for i in range(len(saved))]
     if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
         node._visible = [k not in hidden for k in range(len(edges))]
-
-
-def _caller_stack():
-    """The stack of the code that called into mixprec (anomaly mode keeps it on the node)."""
-    frames = traceback.extract_stack()
-    while frames and frames[-1].filename.startswith(_PACKAGE):
-        frames.pop()
-    return "".join(traceback.format_list(frames))
-
-
-_PACKAGE = __file__.rsplit("autograd", 1)[0]  # mixprec/
 
 
 _UNSAVED = object()  # marks, in a node's saved args, a tensor the op does not save (NotSaved at backward)
