@@ -10,7 +10,7 @@ one device, one dtype pair per unscale call, none empty.
 Every launch goes through a *runner*: ``CudaRunner`` (CuPy, the only one mixprec uses)
 or the host emulation of tools/host_kernels.py, which builds these same sources with
 g++ and runs them on NumPy arrays so that CI checks the kernels' code against the
-NumPy reference without a GPU. Inside ``run_on_host(runner)`` the CPU paths of
+NumPy reference without a GPU. Inside ``_host_build.run_on_host(runner)`` the CPU paths of
 mixprec.amp.functional and of the fused optimizers send NumPy arrays through that
 runner instead of their NumPy twins, so a whole AMP step runs the kernels' own code.
 
@@ -19,7 +19,6 @@ what CI compiles is exactly what runs.
 """
 from __future__ import annotations
 
-import contextlib
 import re
 from collections import OrderedDict
 
@@ -231,7 +230,6 @@ class CudaRunner:
 
 
 _cuda_runner = None
-_host_runner = None
 _launches = 0
 
 
@@ -240,25 +238,6 @@ def cuda_runner() -> CudaRunner:
     if _cuda_runner is None:
         _cuda_runner = CudaRunner()
     return _cuda_runner
-
-
-def host_runner():
-    """The runner NumPy arrays go through instead of the NumPy twins (see run_on_host), or None: the twins."""
-    return _host_runner
-
-
-@contextlib.contextmanager
-def run_on_host(runner):
-    """Within the block, run the kernels' own code on NumPy arrays through runner (tools/host_kernels.HostRunner,
-    the kernels built for the host) wherever mixprec would run a kernel's NumPy twin: unscale, the scale
-    update and the fused optimizers. Tests use it to run whole AMP steps, and to replay captured ones, on the
-    CPU."""
-    global _host_runner
-    previous, _host_runner = _host_runner, runner
-    try:
-        yield runner
-    finally:
-        _host_runner = previous
 
 
 def launch_count() -> int:
