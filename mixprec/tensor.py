@@ -397,9 +397,8 @@ class Tensor:
         if _be.is_array(value) and devices.device_of_array(value) != self.device:
             value = devices.to_device(value, self.device)
         value = _be.xp_of(self.device).asarray(value)
-        if not any_cast and not _dt.can_cast(value.dtype, self.dtype):
-            raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
-                               f"output type {self.dtype.name}")
+        if not any_cast:
+            self._check_cast(value.dtype, what)
         self._check_overlap(what)
         try:
             _be.xp_of(self.device).copyto(self._array, value.astype(self.dtype, copy=False), casting="unsafe")
@@ -407,6 +406,11 @@ class Tensor:
             raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
                                f"of shape {self.shape} (it must broadcast to that shape)") from None
         self._bump_version()
+
+    def _check_cast(self, dtype, what):
+        if not _dt.can_cast(dtype, self.dtype):
+            raise RuntimeError(f"{what}: result type {_dt.as_dtype(dtype).name} can't be cast to the desired output "
+                               f"type {self.dtype.name}")
 
     def _check_overlap(self, what):
         # fill_ and zero_ give every element one value, so torch lets them write where elements share memory
