@@ -18,8 +18,9 @@ from .backend.devices import Device, device, get_default_device, set_default_dev
 from .dtypes import (bfloat16, bool_, cdouble, cfloat, complex64, complex128, double, float, float16,  # noqa: F401
                      finfo, float32, float64, half, iinfo, int8, int16, int32, int64, long, result_type, short, uint8,
                      float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
-from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
-                     full_like, linspace, ones, ones_like, tensor, zeros, zeros_like)
+from .tensor import Tensor, tensor  # noqa: F401
+from .creation import (arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full,  # noqa: F401
+                       full_like, linspace, ones, ones_like, zeros, zeros_like)
 from .random import manual_seed, rand, rand_like, randint, randn, randn_like, randperm  # noqa: F401
 from .autograd import (enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,  # noqa: F401
                        is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)

@@ -1,21 +1,8 @@
 """This thread's state: one object per thread, its fields grouped by the module that owns them.
 
 Each group is written only by its owner (``tests/test_state.py`` reads every module to check it);
-anyone may read. ``OWNERS`` below is that table.
-
-    group      fields                                   owner (the only writer)
-    modes      grad, inference, anomaly, check_nan      autograd/grad_mode.py  no_grad, inference_mode, anomaly
-               dual_level                               autograd/forward_ad.py the active forward-AD level
-               autocast_regions                         ops/autocast.py        {device_type: lower dtype}
-               observers, calls                         observers.py           who watches op calls, calls running
-    saving     hooks, disabled, inplace                 autograd/graph.py      saved_tensors_hooks and friends
-    engine     runs                                     autograd/engine.py     the backward passes running
-    autocast   cache_enabled, enabled_depth, cache,     ops/autocast.py        the weight-cast cache, scoped
-               overrides, entered                                              overrides, what regions replaced
-    profiler   recorders                                profiler/profiler.py   record_function's recorders
-    memory     hook                                     cuda/memory.py         the allocation watcher
-    devices    default                                  backend/devices.py     the default device (None: the CPU)
-    capture    active                                   backend/capture.py     inside a CUDA-graph capture
+anyone may read. ``OWNERS`` below names the owner, the only writer, of every field; each group's class
+says what its fields hold.
 
 ``modes`` holds what dispatch reads on every op call. An attribute of a ``threading.local``
 costs a lookup of this thread's storage (~70 ns in CPython), an attribute of a plain object a
@@ -35,14 +22,14 @@ class Modes:
                  "calls")
 
     def __init__(self):
-        self.grad = True
-        self.inference = False
-        self.anomaly = False
-        self.check_nan = True
-        self.dual_level = None
-        self.autocast_regions = None
-        self.observers = ()
-        self.calls = None  # a list once somebody observes
+        self.grad = True               # grad mode (no_grad, enable_grad, set_grad_enabled)
+        self.inference = False         # inference_mode
+        self.anomaly = False           # anomaly mode (set_detect_anomaly) ...
+        self.check_nan = True          # ... and whether it fails a backward that yields NaN
+        self.dual_level = None         # the active forward-AD level
+        self.autocast_regions = None   # {device_type: lower dtype} of the enabled autocast regions
+        self.observers = ()            # who watches op calls (observers.observe)
+        self.calls = None              # the observed calls now running (a list once somebody observes)
 
 
 class Saving:

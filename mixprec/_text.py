@@ -1,6 +1,12 @@
-"""How mixprec prints things: a tensor's repr, and for the AMP tools (mp.amp.trace, mp.profiler,
-mp.amp.inspect) dtype short names, autocast rules, times and tables, so the three tools read alike."""
+"""How mixprec prints things: a tensor's repr; for the AMP tools (mp.amp.trace, mp.profiler,
+mp.amp.inspect) dtype short names, autocast rules, times and tables, so the three tools read alike; and the
+core's longer diagnostics (the in-place version error, a banned op's hint, a kernel that fails to compile,
+the forward call's stack that anomaly mode keeps)."""
 from __future__ import annotations
+
+import os
+import re
+import traceback
 
 import numpy as np
 
@@ -77,3 +83,52 @@ def markdown_table(head, rows, right=()) -> str:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + "s" * (n != 1)
+
+
+# ---------------------------------------------------------------- the core's longer diagnostics
+def version_error(node, is_output, what, now, expected) -> str:
+    """torch's "modified by an inplace operation" error, naming the op, the tensor and both versions."""
+    name = node._label()
+    if node.user_backward:
+        subject = f"a tensor saved by {name} for backward"
+    elif is_output:
+        subject = f"the output of {name}, which its backward needs,"
+    else:
+        subject = f"one of the tensors needed for the gradient of {name}"
+    return (f"{subject} has been modified by an in-place operation (version {now}, expected {expected}): {what}. "
+            "Use an out-of-place op, or clone() the tensor before changing it; "
+            "mp.autograd.set_detect_anomaly(True) shows where the failing op was called")
+
+
+# the error of an op that autocast's policy bans, by op name (ops/autocast.target_dtypes; others get a generic one)
+BANNED_HINTS = {
+    "binary_cross_entropy": (
+        "binary_cross_entropy is unsafe to autocast on CUDA: its gradient can overflow float16 near 0 and 1. "
+        "Many models apply a sigmoid right before it; combine the two with "
+        "mp.nn.functional.binary_cross_entropy_with_logits (or nn.BCEWithLogitsLoss), which is safe to "
+        "autocast. To keep binary_cross_entropy, run it under mp.autocast('cuda', enabled=False) on float32 "
+        "inputs."),
+}
+
+
+def compile_failure(filename, exc) -> str:
+    """Why CuPy could not compile a kernel source, and what to install when headers are missing."""
+    log = str(exc)
+    message = f"CuPy could not compile mixprec's kernel {filename}: {log.strip()[:2000]}"
+    if re.search(r"cannot open source file|vector_types\.h|cuda_fp16|cuda_runtime|header", log, re.I):
+        message += ("\nCuPy needs the CUDA headers to compile any kernel (CuPy 14, and CuPy 13 with CUDA >= 12.2, "
+                    "look for them even though mixprec's kernels include none). Install them with "
+                    "pip install \"cupy-cuda12x[ctk]\" (\"cupy-cuda13x[ctk]\" for CUDA 13), or set CUDA_PATH to a "
+                    "CUDA toolkit.")
+    return message
+
+
+def caller_stack() -> str:
+    """The stack of the code that called into mixprec (anomaly mode keeps it on the graph node)."""
+    frames = traceback.extract_stack()
+    while frames and frames[-1].filename.startswith(_PACKAGE):
+        frames.pop()
+    return "".join(traceback.format_list(frames))
+
+
+_PACKAGE = os.path.dirname(__file__) + os.sep  # mixprec/

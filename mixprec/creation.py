@@ -1,5 +1,7 @@
-"""Creation functions beyond tensor.py's basic ones, and the Tensor methods that make a tensor like another.
+"""Creation functions, and the Tensor methods that make a tensor like another (``mp.tensor`` itself, which
+``Tensor(data)`` calls, is tensor.py's).
 
+    mp.zeros(2, 3)   mp.full((2,), 7.0)   mp.arange(5)   mp.eye(3)   mp.as_tensor(array)   mp.zeros_like(x)
     mp.triu_indices(3, 3)            mp.logspace(0, 2, 3)          mp.unravel_index(idx, (2, 3))
     mp.empty_strided((2, 3), (1, 2)) mp.empty_permuted((2, 3), (1, 0))   mp.scalar_tensor(1.5)
     x.new_zeros(2, 3)   x.new_full((2,), 7)   x.new_empty_strided((2, 2), (1, 2))   x.resize_(4)
@@ -15,8 +17,130 @@ import numpy as np
 
 from . import backend as _be
 from . import dtypes as _dt
-from .backend import devices
-from .tensor import Tensor, _finish, _resolve, _shape, empty, full, zeros
+from .backend import devices, dlpack, float8 as _f8
+from .backend.bfloat16 import require_dtype_support
+from .tensor import Tensor, _finish, tensor
+
+
+# ---------------------------------------------------------------- the basic ones
+def _resolve(dtype, device, default_dtype=_dt.float32):
+    dtype = _dt.as_dtype(dtype) if dtype is not None else default_dtype
+    device = devices.as_device(device) if device is not None else devices.get_default_device()
+    require_dtype_support(dtype, device)
+    return dtype, device
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like tensor() but shares memory when data already is a Tensor/array of the right kind."""
+    if isinstance(data, Tensor) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
+            and (device is None or devices.as_device(device) == data.device):
+        return data
+    if _be.is_array(data) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
+            and (device is None or devices.as_device(device) == devices.device_of_array(data)):
+        _dt.as_dtype(data.dtype)
+        return Tensor._wrap(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with a NumPy array (dtype kept)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    _dt.as_dtype(array.dtype)
+    return Tensor._wrap(array)
+
+
+def from_dlpack(obj) -> Tensor:
+    """Zero-copy import of anything with __dlpack__ (NumPy, CuPy, PyTorch, JAX, ...)."""
+    if isinstance(obj, Tensor):
+        return obj.detach()
+    arr = dlpack.from_dlpack(obj)
+    _dt.as_dtype(arr.dtype)
+    return Tensor._wrap(arr)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or s < 0:
+            raise ValueError(f"sizes must be non-negative integers, got {size}")
+    return tuple(int(s) for s in size)
+
+
+def _filled(value, size, dtype, device, requires_grad):
+    if dtype is None and not isinstance(value, float):
+        dtype = _dt.scalar_dtype(value)
+    dtype, device = _resolve(dtype, device)
+    _dt.check_fits(value, dtype, "full")
+    with devices.on_device(device):
+        arr = _be.xp_of(device).full(_shape(size), _f8.fill_value(value, dtype), dtype=dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(0.0, size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(1.0, size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _resolve(dtype, device)
+    with devices.on_device(device):
+        arr = _be.xp_of(device).empty(_shape(size), dtype=dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    size = (size,) if isinstance(size, int) else tuple(size)
+    return _filled(fill_value, size, dtype, device, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = _dt.float32 if any(isinstance(v, float) for v in (start, end, step)) else _dt.int64
+    dtype, device = _resolve(dtype, device)
+    if dtype == _dt.bool_:
+        raise TypeError("arange: dtype bool is not supported; use an integer or floating dtype")
+    if step == 0 or (end - start) * step < 0:
+        raise RuntimeError(f"arange: step must be nonzero and lead from start to end, got start={start}, end={end}, "
+                           f"step={step}")
+    with devices.on_device(device):
+        arr = _be.xp_of(device).arange(start, end, step, dtype=np.float64 if _dt.is_floating(dtype) else dtype)
+    return _finish(arr.astype(dtype, copy=False), device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _resolve(dtype, device)
+    with devices.on_device(device):
+        arr = _be.xp_of(device).linspace(start, end, steps).astype(dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _resolve(dtype, device)
+    with devices.on_device(device):
+        arr = _be.xp_of(device).eye(n, m, dtype=dtype)
+    return _finish(arr, device, requires_grad)
+
+
+def _made_like(fn):
+    def like(t, dtype=None, device=None, requires_grad=False, **kw):
+        return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
+    like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = f"{fn.__name__}() with the shape, dtype and device of a tensor."
+    return like
+
+
+zeros_like, ones_like, empty_like = map(_made_like, (zeros, ones, empty))
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def _size(size, name):

@@ -20,7 +20,8 @@ import numpy as np
 from . import dtypes as _dt
 from . import ops as _ops
 from .nn import functional as _F
-from .tensor import Tensor, full_like
+from .tensor import Tensor
+from .creation import full_like
 
 __all__ = ["sum", "prod", "cumsum", "cumprod", "amax", "amin", "argmax", "argmin", "mean", "median", "norm",
            "var", "std", "softmax", "log_softmax", "softmin", "normalize", "logaddexp", "logsumexp"]

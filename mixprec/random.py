@@ -12,7 +12,8 @@ import numpy as np
 
 from . import dtypes as _dt
 from .backend import curand, devices
-from .tensor import Tensor, _finish, _like, _resolve, _shape
+from .tensor import Tensor, _finish
+from .creation import _made_like, _resolve, _shape
 
 def _fresh_seed() -> int:
     return int(np.random.SeedSequence().entropy % 2 ** 63)  # from the OS's entropy
@@ -82,7 +83,7 @@ def randperm(n, device=None) -> Tensor:
     return _finish(devices.to_device(_rng_state["np"].permutation(n), device), device, False)
 
 
-rand_like, randn_like = map(_like, (rand, randn))
+rand_like, randn_like = map(_made_like, (rand, randn))
 
 
 

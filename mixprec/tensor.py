@@ -10,7 +10,6 @@ import numpy as np
 
 from . import backend as _be
 from .backend import devices, dlpack, float8 as _f8
-from .backend.bfloat16 import require_dtype_support
 from . import _state, _text
 from . import dtypes as _dt
 
@@ -398,9 +397,8 @@ class Tensor:
         if _be.is_array(value) and devices.device_of_array(value) != self.device:
             value = devices.to_device(value, self.device)
         value = _be.xp_of(self.device).asarray(value)
-        if not any_cast and not _dt.can_cast(value.dtype, self.dtype):
-            raise RuntimeError(f"{what}: result type {_dt.as_dtype(value.dtype).name} can't be cast to the desired "
-                               f"output type {self.dtype.name}")
+        if not any_cast:
+            self._check_cast(value.dtype, what)
         self._check_overlap(what)
         try:
             _be.xp_of(self.device).copyto(self._array, _f8.astype(value, self.dtype, copy=False), casting="unsafe")
@@ -408,6 +406,11 @@ class Tensor:
             raise RuntimeError(f"{what}: a value of shape {tuple(value.shape)} cannot be written into a tensor "
                                f"of shape {self.shape} (it must broadcast to that shape)") from None
         self._bump_version()
+
+    def _check_cast(self, dtype, what):
+        if not _dt.can_cast(dtype, self.dtype):
+            raise RuntimeError(f"{what}: result type {_dt.as_dtype(dtype).name} can't be cast to the desired output "
+                               f"type {self.dtype.name}")
 
     def _check_overlap(self, what):
         # fill_ and zero_ give every element one value, so torch lets them write where elements share memory
@@ -447,14 +450,7 @@ class Tensor:
         return _text.tensor_repr(self)
 
 
-# ----------------------------------------------------------- creation
-def _resolve(dtype, device, default_dtype=_dt.float32):
-    dtype = _dt.as_dtype(dtype) if dtype is not None else default_dtype
-    device = devices.as_device(device) if device is not None else devices.get_default_device()
-    require_dtype_support(dtype, device)
-    return dtype, device
-
-
+# ----------------------------------------------------------- mp.tensor, and the leaf every creation function returns
 def _finish(array, device, requires_grad):
     if requires_grad and not _dt.is_differentiable(array.dtype):
         raise RuntimeError(f"only floating-point and complex tensors can require gradients, got dtype "
@@ -500,119 +496,6 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         out = devices.to_device(arr, device)
         out = _f8.astype(out, dtype, copy=out is arr)
     return _finish(out, device, requires_grad)
-
-
-def as_tensor(data, dtype=None, device=None) -> Tensor:
-    """Like tensor() but shares memory when data already is a Tensor/array of the right kind."""
-    if isinstance(data, Tensor) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
-            and (device is None or devices.as_device(device) == data.device):
-        return data
-    if _be.is_array(data) and (dtype is None or _dt.as_dtype(dtype) == data.dtype) \
-            and (device is None or devices.as_device(device) == devices.device_of_array(data)):
-        _dt.as_dtype(data.dtype)
-        return Tensor._wrap(data)
-    return tensor(data, dtype=dtype, device=device)
-
-
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing memory with a NumPy array (dtype kept)."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
-    _dt.as_dtype(array.dtype)
-    return Tensor._wrap(array)
-
-
-def from_dlpack(obj) -> Tensor:
-    """Zero-copy import of anything with __dlpack__ (NumPy, CuPy, PyTorch, JAX, ...)."""
-    if isinstance(obj, Tensor):
-        return obj.detach()
-    arr = dlpack.from_dlpack(obj)
-    _dt.as_dtype(arr.dtype)
-    return Tensor._wrap(arr)
-
-
-def _shape(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    for s in size:
-        if not isinstance(s, (int, np.integer)) or s < 0:
-            raise ValueError(f"sizes must be non-negative integers, got {size}")
-    return tuple(int(s) for s in size)
-
-
-def _filled(value, size, dtype, device, requires_grad):
-    if dtype is None and not isinstance(value, float):
-        dtype = _dt.scalar_dtype(value)
-    dtype, device = _resolve(dtype, device)
-    _dt.check_fits(value, dtype, "full")
-    with devices.on_device(device):
-        arr = _be.xp_of(device).full(_shape(size), _f8.fill_value(value, dtype), dtype=dtype)
-    return _finish(arr, device, requires_grad)
-
-
-def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _filled(0.0, size, dtype, device, requires_grad)
-
-
-def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _filled(1.0, size, dtype, device, requires_grad)
-
-
-def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    dtype, device = _resolve(dtype, device)
-    with devices.on_device(device):
-        arr = _be.xp_of(device).empty(_shape(size), dtype=dtype)
-    return _finish(arr, device, requires_grad)
-
-
-def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
-    size = (size,) if isinstance(size, int) else tuple(size)
-    return _filled(fill_value, size, dtype, device, requires_grad)
-
-
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
-    if end is None:
-        start, end = 0, start
-    if dtype is None:
-        dtype = _dt.float32 if any(isinstance(v, float) for v in (start, end, step)) else _dt.int64
-    dtype, device = _resolve(dtype, device)
-    if dtype == _dt.bool_:
-        raise TypeError("arange: dtype bool is not supported; use an integer or floating dtype")
-    if step == 0 or (end - start) * step < 0:
-        raise RuntimeError(f"arange: step must be nonzero and lead from start to end, got start={start}, end={end}, "
-                           f"step={step}")
-    with devices.on_device(device):
-        arr = _be.xp_of(device).arange(start, end, step, dtype=np.float64 if _dt.is_floating(dtype) else dtype)
-    return _finish(arr.astype(dtype, copy=False), device, requires_grad)
-
-
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
-    dtype, device = _resolve(dtype, device)
-    with devices.on_device(device):
-        arr = _be.xp_of(device).linspace(start, end, steps).astype(dtype)
-    return _finish(arr, device, requires_grad)
-
-
-def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    dtype, device = _resolve(dtype, device)
-    with devices.on_device(device):
-        arr = _be.xp_of(device).eye(n, m, dtype=dtype)
-    return _finish(arr, device, requires_grad)
-
-
-def _like(fn):
-    def like(t, dtype=None, device=None, requires_grad=False, **kw):
-        return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
-    like.__name__ = fn.__name__ + "_like"
-    like.__doc__ = f"{fn.__name__}() with the shape, dtype and device of a tensor."
-    return like
-
-
-zeros_like, ones_like, empty_like = map(_like, (zeros, ones, empty))
-
-
-def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 # Imported last, not inside backward() (an import statement costs a microsecond per call, and backward() runs in

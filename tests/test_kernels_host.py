@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import mixprec as mp
-from mixprec.amp import _kernels, _reference
+from mixprec.amp import _host_build, _kernels, _reference
 from mixprec.amp._layout import (CHUNK_HEADER_SIZE, AdamRule, ScaleRule, SGDRule, Stat, UpdateScaleArgs,
                                  chunk_table)
 
@@ -468,7 +468,7 @@ def test_amp_steps_on_the_host_built_kernels_equal_the_twins(runner, level, cls)
     runs = []
     for host in (False, True):
         model, opt, scaler = amp_setup(level, cls)
-        with _kernels.run_on_host(runner if host else None):
+        with _host_build.run_on_host(runner if host else None):
             for x, y in zip(xs, ys):
                 amp_backward(model, opt, scaler, x, y)
                 scaler.step(opt)
@@ -488,7 +488,7 @@ def test_a_captured_fused_amp_step_replays_the_eager_trajectory_bit_for_bit(libr
     table built), then replayed on new gradients, inf/NaN included. Every replay equals the eager run."""
     runner = tool.HostRunner(library)
     xs, ys = amp_data(10)
-    with _kernels.run_on_host(runner):
+    with _host_build.run_on_host(runner):
         eager, graphed = amp_setup(level, cls), amp_setup(level, cls)
         for model, opt, scaler in (eager, graphed):
             for x, y in zip(xs[:2], ys[:2]):

@@ -2,7 +2,8 @@
 
     base      _state, dtypes, hooks, _text, backend, strict_cupy (and the host build it shares with the
               kernels, amp/_host_build.py): no autograd, no ops
-    core      tensor, the autograd graph, engine, grad and forward modes, observers, the autocast step
+    core      tensor, the creation functions and random draws that make tensors, the autograd graph,
+              engine, grad and forward modes, observers, the autocast step
     ops       the op registry, dispatch and every op; autograd's Function, functional API and gradcheck
     library   everything built on ops: amp, nn, optim, cuda, profiler, serialization, ...
 
@@ -20,8 +21,9 @@ PACKAGE = Path(mixprec.__file__).resolve().parent
 LAYERS = (  # (name, module prefixes), lowest first; the longest matching prefix decides
     ("base", ("mixprec._state", "mixprec.dtypes", "mixprec.hooks", "mixprec._text", "mixprec.backend",
               "mixprec.strict_cupy", "mixprec.amp._host_build")),
-    ("core", ("mixprec.tensor", "mixprec.random", "mixprec.autograd.graph", "mixprec.autograd.engine",
-              "mixprec.autograd.grad_mode", "mixprec.autograd.forward_ad", "mixprec.observers", "mixprec.ops.autocast",
+    ("core", ("mixprec.tensor", "mixprec.creation", "mixprec.random", "mixprec.autograd.graph",
+              "mixprec.autograd.engine", "mixprec.autograd.grad_mode", "mixprec.autograd.forward_ad",
+              "mixprec.observers", "mixprec.ops.autocast",
               "mixprec.autograd.allow_mutation")),
     ("ops", ("mixprec.ops", "mixprec.autograd")),
     ("library", ("mixprec", "mixprec.autograd.profiler")),  # (torch.autograd.profiler's names, over mp.profiler)

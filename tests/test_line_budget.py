@@ -19,7 +19,7 @@ CORE = (
     "ops/registry.py", "ops/dispatch.py", "ops/autocast.py", "ops/opmath.py", "ops/inplace.py",
     "amp/autocast_mode.py", "amp/grad_scaler.py", "amp/opt_levels.py", "amp/_kernels.py",
 )
-BUDGET = 5957  # lines, all told; it may go down, never up
+BUDGET = 5682  # lines, all told; it may go down, never up
 
 
 def test_the_core_fits_its_line_budget():

@@ -11,11 +11,13 @@ and runs every block and thread in turn.
 
 Two users: tools/host_kernels.py (the kernels against their NumPy twins, bit
 for bit) and the strict CuPy stand-in's RawModule (mixprec.strict_cupy), which
-runs the GPU path on the CPU. What this proves and what it cannot:
+runs the GPU path on the CPU. Inside :func:`run_on_host` the CPU paths that would
+run a kernel's NumPy twin run such a build instead. What this proves and what it cannot:
 docs/grad-scaler.md ("What the host build proves").
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -81,3 +83,26 @@ def build(units: dict, out_dir) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"building the kernels for the host failed:\n{' '.join(command)}\n{done.stderr}")
     return library
+
+
+# ---------------------------------------------------------------- the host build in place of the NumPy twins
+_host_runner = None
+
+
+def host_runner():
+    """The runner NumPy arrays go through instead of the NumPy twins (see run_on_host), or None: the twins."""
+    return _host_runner
+
+
+@contextlib.contextmanager
+def run_on_host(runner):
+    """Within the block, run the kernels' own code on NumPy arrays through runner (tools/host_kernels.HostRunner,
+    the kernels built for the host) wherever mixprec would run a kernel's NumPy twin: unscale, the scale
+    update and the fused optimizers. Tests use it to run whole AMP steps, and to replay captured ones, on the
+    CPU."""
+    global _host_runner
+    previous, _host_runner = _host_runner, runner
+    try:
+        yield runner
+    finally:
+        _host_runner = previous

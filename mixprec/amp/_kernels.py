@@ -10,7 +10,7 @@ one device, one dtype pair per unscale call, none empty.
 Every launch goes through a *runner*: ``CudaRunner`` (CuPy, the only one mixprec uses)
 or the host emulation of tools/host_kernels.py, which builds these same sources with
 g++ and runs them on NumPy arrays so that CI checks the kernels' code against the
-NumPy reference without a GPU. Inside ``run_on_host(runner)`` the CPU paths of
+NumPy reference without a GPU. Inside ``_host_build.run_on_host(runner)`` the CPU paths of
 mixprec.amp.functional and of the fused optimizers send NumPy arrays through that
 runner instead of their NumPy twins, so a whole AMP step runs the kernels' own code.
 
@@ -19,12 +19,12 @@ what CI compiles is exactly what runs.
 """
 from __future__ import annotations
 
-import contextlib
 import re
 from collections import OrderedDict
 
 import numpy as np
 
+from .. import _text
 from ..backend import cupy_module
 from . import _layout
 from ._host_build import SOURCE_DIR
@@ -225,23 +225,11 @@ class CudaRunner:
                 with cp.cuda.Device(device_id):
                     kernel = self._kernels[key] = module.get_function(name)
             except Exception as exc:
-                raise KernelCompileError(_compile_failure(filename, exc)) from exc
+                raise KernelCompileError(_text.compile_failure(filename, exc)) from exc
         return kernel
 
 
-def _compile_failure(filename, exc) -> str:
-    log = str(exc)
-    message = f"CuPy could not compile mixprec's kernel {filename}: {log.strip()[:2000]}"
-    if re.search(r"cannot open source file|vector_types\.h|cuda_fp16|cuda_runtime|header", log, re.I):
-        message += ("\nCuPy needs the CUDA headers to compile any kernel (CuPy 14, and CuPy 13 with CUDA >= 12.2, "
-                    "look for them even though mixprec's kernels include none). Install them with "
-                    "pip install \"cupy-cuda12x[ctk]\" (\"cupy-cuda13x[ctk]\" for CUDA 13), or set CUDA_PATH to a "
-                    "CUDA toolkit.")
-    return message
-
-
 _cuda_runner = None
-_host_runner = None
 _launches = 0
 
 
@@ -250,25 +238,6 @@ def cuda_runner() -> CudaRunner:
     if _cuda_runner is None:
         _cuda_runner = CudaRunner()
     return _cuda_runner
-
-
-def host_runner():
-    """The runner NumPy arrays go through instead of the NumPy twins (see run_on_host), or None: the twins."""
-    return _host_runner
-
-
-@contextlib.contextmanager
-def run_on_host(runner):
-    """Within the block, run the kernels' own code on NumPy arrays through runner (tools/host_kernels.HostRunner,
-    the kernels built for the host) wherever mixprec would run a kernel's NumPy twin: unscale, the scale
-    update and the fused optimizers. Tests use it to run whole AMP steps, and to replay captured ones, on the
-    CPU."""
-    global _host_runner
-    previous, _host_runner = _host_runner, runner
-    try:
-        yield runner
-    finally:
-        _host_runner = previous
 
 
 def launch_count() -> int:

@@ -14,7 +14,7 @@ drift apart:
   writes. The reference takes the dataclass; the kernel takes the same fields packed
   into one device block (``pack_update_args``), so its launch has one argument and a
   CUDA graph that captured it replays it unchanged.
-* ``Stat``: the float64 statistics array the update keeps on the device.
+* ``Stat``: the float64 statistics array the update keeps on the device (``read_statistics`` decodes it).
 * The chunk table of multi-tensor launches (``chunk_table``): one int64 device array
   that tells each block which tensor and which chunk of it to process, for any
   number of pointer lists (unscale: source and destination; a fused optimizer:
@@ -161,6 +161,18 @@ class Stat(enum.IntEnum):
 def history_of(stats) -> int:
     """Pairs the ring of a statistics array holds."""
     return 0 if stats is None else (stats.size - Stat.RING) // 2
+
+
+def read_statistics(stats) -> dict:
+    """GradScaler.statistics() of a statistics array read back to the host (None: no scale made yet)."""
+    if stats is None:
+        return {"steps": 0, "skipped_steps": 0, "last_overflow_step": None, "floor_hits": 0, "scale_history": []}
+    changes, ring = int(stats[Stat.SCALE_CHANGES]), history_of(stats)
+    slots = [Stat.RING + 2 * (i % ring) for i in range(max(0, changes - ring), changes)]
+    last = int(stats[Stat.LAST_OVERFLOW_PLUS_ONE])
+    return {"steps": int(stats[Stat.STEPS]), "skipped_steps": int(stats[Stat.SKIPPED_STEPS]),
+            "last_overflow_step": last - 1 if last else None, "floor_hits": int(stats[Stat.FLOOR_HITS]),
+            "scale_history": [(int(stats[k]), float(stats[k + 1])) for k in slots]}
 
 
 def pack_update_args(args: UpdateScaleArgs, pointer) -> np.ndarray:

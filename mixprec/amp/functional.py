@@ -16,7 +16,7 @@ import numpy as np
 from .. import backend as _be
 from ..backend import devices
 from .. import dtypes as _dt
-from . import _kernels, _reference
+from . import _host_build, _kernels, _reference
 from ._layout import ScaleRule, Stat, UpdateScaleArgs
 
 __all__ = ["non_finite_check_and_unscale_", "update_scale_"]
@@ -76,7 +76,7 @@ def non_finite_check_and_unscale_(arrays, found_inf, inv_scale, out=None):
 
 def _unscale_on(device, pairs, found_inf, inv_scale):
     if device.type == "cpu":
-        runner = _kernels.host_runner()  # normally None: the NumPy reference
+        runner = _host_build.host_runner()  # normally None: the NumPy reference
         if runner is None:
             _reference.unscale(pairs, found_inf, inv_scale)
         else:
@@ -142,10 +142,10 @@ def apply_update(args: UpdateScaleArgs):
     """Run one update on checked arguments: the NumPy reference on the CPU, the kernel on CUDA."""
     if not isinstance(args.scale, np.ndarray):
         _kernels.update_scale(args)
-    elif _kernels.host_runner() is None:
+    elif _host_build.host_runner() is None:
         _reference.update_scale(args)
     else:
-        _kernels.update_scale(args, _kernels.host_runner())
+        _kernels.update_scale(args, _host_build.host_runner())
 
 
 # ---- argument checks: each names what was wrong and what was expected ----

@@ -13,7 +13,7 @@ from .. import backend as _be
 from ..backend import availability, capture, devices
 from .. import dtypes as _dt
 from . import functional as _F
-from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, history_of
+from ._layout import ScaleRule, Stat, UpdateScaleArgs, check_scale, check_tracker, read_statistics
 from ..tensor import Tensor
 from ..optim import Optimizer
 
@@ -154,7 +154,8 @@ class GradScaler:
         def apply(val):
             if isinstance(val, Tensor):
                 if self._state is None:
-                    self._lazy_init(val.device)
+                    self._state = _DeviceState(val.device, self._init_scale, self._init_growth_tracker,
+                                               self._init_overflow_tracker, self.HISTORY)
                 multiplier = per_device.get(val.device)
                 if multiplier is None:
                     multiplier = per_device[val.device] = self._scale_tensor(val.device)
@@ -285,11 +286,7 @@ class GradScaler:
     # ---- getters and setters ----
     def get_scale(self) -> float:
         """The current scale as a Python float (reads the device); 1.0 when disabled."""
-        if not self._enabled:
-            return 1.0
-        if self._state is None:
-            return self._init_scale
-        return float(devices.to_device(self._state.scale, devices.CPU)[0])
+        return float(self._host_value("scale", self._init_scale)) if self._enabled else 1.0
 
     def get_growth_factor(self):
         return self._rule.growth_factor
@@ -313,16 +310,14 @@ class GradScaler:
         return self._enabled
 
     def _get_growth_tracker(self) -> int:
-        if not self._enabled:
-            return 0
-        if self._state is None:
-            return self._init_growth_tracker
-        return int(devices.to_device(self._state.growth_tracker, devices.CPU)[0])
+        return int(self._host_value("growth_tracker", self._init_growth_tracker)) if self._enabled else 0
 
     def _get_overflow_tracker(self) -> int:
-        if self._state is None:
-            return self._init_overflow_tracker
-        return int(devices.to_device(self._state.overflow_tracker, devices.CPU)[0])
+        return int(self._host_value("overflow_tracker", self._init_overflow_tracker))
+
+    def _host_value(self, name, initial):
+        """One number of the state: read from its device array, or its initial value before the first scale()."""
+        return initial if self._state is None else devices.to_device(getattr(self._state, name), devices.CPU)[0]
 
     def statistics(self) -> dict:
         """Overflow statistics, kept on the device and read in one copy.
@@ -332,16 +327,7 @@ class GradScaler:
         floor_hits: back-offs stopped by min_scale; scale_history: the last
         (update index, new scale) pairs, oldest first, one per change of the scale.
         """
-        if self._state is None:
-            return {"steps": 0, "skipped_steps": 0, "last_overflow_step": None, "floor_hits": 0,
-                    "scale_history": []}
-        s = devices.to_device(self._state.stats, devices.CPU)
-        changes, ring = int(s[Stat.SCALE_CHANGES]), history_of(s)
-        slots = [Stat.RING + 2 * (i % ring) for i in range(max(0, changes - ring), changes)]
-        last = int(s[Stat.LAST_OVERFLOW_PLUS_ONE])
-        return {"steps": int(s[Stat.STEPS]), "skipped_steps": int(s[Stat.SKIPPED_STEPS]),
-                "last_overflow_step": last - 1 if last else None, "floor_hits": int(s[Stat.FLOOR_HITS]),
-                "scale_history": [(int(s[k]), float(s[k + 1])) for k in slots]}
+        return read_statistics(None if self._state is None else devices.to_device(self._state.stats, devices.CPU))
 
     # ---- checkpoints ----
     def state_dict(self) -> dict:
@@ -398,10 +384,6 @@ class GradScaler:
             self._scale_version[0] += 1
 
     # ---- internals ----
-    def _lazy_init(self, device):
-        self._state = _DeviceState(device, self._init_scale, self._init_growth_tracker,
-                                   self._init_overflow_tracker, self.HISTORY)
-
     def _require_state(self, funcname):
         if self._state is None:
             raise RuntimeError(f"Attempted {funcname} but the scale has not been created yet. This may indicate "

@@ -267,17 +267,13 @@ def _make_scaler(props, device_type):
 
 
 # ---------------------------------------------------------------- casting the model (O2, O3)
-def _norm_types():
-    return (LayerNorm, _BatchNorm)
-
-
 def _cast_models(models, optimizers, props):
     """Cast every module's own floating parameters and buffers to props.dtype (norm layers stay float32
     when keep_norm_fp32, and compute in float32). Returns, by id(optimizer), [(model param, float32
     master)] for the cast parameters that optimizer steps, the masters holding the original float32
     values (O2)."""
     stepped_by = {id(p): id(opt) for opt in optimizers for g in opt.param_groups for p in g["params"]}
-    keep = _norm_types() if props.keep_norm_fp32 else ()
+    keep = (LayerNorm, _BatchNorm) if props.keep_norm_fp32 else ()
     pairs, seen = {id(opt): [] for opt in optimizers}, set()
     for module in {id(m): m for model in models for m in model.modules()}.values():  # a shared module once
         if isinstance(module, keep):

@@ -20,6 +20,7 @@ carry tangents (forward-over-reverse, for Hessian-vector products).
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -27,18 +28,15 @@ from .. import dtypes as _dt
 from .. import observers
 from .._state import PER_THREAD
 from ..ops import autocast
-from ..tensor import Tensor, ones_like, tensor, zeros_like
+from ..tensor import Tensor, tensor
+from ..creation import ones_like, zeros_like
 from . import grad_mode
 from .graph import AccumulateGrad, GradientEdge, gradient_edge
 
 
-def _engine():
-    return PER_THREAD.engine  # this thread's backward passes now running, innermost last (_state.py)
-
-
 def queue_callback(fn) -> None:
     """Run ``fn()`` when the backward pass now running finishes (torch's engine.queue_callback)."""
-    runs = _engine().runs
+    runs = PER_THREAD.engine.runs  # this thread's backward passes now running, innermost last (_state.py)
     if not runs:
         raise RuntimeError("queue_callback can only be called while backward runs (from a hook)")
     runs[-1].callbacks.append(fn)
@@ -98,7 +96,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, inputs, accumulate, 
     heapq.heapify(ready)
     plain = execute is None and not observed and not run.anomaly  # then a node without hooks takes _run_plain
     pop, push = heapq.heappop, heapq.heappush
-    engine = _engine()
+    engine = PER_THREAD.engine
     engine.runs = engine.runs + (run,)
     try:
         with grad_mode.set_grad_enabled(create_graph), autocast.suspended():
@@ -330,7 +328,7 @@ def _fit(node, index, grad, shape, dtype):
     if _dt.is_complex(grad.dtype) and not _dt.is_complex(dtype):
         grad = grad.real
     if grad.shape != shape:
-        fitted = sum_to(grad, shape) if not node.user_backward or grad.numel() == _numel(shape) else None
+        fitted = sum_to(grad, shape) if not node.user_backward or grad.numel() == math.prod(shape) else None
         if fitted is None:
             raise RuntimeError(f"function {node.name()} returned an invalid gradient at index {index}: got shape "
                                f"{tuple(grad.shape)}, but expected a shape compatible with {tuple(shape)}")
@@ -353,18 +351,11 @@ def sum_to(grad, shape):
                 break
             kept += (i + extra,)
     if not fits:
-        return None if grad.numel() != _numel(shape) else grad.reshape(shape)
+        return None if grad.numel() != math.prod(shape) else grad.reshape(shape)
     if not kept:  # only leading dims to drop (a bias's gradient): the sum has the shape already
         return grad.sum(tuple(range(extra)), False, grad.dtype) if extra else grad  # (by position: no binding)
     grad = grad.sum(tuple(range(extra)) + kept, True, grad.dtype)
     return grad.reshape(shape) if grad.shape != tuple(shape) else grad
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _check_finite(node, index, g):

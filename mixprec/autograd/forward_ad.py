@@ -145,14 +145,10 @@ def _tangent_arg(a):
         if not _dt.is_differentiable(a.dtype):
             return None
         t = tangent_of(a)
-        return t if t is not None else Tensor._wrap(_zeros_like(a._array))
+        return t if t is not None else Tensor._wrap(array_module(a._array).zeros_like(a._array))
     if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) for x in a):
         return [_tangent_arg(x) for x in a]
     return None
-
-
-def _zeros_like(array):
-    return array_module(array).zeros_like(array)
 
 
 def attach_tangents(ctx, args, out):

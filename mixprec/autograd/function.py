@@ -34,7 +34,8 @@ import functools
 import weakref
 
 from .._state import modes
-from ..tensor import Tensor, zeros
+from ..tensor import Tensor
+from ..creation import zeros
 from ..ops.dispatch import dispatch
 from . import forward_ad, grad_mode, graph
 

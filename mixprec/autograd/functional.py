@@ -24,7 +24,8 @@ double-backward trick).
 """
 from __future__ import annotations
 
-from ..tensor import ones_like, Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import ones_like, zeros_like
 from . import engine, forward_ad, grad_mode
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]

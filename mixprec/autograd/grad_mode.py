@@ -93,9 +93,6 @@ class set_grad_enabled(_Switch):
         modes().grad = self.mode
         return self
 
-    def _enter(self):
-        modes().grad = self.mode
-
     def clone(self):
         prev = modes().grad
         clone = set_grad_enabled(self.mode)

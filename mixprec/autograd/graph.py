@@ -31,12 +31,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import traceback
 import weakref
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import _text
 from ..backend import devices
 from .._state import PER_THREAD
 from ..dtypes import COMPLEX, FLOAT8, FLOATING
@@ -170,9 +170,6 @@ class AccumulateGrad(Node):
         return self._variable()
 
     _n_outputs = 1
-
-    def name(self) -> str:
-        return "AccumulateGrad"
 
     def _release(self):
         pass  # shared by every graph that uses the leaf
@@ -341,10 +338,7 @@ def refresh_view(view, force=False):
 
 
 # ---------------------------------------------------------------- saved tensors
-def _saving():
-    return PER_THREAD.saving  # this thread's saved_tensors_hooks and in-place bookkeeping (_state.py)
-
-
+# (PER_THREAD.saving: this thread's saved_tensors_hooks and in-place bookkeeping, _state.py)
 class SavedTensor:
     """One tensor a node keeps for backward (torch's SavedVariable).
 
@@ -363,7 +357,7 @@ class SavedTensor:
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE)
         if saving is None:
-            saving = _saving()
+            saving = PER_THREAD.saving
         state = saving.inplace
         if state is not None and t is state[0] and not is_output:
             # the op's input is being overwritten by this very in-place op: save its old value
@@ -399,7 +393,7 @@ class SavedTensor:
         errors, through ``node._saved_label``."""
         if self._unpack is None and self._vc[0] != self._version:
             what = node._saved_label(index, self._is_output)
-            raise RuntimeError(version_error(node, self._is_output, what, self._vc[0], self._version))
+            raise RuntimeError(_text.version_error(node, self._is_output, what, self._vc[0], self._version))
         if self._unpack is None:
             if not self._is_output:
                 return self._tensor
@@ -424,26 +418,12 @@ class SavedTensor:
 def overwriting(t):
     """While an in-place op computes ``t``'s new value: an op inside that saves ``t`` saves a clone of its old
     value instead (made once, when first needed), since ``t`` is about to be overwritten."""
-    saving = _saving()
+    saving = PER_THREAD.saving
     prev, saving.inplace = saving.inplace, [t, None]
     try:
         yield
     finally:
         saving.inplace = prev
-
-
-def version_error(node, is_output, what, now, expected):
-    """torch's "modified by an inplace operation" error, naming the op, the tensor and both versions."""
-    name = node._label()
-    if node.user_backward:
-        subject = f"a tensor saved by {name} for backward"
-    elif is_output:
-        subject = f"the output of {name}, which its backward needs,"
-    else:
-        subject = f"one of the tensors needed for the gradient of {name}"
-    return (f"{subject} has been modified by an in-place operation (version {now}, expected {expected}): {what}. "
-            "Use an out-of-place op, or clone() the tensor before changing it; "
-            "mp.autograd.set_detect_anomaly(True) shows where the failing op was called")
 
 
 class NotSaved:
@@ -461,7 +441,7 @@ class NotSaved:
 
     @property
     def _what(self):  # (worded only when needed: most stand-ins are never touched)
-        return self._node._not_saved_label(self._index, self._is_output, self._undeclared)
+        return self._node._saved_label(self._index, self._is_output, self._undeclared)
 
     def _fail(self, *args, **kwargs):
         raise RuntimeError(f"backward used {self._what}, which the op does not save for backward; list it in "
@@ -502,14 +482,15 @@ class saved_tensors_hooks:
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
 
     def __enter__(self):
-        saving = _saving()
+        saving = PER_THREAD.saving
         if saving.disabled is not None:
             raise RuntimeError(saving.disabled)
         saving.hooks = saving.hooks + ((self.pack_hook, self.unpack_hook),)
         return self
 
     def __exit__(self, *exc):
-        _saving().hooks = _saving().hooks[:-1]
+        saving = PER_THREAD.saving
+        saving.hooks = saving.hooks[:-1]
         return False
 
 
@@ -549,12 +530,12 @@ class disable_saved_tensors_hooks:
         self.error_message = str(error_message)
 
     def __enter__(self):
-        saving = _saving()
+        saving = PER_THREAD.saving
         self._prev, saving.disabled = saving.disabled, self.error_message
         return self
 
     def __exit__(self, *exc):
-        _saving().disabled = self._prev
+        PER_THREAD.saving.disabled = self._prev
         return False
 
 
@@ -610,7 +591,7 @@ def record(op, ctx, args, kwargs, outs, differentiable=None, saves=None, attach_
         node.saved = tuple(None if t is None else SavedTensor(t, id(t) in output_ids, saving) for t in saves)
         node._plain = False  # (a Function's: its gradients may be the user's tensors)
     if PER_THREAD.modes.anomaly if anomaly is None else anomaly:
-        node.trace = _caller_stack()
+        node.trace = _text.caller_stack()
     return node
 
 
@@ -651,17 +632,6 @@ def _edges_and_saved_inputs(node, op, args, saving):
     node._layout = len(saved) if lists is None else [lists.get(i) for i in range(len(saved))]
     if hidden:  # next_functions lists tensor inputs and numbers in data positions, as torch's does
         node._visible = [k not in hidden for k in range(len(edges))]
-
-
-def _caller_stack():
-    """The stack of the code that called into mixprec (anomaly mode keeps it on the node)."""
-    frames = traceback.extract_stack()
-    while frames and frames[-1].filename.startswith(_PACKAGE):
-        frames.pop()
-    return "".join(traceback.format_list(frames))
-
-
-_PACKAGE = __file__.rsplit("autograd", 1)[0]  # mixprec/
 
 
 _UNSAVED = object()  # marks, in a node's saved args, a tensor the op does not save (NotSaved at backward)
@@ -741,19 +711,14 @@ class OpNode(Node):
             k += width
         return tuple(needs)
 
-    def _saved_label(self, index, is_output):
+    def _saved_label(self, index, is_output, undeclared=False):
+        """How errors name saved input or output ``index`` (undeclared: an output of an op that saves none)."""
         if self.op.user_backward:
             return f"saved tensor {index} (position {index} of save_for_backward)"
-        return f"output {index} of {self.op.name}" if is_output else self._arg_name(index)
-
-    def _not_saved_label(self, index, is_output, undeclared):
-        if not is_output:
-            return self._arg_name(index)
-        return f"output {index} of {self.op.name}" + (" (declare saves=('output',))" if undeclared else "")
-
-    def _arg_name(self, i):
+        if is_output:
+            return f"output {index} of {self.op.name}" + (" (declare saves=('output',))" if undeclared else "")
         names = self.op.arg_names
-        return f"input {i} ({names[i]}) of {self.op.name}" if i < len(names) else f"input {i} of {self.op.name}"
+        return f"input {index}{f' ({names[index]})' if index < len(names) else ''} of {self.op.name}"
 
     def unpack_saved(self):
         """A Function's saved tensors, in the order it saved them (None where it saved None)."""

@@ -23,7 +23,8 @@ from ..backend import availability, capture, device_checks
 from . import memory as _memory
 from ._runtime import Stream, current_stream, device_index, stream as _stream_context
 from .. import autograd
-from ..tensor import empty_like, ones_like, Tensor
+from ..tensor import Tensor
+from ..creation import empty_like, ones_like
 from ..autograd import Function
 from ..amp import autocast_mode
 from ..nn import Module

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as _dt
-from ..tensor import empty, ones, tensor, zeros
+from ..tensor import tensor
+from ..creation import empty, ones, zeros
 from . import functional as F
 from . import init
 from .module import Module

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import dtypes as _dt
-from ..tensor import ones, zeros
+from ..creation import ones, zeros
 from . import functional as F
 from .module import Module
 from .parameter import Parameter

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from .. import backend as _be
 from .. import dtypes as _dt
-from ..tensor import Tensor, empty, tensor
+from ..tensor import Tensor, tensor
+from ..creation import empty
 
 
 class Parameter(Tensor):

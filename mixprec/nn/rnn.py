@@ -23,7 +23,8 @@ from ..amp.autocast_mode import is_autocast_enabled
 from ..ops.matmul import linear
 from ..ops.rnn import gru_cell, lstm_cell, lstm_layer, rnn_relu_cell, rnn_tanh_cell, run_layer
 from ..ops.shape import cat, stack
-from ..tensor import Tensor, empty, tensor, zeros
+from ..tensor import Tensor, tensor
+from ..creation import empty, zeros
 from . import functional as F
 from . import init
 from .layers import _factory

@@ -15,7 +15,8 @@ import copy
 from .. import dtypes as _dt
 from ..ops.attention import _native_multi_head_attention
 from ..ops.elementwise import where
-from ..tensor import Tensor, empty
+from ..tensor import Tensor
+from ..creation import empty
 from . import functional as F
 from . import init
 from .layers import Dropout, LayerNorm, Linear, _factory

@@ -30,7 +30,8 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..tensor import Tensor, arange
+from ..tensor import Tensor
+from ..creation import arange
 from .activation import softmax
 from .autocast import suspended
 from .elementwise import where

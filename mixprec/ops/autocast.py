@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _text
 from .. import dtypes as _dt
 from .._state import PER_THREAD, modes
 from ..autograd import grad_mode as _gm
@@ -179,23 +180,13 @@ def rule_and_source(op, device_type):
     return op.policy[device_type], "the autocast op table"
 
 
-BANNED_HINTS = {
-    "binary_cross_entropy": (
-        "binary_cross_entropy is unsafe to autocast on CUDA: its gradient can overflow float16 near 0 and 1. "
-        "Many models apply a sigmoid right before it; combine the two with "
-        "mp.nn.functional.binary_cross_entropy_with_logits (or nn.BCEWithLogitsLoss), which is safe to "
-        "autocast. To keep binary_cross_entropy, run it under mp.autocast('cuda', enabled=False) on float32 "
-        "inputs."),
-}
-
-
 def target_dtypes(op_name, device_type, rule, lower, dtypes):
     """The dtype each input is cast to under ``rule`` in a region whose lower dtype is ``lower`` (pure)."""
     if rule is None:
         return tuple(dtypes)
     if rule is CastPolicy.BANNED:
-        raise RuntimeError(BANNED_HINTS.get(op_name, f"{op_name} is banned inside an enabled autocast region "
-                                                     f"on {device_type}; run it with autocast disabled"))
+        raise RuntimeError(_text.BANNED_HINTS.get(op_name, f"{op_name} is banned inside an enabled autocast "
+                                                           f"region on {device_type}; run it with autocast disabled"))
     if rule is CastPolicy.PROMOTE:
         floating = [d for d in dtypes if d in ELIGIBLE]
         target = lower if floating and all(d == lower for d in floating) else _dt.float32

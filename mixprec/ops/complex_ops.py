@@ -21,7 +21,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, where
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from .registry import register
 
 

@@ -46,11 +46,12 @@ from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
 from . import gemm
+from .gemm import in_places, wanted_only
 from .autocast import suspended
 from .opmath import compute_dtype, opmath
 from .padding import constant_pad_nd
 from .reduce import _add_reduce
-from .registry import in_places, register, wanted_only
+from .registry import register
 
 
 # ---------------------------------------------------------------- geometry

@@ -34,7 +34,8 @@ import numpy as np
 from .. import backend as _be
 from ..backend import device_checks
 from .. import dtypes as _dt
-from ..tensor import Tensor, arange, tensor
+from ..tensor import Tensor, tensor
+from ..creation import arange
 from .elementwise import where
 from .losses import _reduction
 from .opmath import compute_dtype

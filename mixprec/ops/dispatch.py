@@ -257,10 +257,7 @@ def explicit_dtype_or_out(op, args, kwargs):
     """True when a call passed dtype= or out= (positionally or by keyword): such calls are not autocast."""
     if kwargs and (kwargs.get("dtype") is not None or kwargs.get("out") is not None):
         return True
-    for i in op.dtype_out_positions:
-        if i < len(args) and args[i] is not None:
-            return True
-    return False
+    return any(i < len(args) and args[i] is not None for i in op.dtype_out_positions)
 
 
 def tensors_in(args):
@@ -470,10 +467,8 @@ def _promote(op, args):
 def _promote_mixed(op, args):
     """_promote for mixed dtypes, scalars and lists: one target dtype by dtypes.result_type."""
     operands = []
-    data = data_positions(op, len(args))
+    data = [i for i in data_positions(op, len(args)) if i < len(args)]
     for i in data:
-        if i >= len(args):
-            continue
         a = args[i]
         for x in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(x, (Tensor, SCALARS)):
@@ -491,8 +486,6 @@ def _promote_mixed(op, args):
     target = _dt.result_type(*operands)
     args = list(args)
     for i in data:
-        if i >= len(args):
-            continue
         a = args[i]
         if isinstance(a, (list, tuple)):
             args[i] = [_cast_or_scalar(op, x, target) for x in a]

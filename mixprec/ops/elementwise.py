@@ -13,7 +13,8 @@ import numpy as np
 from .. import backend as _be
 from .. import dtypes as _dt
 from ..backend import array_module, device_checks, erf
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from . import halfbits
 from .opmath import opmath
 from .registry import register

@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import devices
-from ..tensor import Tensor, zeros
+from ..tensor import Tensor
+from ..creation import zeros
 from .nn_layers import embedding, renorm_rows_
 from .registry import register
 from .shape import stack

@@ -26,7 +26,8 @@ from ..backend import array_module
 from .complex_ops import view_as_real
 from .registry import register
 from .shape import cat, dim_index
-from ..tensor import ones, Tensor, zeros
+from ..tensor import Tensor
+from ..creation import ones, zeros
 
 _NORMS = ("backward", "ortho", "forward")
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}

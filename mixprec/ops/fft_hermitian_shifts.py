@@ -16,7 +16,8 @@ from ..backend import array_module
 from .fft import _DUAL, _checked, _check_input, _norm, check_frames, ifftn, irfftn, rfftn
 from .registry import register
 from .shape import cat, dim_index
-from ..tensor import ones, Tensor, zeros
+from ..tensor import Tensor
+from ..creation import ones, zeros
 
 
 # ---------------------------------------------------------------- Hermitian n-D transforms

@@ -4,6 +4,8 @@
                                     out_dtype (their own dtype by default; float32 keeps the product unrounded)
     addmm(c, a, b, alpha, beta)     alpha * (a @ b) + beta * c in one GEMM, rounded once (torch's addmm)
     on_gpu(a, b)                    whether these operands take the cuBLAS path below
+    wanted_only, in_places          the convention of a backward op that computes several gradients of
+                                    a product at once (_mm_backward, _linear_backward, _conv_backward)
 
 On the CPU a half product widens both operands to float32 and uses NumPy's
 float32 BLAS: the arithmetic of a GPU GEMM with a float32 compute type.
@@ -175,3 +177,16 @@ def _call(cp, a, b, out, alpha, beta):
                          count, compute, _GEMM_DEFAULT_TENSOR_OP)
     finally:
         cublas.check("cublasSetMathMode", handle, mode.value)
+
+
+# An op that computes several gradients at once (_conv_backward, _linear_backward) takes ``wanted``, one bool per
+# gradient, and returns only those: these two helpers are the two halves of that convention.
+def wanted_only(wanted, parts):
+    """The parts (functions of no arguments) that ``wanted`` asks for, called, as a tuple."""
+    return tuple(part() for want, part in zip(wanted, parts) if want)
+
+
+def in_places(wanted, values):
+    """``values`` (one per True in ``wanted``) put back in their places, None elsewhere."""
+    given = iter(values)
+    return tuple(next(given) if want else None for want in wanted)

@@ -199,7 +199,7 @@ def _fit(t, new, what):
     if new.device != t.device:
         new = new.to(device=t.device)
     if new.dtype != t.dtype:
-        _check_cast(t, new.dtype, what)
+        t._check_cast(new.dtype, what)
         new = new.to(t.dtype)
     if new.shape != t.shape:
         if not broadcasts_to(new.shape, t.shape):
@@ -207,12 +207,6 @@ def _fit(t, new, what):
                                f"shape {t.shape} (it must broadcast to that shape)")
         new = new.expand(t.shape)
     return new
-
-
-def _check_cast(t, dtype, what):
-    if not _dt.can_cast(dtype, t.dtype):
-        raise RuntimeError(f"{what}: result type {dtype.name} can't be cast to the desired output type "
-                           f"{t.dtype.name}")
 
 
 # ---------------------------------------------------------------- Tensor's in-place methods
@@ -246,7 +240,7 @@ def _operator(name, out_of_place):
     def method(self, other):
         if not is_operand(other):
             return NotImplemented
-        _check_cast(self, _dt.result_type(self, other), name)
+        self._check_cast(_dt.result_type(self, other), name)
         return inplace(self, other)
     method.__name__ = name
     method.__doc__ = inplace.__doc__

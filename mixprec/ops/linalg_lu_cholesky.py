@@ -29,7 +29,8 @@ from ..backend.devices import CPU, to_device
 from .elementwise import where
 from .registry import get, register
 from .shape import cat, dim_index
-from ..tensor import eye, Tensor, zeros, zeros_like
+from ..tensor import Tensor
+from ..creation import eye, zeros, zeros_like
 
 
 class LinAlgError(RuntimeError):

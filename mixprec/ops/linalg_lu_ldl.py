@@ -17,7 +17,8 @@ from .linalg_lu_cholesky import (LinAlgError, _batch_shape, _first_failure, _lu,
                                  _permutation_matrix, _same_dtype, _is_vector_rhs, linalg_lu_solve, linalg_solve,
                                  lu_factor_grad, lu_factor_tangent, lu_jvp, lu_vjp)
 from .registry import register
-from ..tensor import Tensor, zeros
+from ..tensor import Tensor
+from ..creation import zeros
 
 
 def _no_pivoting(name, pivot):

@@ -22,7 +22,7 @@ from .math_ops import cross, norm
 from .reduce import cumprod
 from .registry import register
 from .shape import cat
-from ..tensor import ones_like
+from ..creation import ones_like
 
 
 # ---------------------------------------------------------------- norms

@@ -25,7 +25,8 @@ from .linalg_lu_cholesky import (LinAlgError, _eye_like, _h, _matrices, _no_conv
 from .math_ops import norm
 from .registry import register
 from .shape import cat, dim_index
-from ..tensor import arange, Tensor, zeros
+from ..tensor import Tensor
+from ..creation import arange, zeros
 
 
 # ---------------------------------------------------------------- QR

@@ -305,7 +305,7 @@ def _total_weight(target, weight, ignore_index):
 def _class_weight_grad(input, target, weight, g, loss, cdim, ignore_index, reduction):
     """d(g . loss)/d weight for _nll_loss_core's loss of input: each counted sample's -input[t] (less the mean
     loss, over the total weight, for 'mean'), times its upstream gradient, added up per class."""
-    from ..tensor import zeros
+    from ..creation import zeros
     grad = zeros(weight.shape, dtype=weight.dtype, device=weight.device)
     if weight.shape[0] == 0:
         return grad
@@ -567,7 +567,7 @@ def _class_range(name, target, n_classes, lowest=0):
 
 def _class_ids(x):
     """0, 1, ..., C - 1 on x's device, shaped (1, C) to compare with (N, 1) targets."""
-    from ..tensor import arange
+    from ..creation import arange
     return arange(x.shape[-1], device=x.device).unsqueeze(0)
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, special
-from ..tensor import tensor, zeros_like
+from ..tensor import tensor
+from ..creation import zeros_like
 from .elementwise import ufunc, unary, where
 from .opmath import compute_dtype, opmath
 from .reduce import _axes, _expand_back, _reduction_rules, check_nonempty

@@ -24,9 +24,10 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module, is_array
 from . import gemm
+from .gemm import in_places, wanted_only
 from .opmath import opmath
 from .reduce import _add_reduce
-from .registry import in_places, register, wanted_only
+from .registry import register
 from .shape import broadcasts_to
 
 

@@ -12,7 +12,8 @@ import numpy as np
 from ..backend import array_module, curand, device_checks, devices
 from .. import dtypes as _dt
 from ..random import _rng_state
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from .elementwise import where
 from .opmath import compute_dtype, opmath
 from .registry import register

@@ -11,7 +11,8 @@ import math
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, zeros
+from ..tensor import Tensor
+from ..creation import zeros
 from .elementwise import where
 from .losses import _reduce, _reduction, cross_entropy
 from .math_ops import pairwise_distance

@@ -32,7 +32,8 @@ from .. import backend as _be
 from ..backend import array_module, capture, device_checks, devices
 from .. import dtypes as _dt
 from ..random import _rng_state
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from . import halfbits
 from .elementwise import where
 from .conv import Geometry, _im2col, ntuple

@@ -14,7 +14,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..autograd import grad_mode
-from ..tensor import Tensor, ones_like, tensor
+from ..tensor import Tensor, tensor
+from ..creation import ones_like
 from . import elementwise
 from .elementwise import where
 from .opmath import compute_dtype, opmath

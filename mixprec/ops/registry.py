@@ -186,19 +186,6 @@ class Op:
         return f"<op {self.name}>"
 
 
-# An op that computes several gradients at once (_conv_backward, _linear_backward) takes ``wanted``, one bool per
-# gradient, and returns only those: these two helpers are the two halves of that convention.
-def wanted_only(wanted, parts):
-    """The parts (functions of no arguments) that ``wanted`` asks for, called, as a tuple."""
-    return tuple(part() for want, part in zip(wanted, parts) if want)
-
-
-def in_places(wanted, values):
-    """``values`` (one per True in ``wanted``) put back in their places, None elsewhere."""
-    given = iter(values)
-    return tuple(next(given) if want else None for want in wanted)
-
-
 def _conj(p):
     """The complex conjugate of a partial derivative (a Tensor or a number); real ones as they are."""
     if isinstance(p, Tensor):
@@ -246,7 +233,7 @@ def register(name, *, methods=(), rmethods=(), functional=False, aliases=(), **o
         for m in op.methods:
             setattr(Tensor, m, _method(op, m))
         for m in op.rmethods:
-            setattr(Tensor, m, _rmethod(op, m))
+            setattr(Tensor, m, _method(op, m, reflected=True))
         return op
     return deco
 
@@ -262,11 +249,16 @@ def unregister(name):
 _UNARY_OPERATORS = frozenset({"__neg__", "__pos__", "__abs__", "__invert__"})
 
 
-def _method(op, name):
+def _method(op, name, reflected=False):
     # Operators take a fixed number of arguments (no *args to pack: they run on every ``a + b``); a binary one
     # returns NotImplemented for other types, so Python tries the other side and then raises its
-    # "unsupported operand type(s)" TypeError.
-    if name in _UNARY_OPERATORS:
+    # "unsupported operand type(s)" TypeError. A reflected one (``__radd__``) calls op(other, self).
+    if reflected:
+        def method(self, other):
+            if type(other) is not Tensor and not is_operand(other):
+                return NotImplemented
+            return dispatch(op, (other, self), {})
+    elif name in _UNARY_OPERATORS:
         def method(self):
             return dispatch(op, (self,), {})
     elif name.startswith("__") and name != "__getitem__":
@@ -280,16 +272,6 @@ def _method(op, name):
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"  # (what Python's argument-count errors name)
     method.__doc__ = op.__doc__
-    return method
-
-
-def _rmethod(op, name):
-    def method(self, other):
-        if type(other) is not Tensor and not is_operand(other):
-            return NotImplemented
-        return dispatch(op, (other, self), {})
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
     return method
 
 

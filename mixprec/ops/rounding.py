@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from .inplace import _method as _in_place
 from .opmath import opmath
 from .registry import register

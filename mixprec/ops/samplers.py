@@ -16,7 +16,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module, devices
 from ..random import _rng_state
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from .inplace import _overwrite, apply
 from .registry import register
 

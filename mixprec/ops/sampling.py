@@ -31,7 +31,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor
+from ..creation import zeros_like
 from .elementwise import where
 from .opmath import compute_dtype
 from .registry import register

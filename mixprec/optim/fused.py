@@ -7,7 +7,7 @@ the kernel the optimizer names (``fused_kind``, a key of mixprec.amp._layout.LIS
 * CUDA: kernels/multi_tensor_optimizers.cu, launched by mixprec.amp._kernels.optimizer_step
   (Adam: two launches, the step counts first; SGD: one);
 * CPU: the kernels' NumPy twin, mixprec.amp._reference.optimizer_step, vectorised over the
-  bucket and equal to the kernel bit for bit (inside mixprec.amp._kernels.run_on_host, the
+  bucket and equal to the kernel bit for bit (inside mixprec.amp._host_build.run_on_host, the
   kernels' own code built for the host instead: that is how tests compare the two).
 
 The optimizer state a bucket uses (moments, momentum buffers, step counts) is laid out flat: one
@@ -29,7 +29,7 @@ import numpy as np
 from .. import backend as _be
 from ..backend import devices
 from .. import dtypes as _dt
-from ..amp import _kernels, _layout, _reference
+from ..amp import _host_build, _kernels, _layout, _reference
 
 
 def step(kind, rule, params, grads, state, uses, copies, layouts, grad_scale=None, found_inf=None):
@@ -76,7 +76,7 @@ def step(kind, rule, params, grads, state, uses, copies, layouts, grad_scale=Non
 def run(kind, lists, rule, grad_scale=None, found_inf=None, flat=None):
     """One bucket (arrays of one device and dtype): the kernel on CUDA, its twin (or host build) on the CPU."""
     if isinstance(lists["PARAM"][0], np.ndarray):
-        runner = _kernels.host_runner()  # normally None: the NumPy twin
+        runner = _host_build.host_runner()  # normally None: the NumPy twin
         if runner is None:
             _reference.optimizer_step(kind, lists, rule, grad_scale, found_inf, flat)
         else:

@@ -19,7 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ...ops.shape import cat, index_put
-from ...tensor import Tensor, full, tensor
+from ...creation import full
+from ...tensor import Tensor, tensor
 
 
 class PackedSequence(NamedTuple):
