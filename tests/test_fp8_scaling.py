@@ -20,7 +20,7 @@ import pytest
 
 import mixprec as mp
 from mixprec import backend
-from mixprec.amp import _kernels
+from mixprec.amp import _host_build, _kernels
 from mixprec.amp.fp8 import kernels as fp8_kernels
 from mixprec.amp.fp8 import scaling as S
 
@@ -363,7 +363,7 @@ def test_host_built_kernels_match_the_twins(runner, dtype, fmt, shape, poison):
     x = data(shape, np.random.default_rng(6), poison, INPUTS[dtype])
     for name, call in calls(x, fmt).items():
         twin = call()
-        with _kernels.run_on_host(runner):
+        with _host_build.run_on_host(runner):
             kernel = call()
         assert all(same_bits(a, b) for a, b in zip(twin, kernel)), name
 
@@ -372,7 +372,7 @@ def test_host_built_kernels_cover_a_grid_stride_loop(runner):
     x = data((1, 256 * 4096 + 96), np.random.default_rng(7), 1e-5)  # more elements than threads in the grid
     for name, call in calls(x, E4M3).items():
         twin = call()
-        with _kernels.run_on_host(runner):
+        with _host_build.run_on_host(runner):
             assert all(same_bits(a, b) for a, b in zip(twin, call())), name
 
 
@@ -382,7 +382,7 @@ def test_host_built_kernels_on_a_one_block_grid(runner, monkeypatch):
     x = data((67, 416), np.random.default_rng(10), 0.002)
     for name, call in calls(x, E5M2).items():
         twin = call()
-        with _kernels.run_on_host(runner):
+        with _host_build.run_on_host(runner):
             assert all(same_bits(a, b) for a, b in zip(twin, call())), name
 
 
@@ -400,7 +400,7 @@ def test_host_built_delayed_update_matches_the_twin(runner, algo):
         for history, scales, scale_inv, amaxes in (state, twin):
             amaxes[...] = new
         S.delayed_update(*twin[:2], twin[3], fp8s, margin=step % 3, amax_compute_algo=algo, scale_inv=twin[2])
-        with _kernels.run_on_host(runner):
+        with _host_build.run_on_host(runner):
             S.delayed_update(*state[:2], state[3], fp8s, margin=step % 3, amax_compute_algo=algo,
                              scale_inv=state[2])
         assert all(same_bits(a, b) for a, b in zip(state, twin)), step
@@ -410,7 +410,7 @@ def test_a_steady_delayed_update_is_one_launch_for_all_tensors(runner):
     n = 50
     history, scales, amaxes = np.zeros((n, 8), np.float32), np.ones(n, np.float32), np.zeros(n, np.float32)
     fp8s = [E4M3, E5M2] * (n // 2)
-    with _kernels.run_on_host(runner):
+    with _host_build.run_on_host(runner):
         for step in range(3):
             amaxes[...] = step + 1.0
             launches, uploads = _kernels.launch_count(), runner.tables.uploads

@@ -2,7 +2,7 @@
 
 Each public function takes NumPy or CuPy arrays and decides by their type: a CuPy
 array runs the CUDA kernel of kernels/fp8_scaling.cu, a NumPy array its NumPy twin
-here (or, inside mixprec.amp._kernels.run_on_host, the kernel built for the host).
+here (or, inside mixprec.amp._host_build.run_on_host, the kernel built for the host).
 Both give the same bits: float32 arithmetic in the same order, IEEE division, the
 same round-to-nearest-even FP8 conversion. Nothing is read back to the host: scales,
 amaxes and histories are device arrays, so a step can quantize and update without a
@@ -34,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from ... import backend as _be
-from .. import _kernels
+from .. import _host_build, _kernels
 from . import kernels as _fp8_kernels
 from .recipes import FP8_MAX
 
@@ -81,7 +81,7 @@ def _runner(x, fn):
     """The runner for x's kernels: CUDA's for a CuPy array; for a NumPy array the host build inside
     run_on_host, else None (the NumPy twin)."""
     if isinstance(x, np.ndarray):
-        return _kernels.host_runner()
+        return _host_build.host_runner()
     if _be.is_cupy_array(x):
         return _kernels.cuda_runner()
     raise TypeError(f"{fn}: expected a NumPy or CuPy array, got {type(x).__name__}")
