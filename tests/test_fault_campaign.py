@@ -229,6 +229,10 @@ FLOAT32_INSIDE = {
     ("poisson_nll_loss-rates-full-none", "int64-input1"):
         "Stirling's term of an int64 target (target * log(target) - target + 0.5 * log(2 pi target)) is float32; "
         "NumPy 2.4.6's SIMD (AVX2, AVX-512) float32 log gives log(7) = 1.9459102, one ulp above torch's 1.9459101",
+    **{(case, f"{v}-in-input{i}"): "_scaled_mm's product is a float32 GEMM by definition (torch's accumulates in "
+                                   "float32); the case returns it as float64"
+       for case, inputs in (("_scaled_mm-tensorwise", 4), ("_scaled_mm-rowwise-bias-e5m2", 5))
+       for i in range(inputs) for v in ("nan", "inf", "-inf")},
 }
 
 # Ops whose NumPy reference goes through LAPACK's iterative SVD/eig, which loops forever on an inf: with inf or nan

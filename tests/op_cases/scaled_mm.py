@@ -24,7 +24,12 @@ def _fp8(x, dtype=mp.float8_e4m3fn):
 
 
 def _q(x, dtype=ml_dtypes.float8_e4m3fn):
-    return np.asarray(x).astype(dtype).astype(np.float64)
+    """x rounded to ``dtype`` as torch rounds: float8_e4m3fn has no inf, so it saturates at +-448 (NaN stays NaN);
+    ml_dtypes' cast, nearest-even within the range, would give NaN past it."""
+    x = np.asarray(x, dtype=np.float64)
+    if dtype == ml_dtypes.float8_e4m3fn:
+        x = np.clip(x, -448.0, 448.0)
+    return x.astype(dtype).astype(np.float64)
 
 
 def _f32(x):
