@@ -141,7 +141,6 @@ SAMPLE_DEVIATIONS = {
 
 # entry id or (entry id, check) -> the cause of a failure mixprec should not have (fix it, then drop the line).
 KNOWN_FAILURES: dict = {
-    "gather": "refuses an empty index with more dims than the input",
     "nn.functional.grid_sample": "mode='bicubic' is not implemented",
     "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
     ("linalg.lstsq", "grad"): "the residuals output is not differentiable",
