@@ -145,7 +145,6 @@ KNOWN_FAILURES: dict = {
     "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
     ("linalg.lstsq", "grad"): "the residuals output is not differentiable",
     ("linalg.lstsq.grad_oriented", "grad"): "the residuals output is not differentiable",
-    "linalg.tensorsolve": "the dims argument is read the wrong way round",
 }
 
 # Entries whose torch op is a lambda that does more than call the function or method of the entry's name.
