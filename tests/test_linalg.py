@@ -230,6 +230,18 @@ def test_bad_input_raises_a_clear_error(fn, exc, match):
         fn()
 
 
+@pytest.mark.parametrize("driver", [None, "gels", "gelsd", "gelss"])
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((5, 3), (5, 2)), ((5, 3), (5,)), ((2, 5, 3), (2, 5))],
+                         ids=str)
+def test_lstsq_differentiable_outputs_match_torch(shapes, driver):
+    """solution and residuals (even when left empty) carry a gradient; rank and singular values do not."""
+    arrays = [RNG.standard_normal(s) for s in shapes]
+    ours = mp.linalg.lstsq(*[mp.tensor(a, requires_grad=True) for a in arrays], driver=driver)
+    theirs = torch.linalg.lstsq(*[torch.tensor(a, requires_grad=True) for a in arrays], driver=driver)
+    assert [t.requires_grad for t in ours] == [t.requires_grad for t in theirs]
+    assert [t.shape for t in ours] == [tuple(t.shape) for t in theirs]
+
+
 def test_linalg_error_is_a_runtime_error_like_torchs():
     assert issubclass(mp.linalg.LinAlgError, RuntimeError) and issubclass(torch.linalg.LinAlgError, RuntimeError)
 

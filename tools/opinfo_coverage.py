@@ -143,8 +143,6 @@ SAMPLE_DEVIATIONS = {
 KNOWN_FAILURES: dict = {
     "nn.functional.grid_sample": "mode='bicubic' is not implemented",
     "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
-    ("linalg.lstsq", "grad"): "the residuals output is not differentiable",
-    ("linalg.lstsq.grad_oriented", "grad"): "the residuals output is not differentiable",
 }
 
 # Entries whose torch op is a lambda that does more than call the function or method of the entry's name.
