@@ -140,10 +140,7 @@ SAMPLE_DEVIATIONS = {
 }
 
 # entry id or (entry id, check) -> the cause of a failure mixprec should not have (fix it, then drop the line).
-KNOWN_FAILURES: dict = {
-    "nn.functional.grid_sample": "mode='bicubic' is not implemented",
-    "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
-}
+KNOWN_FAILURES: dict = {}
 
 # Entries whose torch op is a lambda that does more than call the function or method of the entry's name.
 ADAPTERS = {
