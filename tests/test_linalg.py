@@ -135,6 +135,12 @@ CASES = [
     ("tensorsolve", lambda a, b: mp.linalg.tensorsolve(a, b, dims=(0,)),
      lambda a, b: torch.linalg.tensorsolve(a, b, dims=(0,)),
      [RNG.standard_normal((6, 2, 3)), RNG.standard_normal((2, 3))], True),
+    # dims go to the end in the order given; then only sizes count, not B's shape
+    ("tensorsolve-two-dims", lambda a, b: mp.linalg.tensorsolve(a, b, dims=[2, 0]),
+     lambda a, b: torch.linalg.tensorsolve(a, b, dims=[2, 0]),
+     [RNG.standard_normal((3, 4, 4, 3)), RNG.standard_normal((3, 4))], True),
+    ("tensorsolve-reshaped-B", lambda a, b: mp.linalg.tensorsolve(a, b), lambda a, b: torch.linalg.tensorsolve(a, b),
+     [RNG.standard_normal((2, 3, 6)), RNG.standard_normal((3, 2))], True),
     ("vecdot", lambda x, y: mp.linalg.vecdot(x, y, dim=0), lambda x, y: torch.linalg.vecdot(x, y, dim=0),
      [TALL, TALL[:, :1]], True),
     ("trace", mp.trace, torch.trace, [TALL], True),
@@ -199,6 +205,10 @@ ERRORS = [
     ("householder-shapes", lambda: mp.linalg.householder_product(mp.ones(2, 3), mp.ones(2)), RuntimeError, "m >= n"),
     ("ormqr-sizes", lambda: mp.ormqr(mp.ones(4, 2), mp.ones(2), mp.ones(3, 3)), RuntimeError, "needs 3"),
     ("tensorinv-ind", lambda: mp.linalg.tensorinv(mp.ones(2, 3), 1), RuntimeError, "must equal"),
+    ("tensorsolve-sizes", lambda: mp.linalg.tensorsolve(mp.ones(6, 2, 3), mp.ones(3, 2)), RuntimeError,
+     "two parts of B's 6 elements"),
+    ("tensorsolve-B-size", lambda: mp.linalg.tensorsolve(mp.ones(2, 2, 4), mp.ones(2, 3)), RuntimeError,
+     "two parts of B's 6 elements"),
     ("matrix_norm-ord", lambda: mp.linalg.matrix_norm(mp.eye(2), 3), RuntimeError, "ord must be"),
     ("trace-3d", lambda: mp.trace(mp.ones(2, 2, 2)), RuntimeError, "expected a matrix"),
     ("diagonal-same-dims", lambda: mp.diagonal(mp.ones(2, 2), 0, 1, 1), RuntimeError, "cannot be the same"),
@@ -218,6 +228,18 @@ ERRORS = [
 def test_bad_input_raises_a_clear_error(fn, exc, match):
     with pytest.raises(exc, match=match):
         fn()
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsd", "gelss"])
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((5, 3), (5, 2)), ((5, 3), (5,)), ((2, 5, 3), (2, 5))],
+                         ids=str)
+def test_lstsq_differentiable_outputs_match_torch(shapes, driver):
+    """solution and residuals (even when left empty) carry a gradient; rank and singular values do not."""
+    arrays = [RNG.standard_normal(s) for s in shapes]
+    ours = mp.linalg.lstsq(*[mp.tensor(a, requires_grad=True) for a in arrays], driver=driver)
+    theirs = torch.linalg.lstsq(*[torch.tensor(a, requires_grad=True) for a in arrays], driver=driver)
+    assert [t.requires_grad for t in ours] == [t.requires_grad for t in theirs]
+    assert [t.shape for t in ours] == [tuple(t.shape) for t in theirs]
 
 
 def test_linalg_error_is_a_runtime_error_like_torchs():

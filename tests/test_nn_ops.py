@@ -213,8 +213,23 @@ def test_batch_norm_half_input_keeps_dtype_and_accuracy():
         np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_empty_1d_input_matches_torch(training):
+    """An empty 1-D input comes back empty (with a gradient) whatever shape the running stats have."""
+    torch = pytest.importorskip("torch")
+    for stats in (0, 1):
+        x, tx = mp.zeros(0, requires_grad=True), torch.zeros(0, requires_grad=True)
+        out = F.batch_norm(x, mp.zeros(stats), mp.ones(stats), training=training)
+        want = torch.nn.functional.batch_norm(tx, torch.zeros(stats), torch.ones(stats), training=training)
+        assert out.shape == tuple(want.shape) and out.dtype == mp.float32
+        out.sum().backward()
+        want.sum().backward()
+        assert x.grad.shape == tuple(tx.grad.shape)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: F.batch_norm(mp.randn(1, 3), None, None, training=True), "more than 1 value"),
+    (lambda: F.batch_norm(mp.zeros(0), None, None, mp.ones(0), training=True), "at least 2 dims"),
     (lambda: F.batch_norm(mp.randn(4), None, None, training=True), "at least 2 dims"),
     (lambda: F.batch_norm(mp.randn(4, 3), mp.zeros(2), mp.ones(3)), "running_mean has shape"),
     (lambda: F.batch_norm(mp.randn(4, 3), None, None, training=False), "running_mean and running_var"),

@@ -196,8 +196,9 @@ def test_pad_matches_torch(mode):
 def test_grid_sample_matches_torch(nd):
     x = rng.standard_normal((2, 3) + (5, 4, 6)[:nd])
     grid = rng.uniform(-1.6, 1.6, (2,) + (3, 4, 2)[:nd] + (nd,))
-    for mode, padding_mode, align_corners in itertools.product(("bilinear", "nearest"),
-                                                                ("zeros", "border", "reflection"), (True, False)):
+    modes = ("bilinear", "nearest", "bicubic") if nd == 2 else ("bilinear", "nearest")
+    for mode, padding_mode, align_corners in itertools.product(modes, ("zeros", "border", "reflection"),
+                                                                (True, False)):
         same_as_torch("grid_sample", x, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners,
                       rtol=1e-9)
 
@@ -396,8 +397,8 @@ BAD = [
     (lambda: F.grid_sample(_x(1, 1, 4, 4), _x(1, 2, 2, 3), align_corners=False), RuntimeError, "grid of shape"),
     (lambda: F.grid_sample(_x(1, 1, 4, 4), _x(1, 2, 2, 2, dtype=mp.float64), align_corners=False), TypeError,
      "same dtype"),
-    (lambda: F.grid_sample(_x(1, 1, 4, 4), _x(1, 2, 2, 2), mode="bicubic", align_corners=False),
-     NotImplementedError, "bicubic"),
+    (lambda: F.grid_sample(_x(1, 1, 2, 4, 4), _x(1, 2, 2, 2, 3), mode="bicubic", align_corners=False),
+     RuntimeError, "bicubic interpolation only supports a 4-D input"),
     (lambda: F.grid_sample(_x(1, 1, 4, 4), _x(1, 2, 2, 2), mode="area"), ValueError, "mode must be"),
     (lambda: F.grid_sample(_x(1, 1, 4, 4), _x(1, 2, 2, 2), padding_mode="wrap"), ValueError, "padding_mode"),
     (lambda: F.prelu(_x(2, 4), _x(3)), RuntimeError, "3 slopes, but .* 4 channels"),

@@ -223,6 +223,8 @@ EMPTY = [
     ("cumprod", lambda m, x: m.cumprod(x, 0), [rnd(0, 2)]),
     ("index_select-no-indices", lambda m, x, i: m.index_select(x, 0, i), [rnd(3, 2), ints()]),
     ("index_add-no-indices", lambda m, x, i, s: x.index_add(1, i, s), [rnd(3, 2), ints(), rnd(3, 0)]),
+    ("gather-index-with-more-dims", lambda m, x, i: m.gather(x, 0, i), [rnd(5), np.zeros((2, 0), dtype=np.int64)]),
+    ("gather-0d-input", lambda m, x, i: m.gather(x, -1, i), [np.array(0.7), np.zeros((0, 3), dtype=np.int64)]),
     ("index_copy-empty-input", lambda m, x, i, s: x.index_copy(0, i, s), [rnd(0, 2), ints(), rnd(0, 2)]),
     ("cosine_embedding_loss", lambda m, a, b, t: m.nn.functional.cosine_embedding_loss(a, b, t),
      [rnd(0, 3), rnd(0, 3), ints()]),
@@ -246,6 +248,20 @@ def test_empty_inputs_match_torch(name, fn, values):
     ours, theirs = fn(mp, *_tensors(mp, values)), fn(torch, *_tensors(torch, values))
     assert ours.shape == tuple(theirs.shape)
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())  # NaN for a mean over nothing, as torch
+
+
+def test_gather_with_an_empty_index_gives_a_zero_gradient_as_torch():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (mp, torch):
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True)
+        out = lib.gather(x, 1, lib.zeros(0, 4, 5, dtype=lib.int64))
+        assert tuple(out.shape) == (0, 4, 5)
+        out.sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(*grads)
+    with pytest.raises(IndexError, match="gather"):
+        mp.gather(mp.ones(2, 3), 2, mp.zeros(0, 4, dtype=mp.int64))
 
 
 def test_margin_losses_of_an_empty_batch_are_nan_for_mean_and_zero_for_sum():

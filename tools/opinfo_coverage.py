@@ -140,15 +140,7 @@ SAMPLE_DEVIATIONS = {
 }
 
 # entry id or (entry id, check) -> the cause of a failure mixprec should not have (fix it, then drop the line).
-KNOWN_FAILURES: dict = {
-    "nn.functional.batch_norm": "refuses the 1-D empty input (0,) that torch accepts",
-    "gather": "refuses an empty index with more dims than the input",
-    "nn.functional.grid_sample": "mode='bicubic' is not implemented",
-    "grid_sampler_2d": "mode='bicubic' (2) is not implemented",
-    ("linalg.lstsq", "grad"): "the residuals output is not differentiable",
-    ("linalg.lstsq.grad_oriented", "grad"): "the residuals output is not differentiable",
-    "linalg.tensorsolve": "the dims argument is read the wrong way round",
-}
+KNOWN_FAILURES: dict = {}
 
 # Entries whose torch op is a lambda that does more than call the function or method of the entry's name.
 ADAPTERS = {

@@ -777,11 +777,12 @@ def linalg_tensorsolve(ctx, A, B, dims=None):
     if dims is not None:
         moved = [dim_index(d, A.ndim, "linalg_tensorsolve") for d in dims]
         A = A.permute(*[i for i in range(A.ndim) if i not in moved], *moved)
-    if tuple(A.shape[:B.ndim]) != tuple(B.shape):
-        raise RuntimeError(f"linalg_tensorsolve: the leading dims of A {tuple(A.shape)} must be B's shape "
-                           f"{tuple(B.shape)}")
-    rest = A.shape[B.ndim:]
-    rows = int(np.prod(B.shape))
+    # as torch, only sizes count: A's first B.ndim dims and the rest each flatten to B's number of elements
+    rows, rest = int(np.prod(A.shape[:B.ndim])), A.shape[B.ndim:]
+    if rows != int(np.prod(rest)) or rows != B.numel():
+        raise RuntimeError(f"linalg_tensorsolve: A of shape {tuple(A.shape)} (after moving dims) must split after "
+                           f"its first {B.ndim} dims into two parts of B's {B.numel()} elements each (B of "
+                           f"shape {tuple(B.shape)})")
     return linalg_solve(A.reshape(rows, -1), B.reshape(rows)).reshape(*rest)
 
 

@@ -498,10 +498,10 @@ def linalg_lstsq(ctx, A, B, rcond=None, *, driver=None):
     full_rank = m > n and bool((rank == n).all())
     if driver == "gels":
         rank = zeros(0, dtype=_dt.int64, device=A.device)
-    residuals = ((A @ x - b) ** 2).sum(-2) if driver != "gelsy" and full_rank else empty
-    if vector and residuals.ndim:
-        residuals = residuals.squeeze(-1)
-    svals = linalg_svdvals(A) if driver in ("gelsd", "gelss") else empty
+    # unfilled residuals are still an output of the graph (empty, taken from x), differentiable as torch's are
+    residuals = ((A @ x - b) ** 2).sum(-2) if driver != "gelsy" and full_rank else x.reshape(-1)[:0]
+    # (a vector B keeps its column of residuals, as torch's does)
+    svals = linalg_svdvals(A).detach() if driver in ("gelsd", "gelss") else empty  # torch: not differentiable
     return (x.squeeze(-1) if vector else x), residuals, rank, svals
 
 

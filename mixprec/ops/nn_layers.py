@@ -64,11 +64,13 @@ def batch_norm(ctx, input, running_mean, running_var, weight=None, bias=None, tr
     (the variance unbiased). training=False uses the running statistics.
     Half-precision inputs are normalised in float32; the output has the input's dtype.
     """
-    if input.ndim < 2:
-        raise ValueError(f"batch_norm: expected an input of shape (N, C, ...) with at least 2 dims, "
-                         f"got shape {tuple(input.shape)}")
     if not _dt.is_floating(input.dtype):
         raise TypeError(f"batch_norm: expected a floating-point input, got {input.dtype.name}")
+    if input.ndim == 1 and input.numel() == 0 and weight is None and bias is None:
+        return input.clone()  # torch: an empty 1-D input has nothing to normalise, whatever the stats hold
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, ...) with at least 2 dims (or an "
+                         f"empty 1-D input without weight and bias), got shape {tuple(input.shape)}")
     c = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):

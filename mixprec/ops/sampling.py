@@ -8,7 +8,9 @@ last grid dim ordered (x, y[, z]) = (W, H[, D]). Each point is
   2. folded into the input by padding_mode ("zeros": left outside, read as 0;
      "border": clipped to the edge; "reflection": mirrored at the edges, then clipped),
   3. sampled: "bilinear" mixes the 2 (4, 8) neighbours by their distances (trilinear
-     for volumes), "nearest" reads the nearest pixel (halves round to even).
+     for volumes), "nearest" reads the nearest pixel (halves round to even), "bicubic"
+     (images only) mixes the 4 x 4 neighbours by Keys' cubic convolution with a = -0.75;
+     there step 2 folds each neighbour's pixel index instead of the point.
 
 It is a composite of Tensor ops (gather for the reads), so the gradients for the
 input and for the grid, second derivatives and forward mode all come from those
@@ -81,6 +83,25 @@ def _source_coordinate(coord, size, padding_mode, align_corners):
     return coord
 
 
+def _cubic_weights(t, a=-0.75):
+    """The weights of the neighbours at -1, 0, 1, 2 for a point a fraction t past neighbour 0 (Keys' kernel:
+    (a+2)|d|^3 - (a+3)|d|^2 + 1 for |d| <= 1, a|d|^3 - 5a|d|^2 + 8a|d| - 4a for 1 < |d| < 2)."""
+    def near(d):
+        return ((d * (a + 2) - (a + 3)) * d) * d + 1
+
+    def far(d):
+        return ((d * a - 5 * a) * d + 8 * a) * d - 4 * a
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _fold_index(index, size, padding_mode, align_corners):
+    """A neighbour's whole pixel index folded in by padding_mode (an array: the fold carries no gradient)."""
+    if padding_mode == 2:
+        twice = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        index = _reflect(Tensor._wrap(index), *twice)._array
+    return array_module(index).clip(index, 0, size - 1) if padding_mode else index
+
+
 def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
     """The sampled (N, C, *grid spatial) in the compute dtype (see the module docstring)."""
     n, c, *size = input.shape
@@ -90,7 +111,8 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
     points = int(np.prod(out_shape))
     planes = input.reshape(n, c, int(np.prod(size)))
     # coordinate d (first spatial dim first) is grid[..., nd - 1 - d]: the grid is ordered (x, y, z)
-    coords = [_source_coordinate(grid[..., nd - 1 - d].reshape(n, 1, points), s, padding_mode, align_corners)
+    point_padding = 0 if interpolation_mode == 2 else padding_mode  # bicubic folds its neighbours instead
+    coords = [_source_coordinate(grid[..., nd - 1 - d].reshape(n, 1, points), s, point_padding, align_corners)
               for d, s in enumerate(size)]
     strides = [int(np.prod(size[d + 1:])) for d in range(nd)]
 
@@ -105,6 +127,16 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners):
 
     if interpolation_mode == 1:  # nearest; rint rounds halves to even, as nearbyint
         out = read([xp.rint(t._array) for t in coords])
+    elif interpolation_mode == 2:
+        lows = [xp.floor(t._array) for t in coords]
+        weights = [_cubic_weights(t - _constant(t, lo)) for t, lo in zip(coords, lows)]
+        out = None
+        for offsets in itertools.product(range(4), repeat=nd):
+            term = read([_fold_index(lo + k - 1, s, padding_mode, align_corners)
+                         for lo, k, s in zip(lows, offsets, size)])
+            for k, w in zip(offsets, weights):
+                term = term * w[k]
+            out = term if out is None else out + term
     else:
         lows = [xp.floor(t._array) for t in coords]
         fractions = [t - _constant(t, lo) for t, lo in zip(coords, lows)]  # distance to the lower neighbour
@@ -144,9 +176,9 @@ def grid_sampler(ctx, input, grid, interpolation_mode, padding_mode, align_corne
     if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
         raise ValueError(f"grid_sampler: interpolation_mode and padding_mode must be 0, 1 or 2, got "
                          f"{interpolation_mode!r} and {padding_mode!r}")
-    if interpolation_mode == 2:
-        raise NotImplementedError("grid_sampler: mode 'bicubic' is not implemented in mixprec (use 'bilinear' or "
-                                  "'nearest')")
+    if interpolation_mode == 2 and nd == 3:
+        raise RuntimeError("grid_sampler: bicubic interpolation only supports a 4-D input (N, C, H, W), got shape "
+                           f"{tuple(input.shape)}")
     work = compute_dtype(input.dtype)
     out = _sample(input.to(work), grid.to(work), interpolation_mode, padding_mode, bool(align_corners))
     return out.to(input.dtype)
@@ -156,7 +188,7 @@ def grid_sampler(ctx, input, grid, interpolation_mode, padding_mode, align_corne
 def grid_sample(ctx, input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample input (N, C, H, W) or (N, C, D, H, W) at grid (N, H_out, W_out, 2) or (N, D_out, H_out, W_out, 3).
 
-    mode: "bilinear" (trilinear on volumes) or "nearest"; padding_mode: "zeros",
+    mode: "bilinear" (trilinear on volumes), "nearest" or "bicubic" (images only); padding_mode: "zeros",
     "border" or "reflection"; align_corners=None means False, with torch's
     warning. Promote under CUDA autocast. See mixprec/ops/sampling.py.
     """

@@ -567,7 +567,12 @@ def _along(name, input, dim, index):
 @register("gather", methods=("gather",), promote=(0,), linear=True, saves=("index",))
 def gather(ctx, input, dim, index):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on for other dims)."""
-    ctx.in_shape = input.shape
+    ctx.in_shape, ctx.dim = input.shape, None
+    if index.size == 0:  # as torch: an empty index gathers nothing, whatever its number of dims
+        dim_index(dim, max(input.ndim, 1), "gather")
+        if index.dtype.kind not in "iu":
+            raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+        return array_module(input).empty(index.shape, dtype=input.dtype)
     if input.ndim == 0 and index.ndim <= 1:  # as torch: a 0-d input is one element, repeated as index asks
         dim_index(dim, 1, "gather")
         if index.dtype.kind not in "iu":
@@ -587,6 +592,8 @@ def gather(ctx, input, dim, index):
 def _(ctx, g):
     if not ctx.in_shape:
         return g.sum(), None, None
+    if ctx.dim is None:  # an empty index read nothing
+        return _zeros_of(g, ctx.in_shape), None, None
     return scatter_add(_zeros_of(g, ctx.in_shape), ctx.dim, ctx.inputs[2], g), None, None
 
 

@@ -177,14 +177,25 @@ def pad_ref(x, pad, mode, value=0.0):
     return np.pad(x, widths, mode=numpy_mode, **kw)
 
 
+def _keys(d, a=-0.75):
+    """Keys' cubic convolution kernel at distance d."""
+    d = abs(d)
+    if d <= 1:
+        return (a + 2) * d ** 3 - (a + 3) * d ** 2 + 1
+    return a * d ** 3 - 5 * a * d ** 2 + 8 * a * d - 4 * a if d < 2 else 0.0
+
+
 def grid_sample_ref(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
     """Sample x (N, C, *size) at each grid point (N, *out, nd), coordinates ordered (x, y[, z]), point by point."""
     nd = x.ndim - 2
     size = x.shape[2:]
     out = np.zeros(x.shape[:2] + grid.shape[1:-1])
 
-    def source(c, n):
+    def source(c, n, fold=True):
         c = (c + 1) / 2 * (n - 1) if align_corners else ((c + 1) * n - 1) / 2
+        return folded(c, n) if fold else c
+
+    def folded(c, n):
         if padding_mode == "reflection":
             low, high = (0.0, n - 1.0) if align_corners else (-0.5, n - 0.5)
             span = high - low
@@ -203,8 +214,18 @@ def grid_sample_ref(x, grid, mode="bilinear", padding_mode="zeros", align_corner
 
     for b in range(x.shape[0]):
         for pos in _positions(grid.shape[1:-1]):
-            coords = [source(grid[(b,) + pos][nd - 1 - d], size[d]) for d in range(nd)]
+            coords = [source(grid[(b,) + pos][nd - 1 - d], size[d], mode != "bicubic") for d in range(nd)]
             for ch in range(x.shape[1]):
+                if mode == "bicubic":  # 4 x 4 neighbours, each index folded by padding_mode on its own
+                    lows = [math.floor(c) for c in coords]
+                    total = 0.0
+                    for offs in itertools.product(range(-1, 3), repeat=nd):
+                        weight = math.prod(_keys(c - lo - o) for c, lo, o in zip(coords, lows, offs))
+                        idx = tuple(lo + o for lo, o in zip(lows, offs))
+                        idx = tuple(int(folded(i, n)) for i, n in zip(idx, size))
+                        total += weight * read(b, ch, idx)
+                    out[(b, ch) + pos] = total
+                    continue
                 if mode == "nearest":
                     out[(b, ch) + pos] = read(b, ch, tuple(int(np.rint(c)) for c in coords))
                     continue
