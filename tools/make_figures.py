@@ -59,16 +59,22 @@ def formats(path):
                                                                                     MANTISSA, 5.6)):
         ax.add_patch(plt.Rectangle((x, len(FORMATS) + 0.1), 0.3, 0.3, color=colour))
         ax.text(x + 0.4, len(FORMATS) + 0.25, label, va="center", fontsize=10)
-    ax.set_xlim(-2.6, 32 * cell + 11.5)
-    ax.set_ylim(-0.3, len(FORMATS) + 0.6)
+    _save_drawing(fig, ax, path, (-2.6, 32 * cell + 11.5), (-0.3, len(FORMATS) + 0.6),
+                  "Floating-point formats: the exponent buys range, the mantissa buys precision")
+
+
+# ------------------------------------------------------------------------------------------- box diagrams
+def _save_drawing(fig, ax, path, xlim, ylim, title):
+    """Frame a drawing (no axes: its coordinates are only for placing boxes), title it and write it."""
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
     ax.axis("off")
-    ax.set_title("Floating-point formats: the exponent buys range, the mantissa buys precision", fontsize=12)
+    ax.set_title(title, fontsize=12)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-# ------------------------------------------------------------------------------------------- box diagrams
 def _box(ax, xy, text, colour="#eef3fb", width=3.2, height=0.8, fontsize=9):
     x, y = xy
     ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.05",
@@ -107,13 +113,7 @@ def autocast_decision(path):
     _arrow(ax, (8.8, 4.6), (9.0, 4.6))
     _box(ax, (0.9, 3.4), "float64, ints and\nbool: never cast", "#f3f3f3", width=2.2)
     _arrow(ax, (2.2, 3.4), (2.0, 3.4))
-    ax.set_xlim(-0.5, 11.8)
-    ax.set_ylim(0.3, 7.6)
-    ax.axis("off")
-    ax.set_title("Autocast's decision for one op call", fontsize=12)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_drawing(fig, ax, path, (-0.5, 11.8), (0.3, 7.6), "Autocast's decision for one op call")
 
 
 def training_step(path):
@@ -138,13 +138,7 @@ def training_step(path):
     ax.text(5.8, 4.85, "forward, inside mp.autocast", ha="center", fontsize=10, color="#3d85c6")
     ax.text(5.8, 0.6, "backward and the optimizer step, outside it (mp.GradScaler)", ha="center", fontsize=10,
             color="#2e7d32")
-    ax.set_xlim(-0.2, 11.8)
-    ax.set_ylim(0.2, 5.2)
-    ax.axis("off")
-    ax.set_title("One training step, from a @ b to the scale update", fontsize=12)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_drawing(fig, ax, path, (-0.2, 11.8), (0.2, 5.2), "One training step, from a @ b to the scale update")
 
 
 # ------------------------------------------------------------------------------------------- the scaler
