@@ -300,3 +300,15 @@ def test_with_nobody_watching_an_fp8_step_reads_nothing_back(recipe):
                 y = m(x)
             y.backward(g)
     assert seen.host_reads == 0 and seen.syncs == 0
+
+
+def test_the_plot_has_an_fp8_panel(tmp_path):
+    pytest.importorskip("matplotlib")
+    report, _, _ = step(linear(32, 8), data((16, 32), 130, 1e3), data((16, 8), 131), RECIPES[0])
+    fig = report.plot(str(tmp_path / "fp8.png"))
+    titles = [a.get_title() for a in fig.axes]
+    assert any(t.startswith("FP8 casts") for t in titles)
+    panel = next(a for a in fig.axes if a.get_title().startswith("FP8 casts"))
+    heights = [p.get_height() for p in panel.patches]
+    assert heights[0] == pytest.approx(100 * report.fp8[0].stats.saturated_fraction) and heights[0] > 0
+    assert (tmp_path / "fp8.png").read_bytes().startswith(b"\x89PNG")

@@ -429,6 +429,30 @@ class InspectReport:
                          ", ".join(r.flags)])
         return rows
 
+    @staticmethod
+    def _plot_fp8(ax, casts):
+        """Per FP8 cast: bars of the % saturated and flushed, and its headroom (dots, right axis)."""
+        k = np.arange(len(casts))
+        ax.bar(k - 0.2, [100 * r.stats.saturated_fraction for r in casts], 0.4, color="tab:red",
+               label="% saturated (clipped at the max)")
+        ax.bar(k + 0.2, [100 * r.stats.flushed_fraction for r in casts], 0.4, color="tab:blue",
+               label="% flushed to 0")
+        ax.set_ylabel("% of nonzero values")
+        ax.set_ylim(0, 105)
+        ax.legend(fontsize=7, loc="upper left")
+        right = ax.twinx()
+        right.plot(k, [np.nan if r.stats.headroom is None else r.stats.headroom for r in casts], "o",
+                   color="black", ms=4, label="headroom (doublings)")
+        right.axhline(0, color="black", lw=0.8, ls=":")
+        right.set_ylabel("headroom: log2(fp8_max / (amax * scale))")
+        right.legend(fontsize=7, loc="upper right")
+        ax.set_xticks(k)
+        ax.set_xticklabels([f"#{r.index} {r.label} ({r.format})" for r in casts], rotation=60, ha="right",
+                           fontsize=8)
+        ax.set_xlim(-0.6, len(casts) - 0.4)
+        ax.set_title("FP8 casts: values saturated and flushed, and the scale's headroom (below the dotted line: "
+                     "saturating)", fontsize=9)
+
     _FP8_HEAD = ("#", "tensor", "format", "recipe", "saturated", "flushed to 0", "subnormal", "headroom",
                  "amax", "scale", "amax history / blocks sat., flushed", "error", "flags")
     _FP8_TITLE = ("FP8 casts (saturated: clipped at the format's max; flushed: nonzero values cast to 0; headroom: "
@@ -496,8 +520,8 @@ class InspectReport:
 
     def plot(self, path=None, max_ops: int = 40, max_gradients: int = 8):
         """A figure: per-op error (own and against the float32 path, in units u) and range bars against
-        the dtype limits, and gradient underflow against the loss scale. Written to ``path`` when given;
-        the matplotlib Figure is returned."""
+        the dtype limits, gradient underflow against the loss scale, and the FP8 casts (saturated and flushed
+        per cast, and the scale's headroom). Written to ``path`` when given; the matplotlib Figure is returned."""
         import matplotlib
         if path is not None:
             matplotlib.use("Agg", force=False)
@@ -505,7 +529,8 @@ class InspectReport:
         ops = [r for r in self.calls if r.stats is not None][:max_ops]
         grads = [(g.label, g.stats) for g in self.gradients] + [(f"{r.label} out", r.gradient)
                                                                  for r in self.op_gradients]
-        panels = 2 + bool(grads)
+        casts = [r for r in self.fp8 if r.stats is not None][:max_ops]
+        panels = 2 + bool(grads) + bool(casts)
         fig, axes = plt.subplots(panels, 1, figsize=(max(8, 0.35 * len(ops) + 3), 3.6 * panels))
         x = np.arange(len(ops))
         labels = [r.label for r in ops]
@@ -587,6 +612,8 @@ class InspectReport:
             ax.set_title("gradient underflow against the loss scale (the float32 reference rounded to the gradient's "
                          "dtype)\nsolid: lost (flushed to 0); dashed: lost or subnormal", fontsize=9)
             ax.legend(fontsize=7, ncol=2)
+        if casts:
+            self._plot_fp8(axes[-1], casts)
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)
