@@ -408,9 +408,6 @@ class InspectReport:
             if s is None:
                 rows.append([str(r.index), r.label, "-", recipe_text(r.recipe)] + ["-"] * 8 + [r.note or ""])
                 continue
-
-            def count(n):
-                return f"{n} ({_pct(n / s.nonzero)})" if n else "0"
             if s.block_exponents is not None:
                 scale = f"2^{s.block_exponents[0]}..2^{s.block_exponents[1]} per block"
             else:
@@ -423,8 +420,8 @@ class InspectReport:
                 past = f"{s.blocks_saturated} / {s.blocks_flushed} of {s.blocks} blocks"
             else:
                 past = "-"
-            rows.append([str(r.index), r.label, r.format, recipe_text(r.recipe), count(s.saturated), count(s.flushed),
-                         count(s.subnormal), "-" if s.headroom is None else f"{s.headroom:.1f}",
+            count = [f"{n} ({_pct(n / s.nonzero)})" if n else "0" for n in (s.saturated, s.flushed, s.subnormal)]
+            rows.append([str(r.index), r.label, r.format, recipe_text(r.recipe), *count, "-" if s.headroom is None else f"{s.headroom:.1f}",
                          "-" if s.amax is None else f"{s.amax:.3g}", scale, past, f"{s.error:.2g}",
                          ", ".join(r.flags)])
         return rows
