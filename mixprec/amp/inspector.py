@@ -30,6 +30,12 @@ parameter itself, when it is float16/bfloat16) is measured, and the float32
 shadow graph is differentiated from the same seed to give the reference those
 gradients are compared with (numerics.gradient_stats).
 
+Inside mp.amp.fp8_autocast each FP8 cast is measured as it happens (the inspector
+is a watcher of mixprec.amp.fp8.watch): the values it saturated and flushed to zero,
+its scale's headroom and delayed scaling's amax history (numerics.fp8_stats), for the
+report's FP8 section. The shadow and local runs skip the casts (the float32 path is
+unquantized), so they neither record amaxes nor count as casts.
+
 What the inspector changes: nothing the user owns. Shadows are copies; the real
 ops, their results, gradients and the random stream are exactly those of a run
 without it. It costs time (three runs of each op, statistics on the host) and
