@@ -30,6 +30,12 @@ parameter itself, when it is float16/bfloat16) is measured, and the float32
 shadow graph is differentiated from the same seed to give the reference those
 gradients are compared with (numerics.gradient_stats).
 
+Inside mp.amp.fp8_autocast each FP8 cast is measured as it happens (the inspector
+is a watcher of mixprec.amp.fp8.watch): the values it saturated and flushed to zero,
+its scale's headroom and delayed scaling's amax history (numerics.fp8_stats), for the
+report's FP8 section. The shadow and local runs skip the casts (the float32 path is
+unquantized), so they neither record amaxes nor count as casts.
+
 What the inspector changes: nothing the user owns. Shadows are copies; the real
 ops, their results, gradients and the random stream are exactly those of a run
 without it. It costs time (three runs of each op, statistics on the host) and
@@ -38,6 +44,7 @@ memory (a float32 copy of every activation kept until the block ends).
 from __future__ import annotations
 
 import numbers
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -45,6 +52,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import random as _random
+from ..backend import devices
 from .._text import dtypes_text, policy_text, rule_text, short
 from ..autograd import grad, grad_mode as _gm
 from ..ops import autocast as _ac
@@ -52,7 +60,10 @@ from .. import observers as _observers
 from ..ops import dispatch as _dispatch
 from ..tensor import Tensor
 from . import numerics
-from .report import InspectReport, OpRecord, ParamGradient
+from .fp8 import scaling as fp8_scaling, watch as fp8_watch
+from .fp8.autocast import ROLES
+from .fp8.recipes import DelayedScaling, MXFP8BlockScaling
+from .report import FP8Record, InspectReport, OpRecord, ParamGradient
 from ..nn import Module
 
 _LOW = frozenset(_dt.LOW_PRECISION)
@@ -142,8 +153,11 @@ class _Shadow:
 
     sees_backward = True  # (backward passes and graph nodes are calls it records too)
 
-    def __init__(self, names, scale_of, exponents, base_depth):
+    def __init__(self, names, scale_of, exponents, base_depth, module_names=None):
         self.names, self.scale_of, self.exponents, self.base = names, scale_of, exponents, base_depth
+        self.module_names = dict(module_names or {})  # id(module) -> its name in the model
+        self.fp8 = []           # FP8Record, in cast order
+        self.thread = threading.get_ident()
         self.shadows = {}       # id(tensor) -> (weakref, version, shadow)
         self.records = []       # OpRecord, in call order
         self.shadow_outs = {}   # record index -> shadow output tensor (for the reference backward)
@@ -177,7 +191,8 @@ class _Shadow:
     def run(self, op, args, kwargs, grad, rng):
         """op on the given (shadow or float32) args, unseen, autocast off; (result, None) or (None, error)."""
         try:
-            with _observers.unobserved(), _ac.suspended(), (_gm.enable_grad() if grad else _gm.no_grad()):
+            with _observers.unobserved(), _ac.suspended(), fp8_watch.unquantized(), \
+                    (_gm.enable_grad() if grad else _gm.no_grad()):
                 if rng is not None:
                     _random.set_rng_state(rng)
                 return op(*args, **kwargs), None
@@ -212,7 +227,7 @@ class _Shadow:
     def before_op(self, call):
         """Before the op runs: its inputs' shadows (an in-place op's first input copied, as the op is
         about to change it) and the random generator's state."""
-        note = {"rng": _random.get_rng_state()}
+        note = {"rng": _random.get_rng_state(), "fp8": len(self.fp8)}
         with _observers.unobserved(), _ac.suspended():
             note["shadow"] = _map_args(call.args, self.shadow_of)
             if call.op.inplace and isinstance(call.args[0], Tensor):  # the op will change its first input
@@ -241,7 +256,12 @@ class _Shadow:
         kwargs = {k: _f32_dtype(v) for k, v in call.kwargs.items()}
         shadow, error = self.run(op, note["shadow"], kwargs, grad, replay)
         local = None
-        if error is None and _ran_low(call):
+        casts = self.fp8[note["fp8"]:]  # FP8 casts made inside this op: measured in the FP8 section instead
+        for c in casts:
+            c.op = record.label
+        if casts:
+            record.note = f"FP8 casts #{casts[0].index}-#{casts[-1].index}: see the FP8 section"
+        if error is None and _ran_low(call) and not casts:
             with _observers.unobserved():
                 # copies, never the user's tensors: a composite such as batch_norm(training=True) writes
                 # into some of its arguments (the running statistics)
@@ -313,6 +333,32 @@ class _Shadow:
                 stats = numerics.gradient_stats(g, dtype, scale, refs.get(("param", pid)), self.exponents)
                 self.param_grads.append(ParamGradient(p.name, tuple(g.shape), len(self.scales), stats))
 
+    def fp8_cast(self, cast):
+        """A watcher of mixprec.amp.fp8.watch: measure one FP8 cast of this thread (on the host)."""
+        if threading.get_ident() != self.thread:
+            return
+        module = cast.module
+        name = self.module_names.get(id(module))
+        if name is None:
+            name = self.module_names[id(module)] = f"{type(module).__name__}#{len(self.module_names) + 1}"
+        record = FP8Record(index=len(self.fp8) + 1, module=name or type(module).__name__, role=cast.role,
+                           recipe=cast.recipe, stats=None, columnwise=cast.columnwise,
+                           backward=self.pass_state is not None)
+        self.fp8.append(record)
+        try:
+            blocked = isinstance(cast.recipe, MXFP8BlockScaling)
+            record.stats = numerics.fp8_stats(
+                devices.to_host(cast.source), devices.to_host(cast.scale), devices.to_host(cast.data), cast.fp8,
+                blocked=blocked, mx_flush=None if blocked else lambda x: fp8_scaling.quantize_mxfp8(
+                    np.ascontiguousarray(x.reshape(-1, x.shape[-1])), cast.fp8).data)
+            history = getattr(module, "fp8_amax_history", None)
+            if isinstance(cast.recipe, DelayedScaling) and history is not None:
+                row = devices.to_host(history._array[ROLES.index(cast.role)])
+                record.history = numerics.amax_history(row, record.stats.amax, cast.recipe.amax_compute_algo,
+                                                       cast.recipe.margin)
+        except Exception as exc:  # the user's run must never fail because measuring it did
+            record.note = f"not measured ({type(exc).__name__}: {exc})"
+
     def reference(self, pass_args, wanted):
         """The float32 gradients of ``wanted`` shadows, from the shadows of the pass's outputs and its seeds
         ({} when an output has no float32 shadow: the gradients are then their own reference)."""
@@ -327,7 +373,7 @@ class _Shadow:
             return {}
         keys = list(wanted)
         try:
-            with _observers.unobserved(), _ac.suspended():
+            with _observers.unobserved(), _ac.suspended(), fp8_watch.unquantized():
                 got = grad(roots, [wanted[k] for k in keys], grad_outputs=[_f32_copy(s) for s in seeds],
                            retain_graph=True, allow_unused=True)
         except Exception:  # a shadow graph that cannot be differentiated: no reference
@@ -362,6 +408,7 @@ class inspect:
             raise TypeError(f"inspect: model must be an mp.nn.Module (to name its parameters) or None, "
                             f"got {type(model).__name__}")
         self.names = {} if model is None else {id(p): n for n, p in model.named_parameters()}
+        self.module_names = {} if model is None else {id(m): n for n, m in model.named_modules()}
         if scaler is None:
             self._scale_of = lambda: 1.0
         elif isinstance(scaler, numbers.Real) and not isinstance(scaler, bool):
@@ -386,13 +433,16 @@ class inspect:
             raise RuntimeError("inspect: this inspector is already active")
         current = _observers.current_call()
         self._observer = _Shadow(self.names, self._scale_of, self.scale_exponents,
-                                 0 if current is None else current.depth + 1)
+                                 0 if current is None else current.depth + 1, self.module_names)
         self._observing = _observers.observe(self._observer)
         self._observing.__enter__()
+        self._watching = fp8_watch.watching(self._observer.fp8_cast)
+        self._watching.__enter__()
         self._report = None
         return self
 
     def __exit__(self, *exc):
+        self._watching.__exit__(*exc)
         self._observing.__exit__(*exc)
         self._observing = None
         obs = self._observer
@@ -411,5 +461,5 @@ class inspect:
             raise RuntimeError("inspect: the report is ready when the `with mp.amp.inspect(...)` block has ended")
         obs = self._observer
         if self._report is None:
-            self._report = InspectReport(obs.records, obs.param_grads, obs.scales, self.scale_exponents)
+            self._report = InspectReport(obs.records, obs.param_grads, obs.scales, self.scale_exponents, obs.fp8)
         return self._report

@@ -242,3 +242,153 @@ def gradient_stats(actual, dtype, scale, reference=None, exponents=DEFAULT_SCALE
         nonfinite=int(np.count_nonzero(~np.isfinite(actual))), reference=reference is not None,
         amax=float(true.max()) if n else None, amin=float(true.min()) if n else None,
         exponents=tuple(exponents), zero_at=tuple(zero_at), subnormal_at=tuple(sub_at), overflow_at=tuple(over_at))
+
+
+# ---------------------------------------------------------------- FP8 casts
+@dataclass(frozen=True)
+class FP8Stats:
+    """One FP8 cast (mixprec.amp.fp8.watch.Cast) measured: what its scale did to the tensor's values.
+
+    fp8: the format's name; numel; nonzero: finite nonzero source values; nonfinite: inf/NaN in
+    the source. saturated: finite values the cast clipped, |x * scale| beyond the format's max by
+    more than half its last step (448 + 16 for E4M3, 57344 + 4096 for E5M2: below that, rounding
+    alone gives the max); flushed: finite nonzero values cast to 0; subnormal: FP8 values in the
+    format's subnormal range (fewer significant bits). amax / amin: the largest and smallest nonzero
+    finite |x| (None when there is none). scale: the per-tensor scale (None for MXFP8). headroom:
+    log2(fp8_max / (amax * scale)) in doublings (negative: the largest values saturate); for MXFP8
+    the smallest over the blocks. error: max normwise relative error of the dequantized values
+    against the source, over the finite ones. MXFP8 only: blocks (of 32), blocks_saturated and
+    blocks_flushed (blocks with a saturated / flushed value), block_exponents (the smallest and
+    largest log2 of the scales of blocks with a nonzero value). Per-tensor only: mx_flushed, the
+    values MXFP8BlockScaling would flush in the same tensor (the OCP rule run on it; None when its
+    last dimension is not a multiple of 32).
+    """
+    fp8: str
+    numel: int
+    nonzero: int
+    nonfinite: int
+    saturated: int
+    flushed: int
+    subnormal: int
+    amax: float | None
+    amin: float | None
+    scale: float | None
+    headroom: float | None
+    error: float
+    blocks: int = 0
+    blocks_saturated: int = 0
+    blocks_flushed: int = 0
+    block_exponents: tuple | None = None
+    mx_flushed: int | None = None
+
+    @property
+    def saturated_fraction(self) -> float:
+        return self.saturated / self.nonzero if self.nonzero else 0.0
+
+    @property
+    def flushed_fraction(self) -> float:
+        return self.flushed / self.nonzero if self.nonzero else 0.0
+
+    @property
+    def dynamic_range(self) -> float | None:
+        """Doublings from the smallest to the largest nonzero |x|."""
+        return None if self.amax is None else math.log2(self.amax / self.amin)
+
+
+def fp8_limits(fp8: str):
+    """(max, saturation bound, smallest normal, smallest subnormal) of an FP8 format: the bound is max plus half
+    the step below it, where a value rounds to max without the clip."""
+    f = ml_dtypes.finfo(getattr(ml_dtypes, fp8))
+    top = float(f.max)
+    step = 2.0 ** math.floor(math.log2(top)) * float(f.eps)
+    return top, top + step / 2, float(f.smallest_normal), float(f.smallest_subnormal)
+
+
+def fp8_format_range(fp8: str) -> float:
+    """Doublings from the format's smallest subnormal to its max: what one scale can hold."""
+    top, _, _, sub = fp8_limits(fp8)
+    return math.log2(top / sub)
+
+
+def fp8_stats(source, scale, data, fp8, blocked=False, mx_flush=None) -> FP8Stats:
+    """Measure one FP8 cast from host arrays: ``source`` (what was cast), ``scale`` (float32 (1,) per tensor, or for
+    ``blocked`` MXFP8 the E8M0 bits per block of 32 along source's last dimension), ``data`` (the FP8 values, an
+    ml_dtypes float8 array or uint8 bits). ``mx_flush``: a function giving, for a per-tensor cast, the FP8 values
+    MXFP8 makes of the source (None: not measured)."""
+    x = np.asarray(source).astype(np.float32)
+    q = np.asarray(data)
+    q = (q.view(getattr(ml_dtypes, fp8)) if q.dtype == np.uint8 else q).astype(np.float32).reshape(x.shape)
+    top, bound, tiny, _ = fp8_limits(fp8)
+    if blocked:
+        bits = np.asarray(scale).astype(np.int64)
+        mult = np.where(bits == 0xFF, np.float32(np.nan), np.ldexp(np.float32(1.0), 127 - bits).astype(np.float32))
+        m = np.repeat(mult.astype(np.float32), 32, axis=-1).reshape(x.shape)
+    else:
+        m = np.float32(np.asarray(scale).reshape(-1)[0])
+    with np.errstate(all="ignore"):
+        y = x * m                                                   # as the cast computes it, in float32
+        finite = np.isfinite(x)
+        nonzero = finite & (x != 0)
+        sat = finite & (np.abs(y) > bound)
+        flushed = nonzero & (q == 0)
+        deq = q.astype(np.float64) / np.asarray(m, np.float64)
+    mag = np.abs(x[nonzero]).astype(np.float64)
+    amax, amin = (float(mag.max()), float(mag.min())) if mag.size else (None, None)
+    extra = {}
+    if blocked:
+        shape = x.shape[:-1] + (x.shape[-1] // 32, 32)
+        block_amax = np.where(nonzero, np.abs(x), 0).reshape(shape).max(axis=-1, initial=0.0).astype(np.float64)
+        used = block_amax > 0
+        with np.errstate(all="ignore"):
+            room = np.log2(top / (block_amax[used] * np.asarray(mult, np.float64)[used]))
+        headroom = float(room.min()) if room.size else None
+        exps = bits[used] - 127
+        extra = dict(blocks=int(block_amax.size), blocks_saturated=int(sat.reshape(shape).any(-1).sum()),
+                     blocks_flushed=int(flushed.reshape(shape).any(-1).sum()),
+                     block_exponents=(int(exps.min()), int(exps.max())) if exps.size else None)
+    else:
+        headroom = math.log2(top / (amax * float(m))) if amax is not None and m > 0 else None
+        if mx_flush is not None and x.ndim and x.shape[-1] % 32 == 0 and x.size:
+            mq = np.asarray(mx_flush(x)).astype(np.float32).reshape(x.shape)
+            extra["mx_flushed"] = int(np.count_nonzero(nonzero & (mq == 0)))
+    both = finite & np.isfinite(deq)
+    return FP8Stats(fp8=fp8, numel=int(x.size), nonzero=int(np.count_nonzero(nonzero)),
+                    nonfinite=int(np.count_nonzero(~finite)), saturated=int(np.count_nonzero(sat)),
+                    flushed=int(np.count_nonzero(flushed)),
+                    subnormal=int(np.count_nonzero((np.abs(q) > 0) & (np.abs(q) < tiny))),
+                    amax=amax, amin=amin, scale=None if blocked else float(m), headroom=headroom,
+                    error=_normwise(deq, x.astype(np.float64), both)[0], **extra)
+
+
+@dataclass(frozen=True)
+class AmaxHistory:
+    """Delayed scaling's amax history of one tensor, as it stood at the cast (the scale came from it).
+
+    length: amax_history_len; steps: the amaxes recorded (its nonzero entries; an unused step adds
+    none); max / most_recent: of those (0 when there are none); amax: this cast's amax; algo, margin: the
+    recipe's amax_compute_algo and margin.
+    """
+    length: int
+    steps: int
+    max: float
+    most_recent: float
+    amax: float | None
+    algo: str
+    margin: int
+
+    @property
+    def above_max(self) -> float | None:
+        """Doublings by which this amax exceeds every amax in the history (positive: a spike the scale could not
+        foresee); None without a history or an amax."""
+        if not self.steps or self.amax is None:
+            return None
+        return math.log2(self.amax / self.max)
+
+
+def amax_history(row, amax, algo, margin) -> AmaxHistory:
+    """AmaxHistory from a host copy of one row of fp8_amax_history (newest last)."""
+    row = np.asarray(row, np.float64).reshape(-1)
+    recorded = row[row > 0]
+    return AmaxHistory(length=int(row.size), steps=int(recorded.size),
+                       max=float(recorded.max()) if recorded.size else 0.0,
+                       most_recent=float(row[-1]) if recorded.size else 0.0, amax=amax, algo=algo, margin=int(margin))

@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .._text import DTYPE_LEGEND, markdown_table, plural, short, text_table
-from .numerics import ForwardStats, GradientStats, limits
+from .fp8.recipes import DelayedScaling, MXFP8BlockScaling
+from .numerics import AmaxHistory, FP8Stats, ForwardStats, GradientStats, fp8_format_range, fp8_limits, limits
 
 # An op is flagged when ...
 IMPRECISE_U = 16           # ... its own error exceeds this many units u of its dtype (a rounded result is <= 1-2 u)
@@ -20,6 +21,12 @@ UNDERFLOW_FRACTION = 0.01  # ... it flushes more than this fraction of its nonze
 HEADROOM_DOUBLINGS = 1.0   # ... its largest value is less than this many doublings below the dtype's max
 # A gradient is flagged when at the loss scale it ran at it overflows, or loses more than this fraction
 LOST_FRACTION = 0.01
+# An FP8 cast is flagged when it saturates any value (per-tensor scales: MXFP8's rule clips the top of a block by
+# design, by at most 12.5%, so there it is counted, not flagged), or flushes more than this fraction of its nonzero
+# values to 0
+FP8_FLUSH_FRACTION = 0.01
+# A flushing cast's delayed scale is called too small when more doublings than this are left above its amax
+FP8_WASTED_HEADROOM = 1.0
 
 _F16, _BF16 = _dt.float16, _dt.bfloat16
 
@@ -99,6 +106,119 @@ class ParamGradient:
         return _gradient_flags(self.stats)
 
 
+_FP8_NAMES = {"float8_e4m3fn": "E4M3", "float8_e5m2": "E5M2"}
+
+
+def recipe_text(recipe) -> str:
+    """A recipe in a table cell: its kind and the parameters that set its scales."""
+    if isinstance(recipe, DelayedScaling):
+        return f"delayed ({recipe.amax_compute_algo}, len {recipe.amax_history_len}, margin {recipe.margin})"
+    if isinstance(recipe, MXFP8BlockScaling):
+        return "mxfp8"
+    return "current" + (" (pow2)" if recipe.use_power_2_scales else "")
+
+
+@dataclass
+class FP8Record:
+    """One FP8 cast of the inspected block (mixprec.amp.fp8.watch), in cast order.
+
+    index (from 1); module: its name in the inspected model; role: "input", "weight" or "grad_output";
+    recipe: the recipe it ran under; stats: numerics.FP8Stats (None when measuring failed: see note);
+    history: numerics.AmaxHistory for delayed scaling; columnwise: MXFP8's copy for a backward GEMM;
+    backward: cast during a backward pass; op: the label of the op record it was cast in ("" in a
+    backward pass).
+    """
+    index: int
+    module: str
+    role: str
+    recipe: object
+    stats: FP8Stats | None
+    history: AmaxHistory | None = None
+    columnwise: bool = False
+    backward: bool = False
+    op: str = ""
+    note: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.module} {self.role}" + (" (columnwise)" if self.columnwise else "")
+
+    @property
+    def format(self) -> str:
+        return _FP8_NAMES.get(self.stats.fp8, self.stats.fp8) if self.stats else "-"
+
+    @property
+    def flags(self) -> list:
+        s, h, flags = self.stats, self.history, []
+        if s is None:
+            return flags
+        if s.saturated and not s.blocks:
+            flags.append("saturates")
+        if s.flushed_fraction > FP8_FLUSH_FRACTION:
+            flags.append("flushes")
+        if s.saturated and h is not None and h.above_max is not None and h.above_max > 0:
+            flags.append("stale scale")
+        return flags
+
+
+def _fp8_suggestions(r: FP8Record) -> list:
+    """What the numbers of one FP8 cast support doing; each line quotes them."""
+    s, h, recipe, flags, out = r.stats, r.history, r.recipe, r.flags, []
+    if not flags:
+        return out
+    top, fmt = fp8_limits(s.fp8)[0], r.format
+    where = f"FP8 #{r.index} {r.label} ({fmt}, {recipe_text(recipe)})"
+    sat = (f"{s.saturated} of its {s.nonzero} nonzero values ({_pct(s.saturated_fraction)}) saturate at {fmt}'s "
+           f"max {top:g}")
+    flush = f"{s.flushed} of its {s.nonzero} nonzero values ({_pct(s.flushed_fraction)}) flush to 0"
+    span = (f"its values span {s.dynamic_range:.1f} doublings ({s.amin:.2g}..{s.amax:.3g}), {fmt} "
+            f"{fp8_format_range(s.fp8):.1f} from its smallest subnormal to its max")
+    off = "keep this module out of FP8 (an fp8_autocast(enabled=False) region around its call)"
+    delayed = isinstance(recipe, DelayedScaling) and h is not None
+    if delayed and h.steps == 0:
+        what = "; ".join(x for x in (sat if s.saturated else "", flush if "flushes" in flags else "") if x)
+        return [f"{where}: {what} at its first cast: its amax history is empty, so the scale is the initial "
+                f"{s.scale:g} for an amax of {s.amax:.3g}. The region's exit sets the scale from this amax: inspect "
+                "a step after a warm-up step"]
+    if "saturates" in flags:
+        need = recipe.margin + math.ceil(-s.headroom) if delayed and s.headroom < 0 else None
+        if delayed and "stale scale" in flags:
+            out.append(f"{where}: {sat}: its amax {s.amax:.3g} is 2^{h.above_max:.1f} above the largest of the "
+                       f"{h.steps} amaxes in its history ({h.max:.3g}), so the delayed scale {s.scale:.4g} was stale "
+                       f"(headroom {s.headroom:.1f} doublings). CurrentScaling() takes each amax just before its "
+                       f"cast; keeping delayed scaling, margin={need} leaves room for a spike this large")
+        elif delayed:
+            fixes = [f"margin={need}"] if need is not None else []
+            if h.algo == "most_recent" and s.amax is not None and s.amax <= h.max:
+                fixes.insert(0, f"amax_compute_algo=\"max\" (its history's max {h.max:.3g} covers this amax, the "
+                                f"most recent {h.most_recent:.3g} does not)")
+            out.append(f"{where}: {sat} (headroom {s.headroom:.1f} doublings, scale {s.scale:.4g} for an amax of "
+                       f"{s.amax:.3g})" + (f". Use {' or '.join(fixes)}" if fixes else ""))
+        else:
+            out.append(f"{where}: {sat} though its scale comes from its own amax (headroom {s.headroom:.2f}); "
+                       f"{off}")
+    if "flushes" in flags:
+        if isinstance(recipe, MXFP8BlockScaling):
+            out.append(f"{where}: {flush}, in {s.blocks_flushed} of its {s.blocks} blocks: inside a block of 32 the "
+                       f"values span more than {fmt}'s {fp8_format_range(s.fp8):.1f} doublings. The remedy is to "
+                       f"{off}")
+        elif delayed and s.headroom is not None and s.headroom > FP8_WASTED_HEADROOM:
+            k = math.floor(s.headroom)
+            fixes = [f"margin={recipe.margin - k}"]
+            if h.algo == "max" and s.amax is not None and h.max >= 2 * s.amax:
+                fixes.append(f"amax_compute_algo=\"most_recent\" (its history's max {h.max:.3g} is "
+                             f"2^{math.log2(h.max / s.amax):.1f} above this amax)")
+            out.append(f"{where}: {flush} while its scale {s.scale:.4g} leaves {s.headroom:.1f} doublings unused above "
+                       f"its amax {s.amax:.3g}: {' or '.join(fixes)} would scale these values 2^{k} higher")
+        elif s.mx_flushed is not None and s.mx_flushed < s.flushed:
+            out.append(f"{where}: {flush}: {span}, more than one scale can hold. MXFP8BlockScaling() (a scale per 32 "
+                       f"values) flushes {s.mx_flushed} of them (run on this tensor)")
+        else:
+            out.append(f"{where}: {flush} with its scale already at its amax (headroom {s.headroom:.1f}): {span}; "
+                       f"{off}")
+    return out
+
+
 def _gradient_flags(g: GradientStats) -> list:
     flags = []
     if g.nonfinite or (g.headroom is not None and g.headroom < 0):
@@ -126,8 +246,9 @@ class InspectReport:
     ``scales`` (the loss scale of each backward pass), ``flagged`` and ``suggestions``; print it,
     ``to_markdown()`` it, or ``plot(path)`` it."""
 
-    def __init__(self, records, param_grads, scales, exponents):
+    def __init__(self, records, param_grads, scales, exponents, fp8=()):
         self.calls = list(records)  # in call order
+        self.fp8 = list(fp8)        # FP8Records, in cast order
         self.ops = sorted(self.calls, key=lambda r: r.harm(), reverse=True)
         self.gradients = list(param_grads)
         self.scales = list(scales)
@@ -146,6 +267,7 @@ class InspectReport:
         out += [(g.label, g.flags) for g in self.gradients if g.flags]
         out += [(f"{r.label} (output gradient)", _gradient_flags(r.gradient)) for r in self.op_gradients
                 if _gradient_flags(r.gradient)]
+        out += [(f"FP8 #{r.index} {r.label}", r.flags) for r in self.fp8 if r.flags]
         return out
 
     @property
@@ -158,6 +280,8 @@ class InspectReport:
                     seen.add((r.name, text.split(":")[0]))
                     lines.append(text)
         lines += self._gradient_suggestions()
+        for r in self.fp8:
+            lines += _fp8_suggestions(r)
         return lines
 
     def _op_suggestions(self, r: OpRecord) -> list:
@@ -277,6 +401,62 @@ class InspectReport:
                          "" if g.reference else "no float32 reference", ", ".join(_gradient_flags(g))])
         return rows
 
+    def _fp8_rows(self):
+        rows = []
+        for r in self.fp8:
+            s, h = r.stats, r.history
+            if s is None:
+                rows.append([str(r.index), r.label, "-", recipe_text(r.recipe)] + ["-"] * 8 + [r.note or ""])
+                continue
+            if s.block_exponents is not None:
+                scale = f"2^{s.block_exponents[0]}..2^{s.block_exponents[1]} per block"
+            else:
+                scale = "-" if s.scale is None else f"{s.scale:.4g}"
+            if h is not None:
+                past = (f"max {h.max:.3g}, last {h.most_recent:.3g}, {h.steps}/{h.length} steps"
+                        + (f"; amax {h.above_max:+.1f} vs max" if h.above_max is not None else "")
+                        if h.steps else f"empty (0/{h.length} steps)")
+            elif s.blocks:
+                past = f"{s.blocks_saturated} / {s.blocks_flushed} of {s.blocks} blocks"
+            else:
+                past = "-"
+            count = [f"{n} ({_pct(n / s.nonzero)})" if n else "0" for n in (s.saturated, s.flushed, s.subnormal)]
+            rows.append([str(r.index), r.label, r.format, recipe_text(r.recipe), *count, "-" if s.headroom is None else f"{s.headroom:.1f}",
+                         "-" if s.amax is None else f"{s.amax:.3g}", scale, past, f"{s.error:.2g}",
+                         ", ".join(r.flags)])
+        return rows
+
+    @staticmethod
+    def _plot_fp8(ax, casts):
+        """Per FP8 cast: bars of the % saturated and flushed, and its headroom (dots, right axis)."""
+        k = np.arange(len(casts))
+        ax.bar(k - 0.2, [100 * r.stats.saturated_fraction for r in casts], 0.4, color="tab:red",
+               label="% saturated (clipped at the max)")
+        ax.bar(k + 0.2, [100 * r.stats.flushed_fraction for r in casts], 0.4, color="tab:blue",
+               label="% flushed to 0")
+        ax.set_ylabel("% of nonzero values")
+        ax.set_ylim(0, 105)
+        ax.legend(fontsize=7, loc="upper left")
+        right = ax.twinx()
+        right.plot(k, [np.nan if r.stats.headroom is None else r.stats.headroom for r in casts], "o",
+                   color="black", ms=4, label="headroom (doublings)")
+        right.axhline(0, color="black", lw=0.8, ls=":")
+        right.set_ylabel("headroom: log2(fp8_max / (amax * scale))")
+        right.legend(fontsize=7, loc="upper right")
+        ax.set_xticks(k)
+        ax.set_xticklabels([f"#{r.index} {r.label} ({r.format})" for r in casts], rotation=60, ha="right",
+                           fontsize=8)
+        ax.set_xlim(-0.6, len(casts) - 0.4)
+        ax.set_title("FP8 casts: values saturated and flushed, and the scale's headroom (below the dotted line: "
+                     "saturating)", fontsize=9)
+
+    _FP8_HEAD = ("#", "tensor", "format", "recipe", "saturated", "flushed to 0", "subnormal", "headroom",
+                 "amax", "scale", "amax history / blocks sat., flushed", "error", "flags")
+    _FP8_TITLE = ("FP8 casts (saturated: clipped at the format's max; flushed: nonzero values cast to 0; headroom: "
+                  "log2(fp8_max / (amax * scale)) doublings, negative saturates, MXFP8 the smallest over its blocks; "
+                  "amax history: delayed scaling's, amax vs its max in doublings; error: max relative error of the "
+                  "dequantized values):")
+
     _OP_HEAD = ("rank", "op", "params", "autocast", "ran in", "out", "own error (u)", "error vs f32",
                 "inf/NaN", "underflow", "|x| range", "flags", "why this dtype")
     _GRAD_HEAD = ("gradient", "dtype", "scale", "lost at 1", "subnormal at 1", "lost at scale", "subnormal at scale",
@@ -285,7 +465,8 @@ class InspectReport:
     def _summary(self) -> str:
         devices = sorted({r.device_type for r in self.calls})
         passes = ", ".join(_pow2(s) for s in self.scales)
-        return (f"{plural(len(self.calls), 'op')} inspected on {', '.join(devices) or '-'}; "
+        fp8 = f"{plural(len(self.fp8), 'FP8 cast')}; " if self.fp8 else ""
+        return (f"{plural(len(self.calls), 'op')} inspected on {', '.join(devices) or '-'}; {fp8}"
                 f"{plural(len(self.flagged), 'problem')} flagged; "
                 + (f"{plural(len(self.scales), 'backward pass', )} at loss scale {passes}" if self.scales
                    else "no backward pass inspected"))
@@ -305,6 +486,8 @@ class InspectReport:
         if grads:
             out += ["", "Gradients in float16/bfloat16 (fractions of the nonzero elements; 'at 1': without loss "
                     "scaling):", text_table(self._GRAD_HEAD, grads)]
+        if self.fp8:
+            out += ["", self._FP8_TITLE, text_table(self._FP8_HEAD, self._fp8_rows(), right={0, 7})]
         out += ["", "Suggestions:"] + [f"- {s}" for s in self.suggestions or ["none: nothing flagged"]]
         out.append(f"({DTYPE_LEGEND})")
         return "\n".join(out)
@@ -326,13 +509,16 @@ class InspectReport:
         grads = self._gradient_rows()
         if grads:
             out += ["", "### Gradients in float16/bfloat16", "", markdown_table(self._GRAD_HEAD, grads)]
+        if self.fp8:
+            out += ["", "### FP8 casts", "", self._FP8_TITLE, "", markdown_table(self._FP8_HEAD, self._fp8_rows(),
+                                                                                 right={0, 7})]
         out += ["", "### Suggestions", ""] + [f"- {s}" for s in self.suggestions or ["none: nothing flagged"]]
         return "\n".join(out) + "\n"
 
     def plot(self, path=None, max_ops: int = 40, max_gradients: int = 8):
         """A figure: per-op error (own and against the float32 path, in units u) and range bars against
-        the dtype limits, and gradient underflow against the loss scale. Written to ``path`` when given;
-        the matplotlib Figure is returned."""
+        the dtype limits, gradient underflow against the loss scale, and the FP8 casts (saturated and flushed
+        per cast, and the scale's headroom). Written to ``path`` when given; the matplotlib Figure is returned."""
         import matplotlib
         if path is not None:
             matplotlib.use("Agg", force=False)
@@ -340,7 +526,8 @@ class InspectReport:
         ops = [r for r in self.calls if r.stats is not None][:max_ops]
         grads = [(g.label, g.stats) for g in self.gradients] + [(f"{r.label} out", r.gradient)
                                                                  for r in self.op_gradients]
-        panels = 2 + bool(grads)
+        casts = [r for r in self.fp8 if r.stats is not None][:max_ops]
+        panels = 2 + bool(grads) + bool(casts)
         fig, axes = plt.subplots(panels, 1, figsize=(max(8, 0.35 * len(ops) + 3), 3.6 * panels))
         x = np.arange(len(ops))
         labels = [r.label for r in ops]
@@ -422,6 +609,8 @@ class InspectReport:
             ax.set_title("gradient underflow against the loss scale (the float32 reference rounded to the gradient's "
                          "dtype)\nsolid: lost (flushed to 0); dashed: lost or subnormal", fontsize=9)
             ax.legend(fontsize=7, ncol=2)
+        if casts:
+            self._plot_fp8(axes[-1], casts)
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)

@@ -37,6 +37,9 @@ Recipes:
   needed) must be a multiple of 32.
 
 Only nn.Linear is quantized; functional F.linear and matmul inside the region run as usual.
+
+Every cast is shown to the watchers of mixprec.amp.fp8.watch, when there are any (mp.amp.inspect's
+FP8 section); with none, that costs one check of a list per cast.
 """
 from __future__ import annotations
 
@@ -51,12 +54,13 @@ from ...autograd.function import Function
 from ...autograd.grad_mode import is_grad_enabled
 from ...tensor import Tensor
 from ..autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
-from . import scaling
+from . import scaling, watch
 from .recipes import CurrentScaling, DelayedScaling, MXFP8BlockScaling
 
 __all__ = ["fp8_autocast", "active", "linear"]
 
 INPUT, WEIGHT, GRAD_OUTPUT = 0, 1, 2   # rows of a module's fp8_amax_history and fp8_scale
+ROLES = ("input", "weight", "grad_output")
 _QUANTIZABLE = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _local = threading.local()             # .regions: the fp8_autocast objects entered on this thread
 _PENDING = weakref.WeakKeyDictionary()  # module -> float32 (3,) amaxes recorded since its last update
@@ -130,36 +134,50 @@ def _dequantize(data, scale, fp8):
     return _fp8_values(bits, fp8, xp) / scale.reshape(())
 
 
-def _mx_dequantize(a, fp8):
-    """MXFP8 quantize-dequantize of a 2-D array in 32-blocks along its last dimension: q * 2**(e - 127)."""
+def _mx_dequantize(a, fp8, seen, role, columnwise=False):
+    """MXFP8 quantize-dequantize of a 2-D array in 32-blocks along its last dimension: q * 2**(e - 127).
+    seen: (module, recipe), what watchers are told (mixprec.amp.fp8.watch) with role and columnwise."""
     xp = _be.array_module(a)
+    if watch.WATCHERS and watch.skipped():  # a watcher's float32 reference: no cast
+        return a.astype(np.float32)
     q = scaling.quantize_mxfp8(xp.ascontiguousarray(a), fp8)
+    if watch.WATCHERS:
+        watch.seen(seen[0], role, fp8, seen[1], a, q.scale, q.data, columnwise)
     bits = q.data.view(np.uint8) if xp is np else q.data
     values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], -1, scaling.MX_BLOCK)
     block_scale = _fp8_values(q.scale, "float8_e8m0fnu", xp)[..., None]   # 2**(e - 127); NaN for 0xff
     return (values * block_scale).reshape(a.shape)
 
 
-class _Delayed:
-    """Quantize with row `row` of a module's delayed-scaling state, folding the amax into its pending amaxes."""
+class _Quantizer:
+    """Quantize-dequantize the GEMM operand `row` of `module` with a per-tensor scale (cast: the recipe's
+    rule); each cast is shown to the watchers of mixprec.amp.fp8.watch."""
 
-    def __init__(self, module, row, fp8):
-        self.module, self.row, self.fp8 = module, row, fp8
+    def __init__(self, module, row, fp8, recipe):
+        self.module, self.row, self.fp8, self.recipe = module, row, fp8, recipe
 
     def __call__(self, a):
-        scale = self.module.fp8_scale._array[self.row:self.row + 1].astype(np.float32)  # a copy: the scale now
-        amax = _pending(self.module)[self.row:self.row + 1]
-        data, _ = scaling.cast_to_fp8(a, scale, self.fp8, amax=amax)
+        if watch.WATCHERS and watch.skipped():  # a watcher's float32 reference: no cast, no state change
+            return a.astype(np.float32)
+        data, scale = self.cast(a)
+        if watch.WATCHERS:
+            watch.seen(self.module, ROLES[self.row], self.fp8, self.recipe, a, scale, data)
         return _dequantize(data, scale, self.fp8)
 
 
-class _Current:
-    def __init__(self, fp8, power_2):
-        self.fp8, self.power_2 = fp8, power_2
+class _Delayed(_Quantizer):
+    """With row `row` of the module's delayed-scaling state, folding the amax into its pending amaxes."""
 
-    def __call__(self, a):
-        q = scaling.quantize_tensorwise(a, self.fp8, use_power_2_scales=self.power_2)
-        return _dequantize(q.data, q.scale, self.fp8)
+    def cast(self, a):
+        scale = self.module.fp8_scale._array[self.row:self.row + 1].astype(np.float32)  # a copy: the scale now
+        amax = _pending(self.module)[self.row:self.row + 1]
+        return scaling.cast_to_fp8(a, scale, self.fp8, amax=amax)[0], scale
+
+
+class _Current(_Quantizer):
+    def cast(self, a):
+        q = scaling.quantize_tensorwise(a, self.fp8, use_power_2_scales=self.recipe.use_power_2_scales)
+        return q.data, q.scale
 
 
 # ---- the differentiable pieces ----
@@ -194,22 +212,23 @@ class MXLinearGEMM(Function):
     out_features for dgrad, along the batch for wgrad) and x and w again in blocks along those dimensions."""
 
     @staticmethod
-    def forward(ctx, x, w, recipe):
+    def forward(ctx, x, w, recipe, module):
         fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
         x2 = x._array.reshape(-1, x.shape[-1])
         ctx.fmt, ctx.dtypes, ctx.shape = (fwd, bwd), (x.dtype, w.dtype), x.shape
-        ctx.arrays = (x2, w._array)
-        y = _mx_dequantize(x2, fwd) @ _mx_dequantize(w._array, fwd).T
+        ctx.arrays, ctx.seen = (x2, w._array), (module, recipe)
+        y = _mx_dequantize(x2, fwd, ctx.seen, "input") @ _mx_dequantize(w._array, fwd, ctx.seen, "weight").T
         return Tensor._wrap(y.reshape(x.shape[:-1] + (w.shape[0],)))
 
     @staticmethod
     def backward(ctx, grad):
         (fwd, bwd), (x2, w) = ctx.fmt, ctx.arrays
         g = grad._array.reshape(-1, w.shape[0]).astype(np.float32)
-        dx = _mx_dequantize(g, bwd) @ _mx_dequantize(w.T, fwd).T            # contracts out_features
-        dw = _mx_dequantize(g.T, bwd) @ _mx_dequantize(x2.T, fwd).T         # contracts the batch
+        seen = ctx.seen
+        dx = _mx_dequantize(g, bwd, seen, "grad_output") @ _mx_dequantize(w.T, fwd, seen, "weight", True).T
+        dw = _mx_dequantize(g.T, bwd, seen, "grad_output", True) @ _mx_dequantize(x2.T, fwd, seen, "input", True).T
         return (Tensor._wrap(dx.reshape(ctx.shape).astype(ctx.dtypes[0], copy=False)),
-                Tensor._wrap(dw.astype(ctx.dtypes[1], copy=False)), None)
+                Tensor._wrap(dw.astype(ctx.dtypes[1], copy=False)), None, None)
 
 
 # ---- delayed scaling's state ----
@@ -295,18 +314,17 @@ def linear(module, x):
         if rows % scaling.MX_BLOCK and is_grad_enabled() and (x.requires_grad or module.weight.requires_grad):
             raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs the batch ({rows} rows) to be a multiple of "
                              f"{scaling.MX_BLOCK} when gradients are computed (wgrad's blocks run along it)")
-    elif isinstance(recipe, DelayedScaling):
-        _ensure_state(module, recipe)
-        qx, qw, qg = (_Delayed(module, row, fp8) for row, fp8 in
-                      ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
     else:
-        qx = qw = _Current(fmt.forward, recipe.use_power_2_scales)
-        qg = _Current(fmt.backward, recipe.use_power_2_scales)
+        if isinstance(recipe, DelayedScaling):
+            _ensure_state(module, recipe)
+        kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
+        qx, qw, qg = (kind(module, row, fp8, recipe) for row, fp8 in
+                      ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
     device = x.device.type
     out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
     with autocast(device, enabled=False):
         if isinstance(recipe, MXFP8BlockScaling):
-            y = MXLinearGEMM.apply(x, module.weight, recipe)
+            y = MXLinearGEMM.apply(x, module.weight, recipe, module)
         else:
             y = QuantizeGrad.apply(QuantizeForward.apply(x, qx) @ QuantizeForward.apply(module.weight, qw).mT, qg)
         if module.bias is not None:
