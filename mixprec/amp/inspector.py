@@ -53,7 +53,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import random as _random
 from ..backend import devices
-from .._text import dtypes_text, policy_text, rule_text, short
+from .._text import policy_text, rule_text, short
 from ..autograd import grad, grad_mode as _gm
 from ..ops import autocast as _ac
 from .. import observers as _observers
