@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mixprec as mp
+from mixprec.amp import _kernels
 from mixprec.amp.fp8 import autocast as fp8_region
 from mixprec.amp.fp8 import scaling
 
@@ -390,3 +391,40 @@ def test_a_module_moved_after_a_step_keeps_working(device):
         y = m(x)
     assert y.device.type == device and m.fp8_scale.device.type == device
     np.testing.assert_array_equal(m.fp8_scale.cpu().numpy()[1], scale[1])   # the weight did not change
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(mp.backend.strict_standin() is None, reason="counts come from the strict CuPy stand-in "
+                    "(MIXPREC_CUPY=strict)")
+@pytest.mark.parametrize("optimizer", ["SGD", "AdamW"])
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling(),
+                                    mp.amp.MXFP8BlockScaling()], ids=["delayed", "current", "mxfp8"])
+def test_a_steady_fp8_step_makes_no_host_sync(recipe, optimizer, monkeypatch):
+    """Forward in the region, backward, optimizer step on "cuda": after two warm-up steps (kernels built,
+    tables and state made) a step reads nothing back, copies nothing up, waits for nothing, and delayed
+    scaling's update of every module is one kernel launch."""
+    launched = []
+    real_launch = _kernels._launch
+    monkeypatch.setattr(_kernels, "_launch", lambda runner, f, name, *a: launched.append(name) or
+                        real_launch(runner, f, name, *a))
+    mp.manual_seed(0)
+    model = mp.nn.Sequential(mp.nn.Linear(32, 64), mp.nn.ReLU(), mp.nn.Linear(64, 32)).to("cuda")
+    opt = getattr(mp.optim, optimizer)(model.parameters(), lr=1e-2)
+    x, t = mp.randn(32, 32, device="cuda"), mp.randn(32, 32, device="cuda")
+
+    def step():
+        opt.zero_grad()
+        with mp.amp.fp8_autocast(recipe=recipe):
+            loss = ((model(x) - t) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(), step()
+    launched.clear()
+    with mp.backend.strict_standin().counting() as seen:
+        loss = step()
+    assert (seen.host_reads, seen.uploads, seen.syncs) == (0, 0, 0), seen
+    assert launched.count("fp8_delayed_update") == isinstance(recipe, mp.amp.DelayedScaling)
+    assert any(name.startswith("fp8_cast") for name in launched)   # the FP8 kernels ran
+    assert 0 < loss.item() < 10
