@@ -21,9 +21,11 @@
 //                          shared_exp + 127, or 0xff (NaN) for an inf or NaN amax;
 //                          and the multiplier 2^-shared_exp (NaN for a NaN scale).
 //   fp8_cast<T, F>         out[i] = F(saturate(x[i] * scale[i / args[1]])), rounded to
-//                          nearest even; +-inf saturate to +-max and NaN stays NaN
-//                          (stored as the format's default NaN), as CUDA's __NV_SATFINITE
-//                          conversion that Transformer Engine casts with. If args[2],
+//                          nearest even; +-inf saturate to +-max and NaN stays NaN, as
+//                          CUDA's __NV_SATFINITE conversion that Transformer Engine casts
+//                          with (stored as 0x7f with x[i]'s sign bit, the bits torch gives
+//                          a NaN in both formats; the product's NaN has no reliable sign on
+//                          a GPU, which returns the canonical NaN). If args[2],
 //                          also folds max |x| into amax[0] (cast-with-amax).
 //   fp8_delayed_update     one thread per tensor, all tensors in one launch (delayed
 //                          scaling): a new amax that is finite and > 0 is appended to
@@ -51,13 +53,13 @@ __device__ __forceinline__ unsigned int abs_bits(float v) {
 }
 
 // The two FP8 formats: mantissa bits, exponent bias, bits of the largest finite value,
-// of the default NaN (NumPy's nan cast by ml_dtypes), and the largest value as float32 bits.
+// of the NaN with the sign bit clear (torch's), and the largest value as float32 bits.
 struct fp8_e4m3fn {  // largest 448
     enum { MBITS = 3, BIAS = 7, MAX = 0x7e, NAN_ = 0x7f };
     static const unsigned int MAX_F32 = 0x43e00000u;
 };
 struct fp8_e5m2 {  // largest 57344
-    enum { MBITS = 2, BIAS = 15, MAX = 0x7b, NAN_ = 0x7e };
+    enum { MBITS = 2, BIAS = 15, MAX = 0x7b, NAN_ = 0x7f };
     static const unsigned int MAX_F32 = 0x47600000u;
 };
 
@@ -66,13 +68,14 @@ __device__ __forceinline__ unsigned int round_shift(unsigned int v, int shift) {
     return (v + ((1u << (shift - 1)) - 1u) + ((v >> shift) & 1u)) >> shift;
 }
 
+// y's FP8 bits; a NaN y gives the format's NaN with the sign bit nan_sign (0x80 or 0).
 template <typename F>
-__device__ __forceinline__ unsigned char to_fp8(float y) {
+__device__ __forceinline__ unsigned char to_fp8(float y, unsigned int nan_sign) {
     const unsigned int u = __float_as_uint(y);
     const unsigned int sign = (u >> 24) & 0x80u;
     const unsigned int a = u & 0x7fffffffu;
     if (a > 0x7f800000u) {
-        return (unsigned char)F::NAN_;
+        return (unsigned char)(nan_sign | F::NAN_);
     }
     if (a >= F::MAX_F32) {  // saturate (+-inf included)
         return (unsigned char)(sign | F::MAX);
@@ -187,7 +190,7 @@ __global__ void fp8_cast(const T* x, unsigned char* out, const float* scale, uns
     unsigned int m = 0u;
     for (long long i = global_thread(); i < n; i += thread_count()) {
         const float v = widen(x[i]);
-        out[i] = to_fp8<F>(mul_f32(v, scale[i / seg]));
+        out[i] = to_fp8<F>(mul_f32(v, scale[i / seg]), (__float_as_uint(v) >> 24) & 0x80u);
         const unsigned int b = abs_bits(v);
         m = b > m ? b : m;
     }

@@ -300,3 +300,62 @@ def test_train_digits_distributed_mode(tmp_path):
     assert len(lines) == 1, output[-3000:]  # rank 1 trained too, silently
     assert float(lines[0].split(":")[1]) >= 0.9
     assert "skipped steps:" in output and (tmp_path / "plot.png").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- FP8 delayed scaling under DDP
+LINEAR_1, INPUT, WEIGHT, GRAD = 0, 0, 1, 2   # fp8 state: [linear, row (input, weight, grad_output), scale | history]
+
+
+@pytest.fixture(scope="module")
+def fp8_reference():
+    cache = {}
+
+    def get(world):
+        if world not in cache:
+            cache[world] = common.fp8_reference(world)
+        return cache[world]
+    return get
+
+
+def test_fp8_amaxes_are_reduced_to_the_max_over_ranks(job, fp8_reference):
+    """Each rank quantizes its own data; after every step all ranks hold the same scales and histories, bit for
+    bit, and they are those of one process that sees every rank's batch (whose amaxes are the maxima over the
+    ranks): the forward rows from the first step, the gradient rows (recorded during backward, folded in at
+    the next region's exit) from the second."""
+    world, ranks = job
+    want = fp8_reference(world)
+    for r in ranks[1:]:
+        np.testing.assert_array_equal(r["fp8_reduced_states"], ranks[0]["fp8_reduced_states"])
+    got = ranks[0]["fp8_reduced_states"]
+    # the first Linear's input amax is the largest |x| over all ranks' batches: exactly the reference's
+    np.testing.assert_array_equal(got[:, LINEAR_1, INPUT], want[:, LINEAR_1, INPUT])
+    # the rest follows activations and gradients, which sum rows in another order: float32 rounding apart
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert (got[1:, :, GRAD, -1] > 0).all() and (got[0, :, GRAD, 1:] == 0).all()  # gradient rows: from step 2
+
+
+def test_without_reduce_amax_each_rank_keeps_its_own_scales(job, fp8_reference):
+    """The control: DelayedScaling(reduce_amax=False) updates from local amaxes, so the ranks' scales differ,
+    and the last rank (largest inputs) alone has the reference's input amaxes."""
+    world, ranks = job
+    want = fp8_reference(world)
+    local = [r["fp8_local_states"] for r in ranks]
+    assert not np.array_equal(local[0][:, :, INPUT], local[-1][:, :, INPUT])
+    assert not np.array_equal(local[0][1:, :, GRAD], local[-1][1:, :, GRAD])
+    np.testing.assert_array_equal(local[-1][:, LINEAR_1, INPUT], want[:, LINEAR_1, INPUT])
+    assert (local[0][:, LINEAR_1, INPUT, -1] < want[:, LINEAR_1, INPUT, -1]).all()
+
+
+def test_a_nan_amax_on_one_rank_skips_that_update_on_every_rank(job):
+    """One rank alone sees a NaN input (each rank in turn, one region each): every rank leaves the input rows'
+    histories and scales as they were (a NaN amax is an overflow step) and still updates the weight rows,
+    identically. (MPI's MAX drops a NaN depending on where it sits, and then returns less than the maximum of
+    the rest: the amaxes travel with NaN as inf.)"""
+    world, ranks = job
+    for r in ranks:
+        before, after = r["fp8_nan_before"], r["fp8_nan_after"]
+        assert len(after) == world
+        np.testing.assert_array_equal(after[:, :, INPUT], before[:, :, INPUT])
+        np.testing.assert_array_equal(after[:, :, WEIGHT, 1:-1], before[:, :, WEIGHT, 2:])   # the histories rolled
+        assert np.isfinite(after).all()
+        np.testing.assert_array_equal(after, ranks[0]["fp8_nan_after"])

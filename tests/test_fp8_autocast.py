@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import mixprec as mp
+from mixprec.amp import _kernels
+from mixprec.distributed import process_group as dist_pg
 from mixprec.amp.fp8 import autocast as fp8_region
 from mixprec.amp.fp8 import scaling
 
@@ -346,6 +348,8 @@ def test_bad_recipes_and_flags_are_refused():
         mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling)     # the class, not a recipe
     with pytest.raises(TypeError, match="enabled must be a bool"):
         mp.amp.fp8_autocast(enabled=1)
+    with pytest.raises(ValueError, match="fp8_group must be None: mixprec.distributed has one process group"):
+        mp.amp.fp8_autocast(fp8_group="world")
     assert fp8_region.active() is None
 
 
@@ -355,6 +359,59 @@ def test_float64_input_is_refused_and_the_state_untouched():
         with mp.amp.fp8_autocast():
             m(mp.randn(2, 16, dtype=mp.float64))
     assert not hasattr(m, "fp8_scale") and fp8_region.active() is None
+
+
+# ---- data parallelism (the multi-process runs are in test_distributed_mpi.py) ----
+class OtherRank:
+    """A process group of two ranks in one process: all_reduce records each call and combines the array with
+    the other rank's values (`other`) as a MAX all-reduce would."""
+    name, rank, world_size, device = "mpi", 0, 2, mp.device("cpu")
+
+    def __init__(self, other):
+        self.other, self.calls = other, []
+
+    def all_reduce(self, a, op):
+        self.calls.append((a.shape, op, mp.backend.devices.to_device(a, mp.backend.devices.CPU).copy()))
+        a[...] = mp.backend.array_module(a).maximum(a, mp.backend.array_module(a).asarray(self.other))
+
+    def close(self):
+        pass
+
+
+def last_amaxes(net):
+    return np.concatenate([m.fp8_amax_history.cpu().numpy()[:, -1] for m in net])
+
+
+def test_the_amaxes_of_all_modules_travel_in_one_max_all_reduce(device, monkeypatch):
+    """With a group of two ranks, each outermost exit sends every module's recorded amaxes (a NaN as inf) in
+    one flat buffer with op "max", and the update takes the maxima; reduce_amax=False keeps them local."""
+    def make():
+        mp.manual_seed(3)
+        return mp.nn.Sequential(mp.nn.Linear(16, 8), mp.nn.Linear(8, 4)).to(device)
+    recipe = mp.amp.DelayedScaling(amax_history_len=4)
+    alone, together, apart = make(), make(), make()
+    x = mp.tensor(data((4, 16), 170, 2.0), device=device)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        alone(x)                                        # no process group: local amaxes
+    local = last_amaxes(alone)                          # (input, weight, grad) of each Linear; no gradients yet
+    other = local * np.array([2.0, 0.5, 1.0, 0.5, 3.0, 1.0], np.float32)
+    group = OtherRank(other)
+    monkeypatch.setattr(dist_pg, "_group", group)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        together(x)
+    with mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling(amax_history_len=4, reduce_amax=False)):
+        apart(x)
+    assert [(shape, op) for shape, op, _ in group.calls] == [((6,), "max")]
+    np.testing.assert_array_equal(group.calls[0][2], local)
+    np.testing.assert_array_equal(last_amaxes(together), np.maximum(local, other))
+    np.testing.assert_array_equal(last_amaxes(apart), local)
+    bad = x.clone()
+    bad[0, 0] = float("nan")
+    with mp.amp.fp8_autocast(recipe=recipe):
+        together(bad)
+    sent = group.calls[1][2]
+    assert np.isinf(sent[[0, 3]]).all() and not np.isnan(sent).any()   # the NaN inputs' amaxes went as inf
+    np.testing.assert_array_equal(last_amaxes(together)[[0, 3]], np.maximum(local, other)[[0, 3]])  # skipped
 
 
 # ---- devices ----
@@ -390,3 +447,40 @@ def test_a_module_moved_after_a_step_keeps_working(device):
         y = m(x)
     assert y.device.type == device and m.fp8_scale.device.type == device
     np.testing.assert_array_equal(m.fp8_scale.cpu().numpy()[1], scale[1])   # the weight did not change
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(mp.backend.strict_standin() is None, reason="counts come from the strict CuPy stand-in "
+                    "(MIXPREC_CUPY=strict)")
+@pytest.mark.parametrize("optimizer", ["SGD", "AdamW"])
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling(),
+                                    mp.amp.MXFP8BlockScaling()], ids=["delayed", "current", "mxfp8"])
+def test_a_steady_fp8_step_makes_no_host_sync(recipe, optimizer, monkeypatch):
+    """Forward in the region, backward, optimizer step on "cuda": after two warm-up steps (kernels built,
+    tables and state made) a step reads nothing back, copies nothing up, waits for nothing, and delayed
+    scaling's update of every module is one kernel launch."""
+    launched = []
+    real_launch = _kernels._launch
+    monkeypatch.setattr(_kernels, "_launch", lambda runner, f, name, *a: launched.append(name) or
+                        real_launch(runner, f, name, *a))
+    mp.manual_seed(0)
+    model = mp.nn.Sequential(mp.nn.Linear(32, 64), mp.nn.ReLU(), mp.nn.Linear(64, 32)).to("cuda")
+    opt = getattr(mp.optim, optimizer)(model.parameters(), lr=1e-2)
+    x, t = mp.randn(32, 32, device="cuda"), mp.randn(32, 32, device="cuda")
+
+    def step():
+        opt.zero_grad()
+        with mp.amp.fp8_autocast(recipe=recipe):
+            loss = ((model(x) - t) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(), step()
+    launched.clear()
+    with mp.backend.strict_standin().counting() as seen:
+        loss = step()
+    assert (seen.host_reads, seen.uploads, seen.syncs) == (0, 0, 0), seen
+    assert launched.count("fp8_delayed_update") == isinstance(recipe, mp.amp.DelayedScaling)
+    assert any(name.startswith("fp8_cast") for name in launched)   # the FP8 kernels ran
+    assert 0 < loss.item() < 10

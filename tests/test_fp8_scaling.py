@@ -48,18 +48,20 @@ def data(shape, rng, poison=0.0, dtype=np.float32):
     x = (rng.uniform(-2, 2, shape) * np.exp2(rng.integers(-140, 20, shape).astype(float))).astype(np.float32)
     if poison:
         idx = rng.random(shape) < poison
-        x[idx] = rng.choice([np.inf, -np.inf, np.nan], int(idx.sum()))
+        x[idx] = rng.choice([np.inf, -np.inf, np.nan, -np.nan], int(idx.sum()))
     with np.errstate(over="ignore"):
         return x.astype(dtype)
 
 
 # ---- references ----
 def ref_cast(x, scale, fmt):
-    """fp8(saturate(float32(x * scale))): the product rounded once to float32 (float64 holds it exactly)."""
+    """fp8(saturate(float32(x * scale))): the product rounded once to float32 (float64 holds it exactly);
+    a NaN is 0x7F with x's sign bit (torch's NaN bits, checked against torch below)."""
     y = (np.asarray(x, np.float64) * np.asarray(scale, np.float64)).astype(np.float32)
     q = np.clip(y.astype(np.float64), -TOP[fmt], TOP[fmt]).astype(FP8[fmt])
     bits = u8(q).copy()
-    bits[np.isnan(y)] = u8(np.array(np.nan).astype(FP8[fmt]))[0]
+    nan = np.isnan(y)
+    bits[nan] = np.where(np.signbit(np.asarray(x, np.float32)), 0xFF, 0x7F)[nan]
     return bits
 
 
@@ -118,6 +120,28 @@ def test_saturated_values_match_torchs_float8_cast(fmt):
     q, _ = S.cast_to_fp8(x, scale, fmt)
     t = torch.clamp(torch.from_numpy(x) * torch.from_numpy(scale), -TOP[fmt], TOP[fmt]).to(getattr(torch, fmt))
     assert u8(q).tobytes() == t.view(torch.uint8).numpy().tobytes()
+
+
+# NaNs of both signs, quiet and signalling, with payloads (as float32 bits)
+NANS = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FC12345, 0xFFFFFFFF], np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dtype", INPUTS)
+def test_nan_bits_are_torchs(fmt, dtype):
+    """A NaN becomes torch's float8 NaN: 0x7F with the input's sign bit, in E4M3 and E5M2 alike."""
+    torch = pytest.importorskip("torch")
+    with np.errstate(invalid="ignore"):
+        x = np.concatenate([NANS, [1.0, -3.0]]).astype(np.float32).astype(INPUTS[dtype])
+    x32 = torch.from_numpy(x.astype(np.float32))
+    for scale in (1.0, 0.5):
+        q, _ = S.cast_to_fp8(x, np.array([scale], np.float32), fmt)
+        want = (x32 * scale).to(getattr(torch, fmt)).view(torch.uint8).numpy()
+        assert u8(q).tolist() == want.tolist(), scale
+    assert u8(q)[:len(NANS)].tolist() == [0x7F, 0xFF] * 3
+    for name, call in calls(x, fmt).items():   # every quantizer stores its NaNs the same way
+        if name != "quantize_mxfp8":
+            assert u8(call()[0])[:len(NANS)].tolist() == [0x7F, 0xFF] * 3, name
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -69,3 +69,51 @@ def reference_training(world: int, accumulate: bool = False) -> np.ndarray:
             opt.step()
     return flat_params(model)
 
+
+
+# ---- FP8 delayed scaling across ranks ----
+FP8_STEPS = 3
+FP8_BATCH = 8           # rows per rank; with 8 outputs the loss is a mean over 64 values (a power of two)
+FP8_LR = 0.125
+
+
+def fp8_model():
+    mp.manual_seed(5)
+    return mp.nn.Sequential(mp.nn.Linear(16, 32), mp.nn.ReLU(), mp.nn.Linear(32, 8))
+
+
+def fp8_recipe(reduce_amax=True):
+    return mp.amp.DelayedScaling(amax_history_len=4, reduce_amax=reduce_amax)
+
+
+def fp8_batch(rank: int, step: int):
+    """Rank ``rank``'s (input, target) at ``step``: inputs grow with the rank and targets shrink with it, so
+    the input amaxes peak on the last rank and the gradient amaxes on the first."""
+    rng = np.random.default_rng(1000 * step + rank)
+    x = rng.standard_normal((FP8_BATCH, 16)).astype(np.float32) * np.float32(1 + rank)
+    t = rng.standard_normal((FP8_BATCH, 8)).astype(np.float32) * np.float32(20.0 / (1 + rank))
+    return x, t
+
+
+def fp8_state(model) -> np.ndarray:
+    """Each Linear's (3, 1 + history) block: its scales, then its amax histories (rows input, weight, grad)."""
+    return np.stack([np.concatenate([m.fp8_scale.numpy()[:, None], m.fp8_amax_history.numpy()], axis=1)
+                     for m in model if isinstance(m, mp.nn.Linear)])
+
+
+def fp8_reference(world: int) -> np.ndarray:
+    """One process trains on the concatenated batches with loss world * mean: every row's gradient is the one
+    its rank sees, and every amax the maximum over the ranks; SGD with lr / world then takes DDP's step.
+    Returns the FP8 state after each step."""
+    model = fp8_model()
+    opt = mp.optim.SGD(model.parameters(), lr=FP8_LR / world)
+    states = []
+    for step in range(FP8_STEPS):
+        x, t = (np.concatenate(parts) for parts in zip(*[fp8_batch(r, step) for r in range(world)]))
+        opt.zero_grad()
+        with mp.amp.fp8_autocast(recipe=fp8_recipe()):
+            loss = ((model(mp.tensor(x)) - mp.tensor(t)) ** 2).mean() * world
+        loss.backward()
+        opt.step()
+        states.append(fp8_state(model))
+    return np.stack(states)

@@ -203,6 +203,35 @@ def scaler_agreement(rank, world):
         out[f"scaler_{key}_params"] = np.stack(params)
 
 
+def fp8_amaxes(rank, world):
+    """FP8 delayed scaling under DDP, each rank on its own data: the amaxes are MAX-reduced at each region's
+    exit (reduce_amax=True, the default) or kept local (False, the control). Then, on the reduced run's model,
+    forward-only regions in which one rank alone sees a NaN, each rank in turn."""
+    for reduce in (False, True):
+        model = dist.DistributedDataParallel(common.fp8_model())
+        opt = mp.optim.SGD(model.parameters(), lr=common.FP8_LR)
+        states = []
+        for step in range(common.FP8_STEPS):
+            x, t = common.fp8_batch(rank, step)
+            opt.zero_grad()
+            with mp.amp.fp8_autocast(recipe=common.fp8_recipe(reduce)):
+                loss = ((model(mp.tensor(x)) - mp.tensor(t)) ** 2).mean()
+            loss.backward()
+            opt.step()
+            states.append(common.fp8_state(model.module))
+        out[f"fp8_{'reduced' if reduce else 'local'}_states"] = np.stack(states)
+    before, after = [], []
+    for who in range(world):
+        x, _ = common.fp8_batch(rank, common.FP8_STEPS + who)
+        if rank == who:
+            x[0, 0] = np.nan
+        before.append(common.fp8_state(model.module))
+        with mp.no_grad(), mp.amp.fp8_autocast(recipe=common.fp8_recipe()):
+            model.module(mp.tensor(x))
+        after.append(common.fp8_state(model.module))
+    out["fp8_nan_before"], out["fp8_nan_after"] = np.stack(before), np.stack(after)
+
+
 def main():
     out_dir = sys.argv[1]
     dist.init_process_group("mpi")
@@ -217,6 +246,7 @@ def main():
     unused_parameters(rank, world)
     found_inf(rank, world)
     scaler_agreement(rank, world)
+    fp8_amaxes(rank, world)
     dist.barrier()
     dist.destroy_process_group()
     out["initialized_after_destroy"] = dist.is_initialized()

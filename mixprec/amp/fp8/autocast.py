@@ -28,6 +28,9 @@ Recipes:
   the amax; when the outermost enabled region exits, ONE ``scaling.delayed_update`` call
   updates every module's histories and scales. Gradient amaxes, seen during backward
   (after the region), are folded in at the next region's exit, as Transformer Engine does.
+  In a data-parallel run (mp.distributed initialized with more than one rank) the recorded
+  amaxes of all modules are first all-reduced with MAX in one flat buffer, so every rank
+  takes the same scales (Transformer Engine's reduce_amax over its fp8_group).
 - CurrentScaling: amax and scale from each tensor just before its cast; no state.
 - MXFP8BlockScaling: one E8M0 scale per 32 values along each GEMM's contraction dimension.
   The backward GEMMs contract over other dimensions than the forward (dgrad over
@@ -52,6 +55,8 @@ import numpy as np
 from ... import backend as _be
 from ...autograd.function import Function
 from ...autograd.grad_mode import is_grad_enabled
+from ...backend import devices
+from ...distributed import process_group as _pg
 from ...tensor import Tensor
 from ..autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from . import scaling, watch
@@ -75,9 +80,17 @@ class fp8_autocast:
     Regions nest; the innermost decides. Delayed scaling's update runs when the outermost
     enabled region exits without an exception (an exception leaves the recorded amaxes
     for the next exit).
+    fp8_group: Transformer Engine's group over which the amaxes are all-reduced (MAX) before
+    that update. mixprec.distributed has one process group, all ranks, so only None (that
+    group) is accepted; the reduction runs when it is initialized with more than one rank
+    and the recipe's reduce_amax is True. Every rank must then exit its regions in step, as
+    the same training loop on every rank does.
     """
 
-    def __init__(self, enabled=True, recipe=None):
+    def __init__(self, enabled=True, recipe=None, fp8_group=None):
+        if fp8_group is not None:
+            raise ValueError("fp8_autocast: fp8_group must be None: mixprec.distributed has one process group "
+                             f"(all ranks), over which the amaxes are reduced; got {fp8_group!r}")
         if not isinstance(enabled, bool):
             raise TypeError(f"fp8_autocast: enabled must be a bool, got {enabled!r}")
         recipe = DelayedScaling() if recipe is None else recipe
@@ -270,7 +283,10 @@ def load_state_hook(module, state_dict, prefix, *args):
 
 def _update_delayed(recipe):
     """Every module with recorded amaxes gets its histories and scales updated: one scaling.delayed_update call
-    per device (one for a model on one device), then the buffers take the result."""
+    per device (one for a model on one device), then the buffers take the result. The modules are those that
+    recorded an amax since the last update, in the order they first did: so on ranks running the same loop
+    they are the same modules in the same order, and with recipe.reduce_amax their amaxes are first
+    MAX-reduced across ranks (_reduce_amaxes), so every rank takes the same update."""
     n = recipe.amax_history_len
     with _LOCK:
         modules = [m for m in list(_PENDING.keys())
@@ -281,19 +297,34 @@ def _update_delayed(recipe):
         taken = {}
         for key, group in groups.items():
             xp = _be.array_module(group[0].fp8_scale._array)
-            taken[key] = xp.concatenate([_PENDING[m] for m in group])
-            for m in group:
-                _PENDING[m][...] = 0
+            taken[key] = xp.concatenate([_PENDING.pop(m) for m in group])  # the next cast starts a new entry
     fmt = recipe.fp8_format
     for key, group in groups.items():
         xp = _be.array_module(group[0].fp8_scale._array)
         history = xp.concatenate([m.fp8_amax_history._array for m in group]).astype(np.float32)
         scales = xp.concatenate([m.fp8_scale._array for m in group]).astype(np.float32)
+        if recipe.reduce_amax:
+            taken[key] = _reduce_amaxes(taken[key], key)
         scaling.delayed_update(history, scales, taken[key], [fmt.forward, fmt.forward, fmt.backward] * len(group),
                                margin=recipe.margin, amax_compute_algo=recipe.amax_compute_algo)
         for i, m in enumerate(group):
             m.fp8_amax_history._array[...] = history[3 * i:3 * i + 3]
             m.fp8_scale._array[...] = scales[3 * i:3 * i + 3]
+
+
+def _reduce_amaxes(amaxes, device):
+    """The amaxes (one flat float32 array, every module's rows) as the MAX over all ranks, in one all-reduce
+    when mp.distributed is initialized with more than one rank (else as they are). A NaN amax is sent as
+    inf: a MAX collective may drop a NaN, and the update skips an inf row as it skips a NaN one."""
+    if not _pg.is_initialized() or _pg.get_world_size() < 2:
+        return amaxes
+    if _pg.get_backend() == "nccl" and devices.as_device(device) != _pg.get_device():
+        raise RuntimeError(f"fp8_autocast: the amaxes of FP8 modules on {device} cannot be all-reduced by the nccl "
+                           f"backend of rank {_pg.get_rank()}, which communicates on {_pg.get_device()}; move the "
+                           "model there (mp.distributed.get_device())")
+    amaxes = _be.array_module(amaxes).where(amaxes >= 0, amaxes, float("inf"))
+    _pg.all_reduce_array(amaxes, "max")
+    return amaxes
 
 
 # ---- nn.Linear's FP8 path ----

@@ -117,8 +117,8 @@ class DelayedScaling:
     ``scaling_factor_compute_algo`` (a custom function), a callable
     ``amax_compute_algo``, ``fp8_dpa`` and ``fp8_mha`` are Transformer Engine options
     mixprec does not implement: only their defaults are accepted. ``reduce_amax``
-    (all-reduce the amaxes across data-parallel ranks) is kept as data for the
-    region that runs the recipe.
+    (True: fp8_autocast all-reduces the amaxes with MAX across the ranks of
+    mp.distributed before each update) is honoured by the region.
     """
     margin: int = 0
     fp8_format: Format = Format.HYBRID

@@ -22,8 +22,9 @@ ml_dtypes.float8_e8m0fnu to read them as numbers).
 
 Casts saturate: values beyond the format's largest finite value, infinities included,
 become +-max, and NaN stays NaN, as Transformer Engine's casts (CUDA's __NV_SATFINITE
-conversion) do. A NaN is stored as the format's default NaN (the bits of np.nan cast by
-ml_dtypes), whatever its sign. Amaxes are max |x| with NaN winning (stored as the
+conversion) do. A NaN is stored as 0x7F with the sign bit of the input element, in both
+formats: the bits torch's ``.to(float8)`` gives a NaN (a GPU's multiplication drops a NaN's
+sign, so the sign is taken from x rather than from x * scale). Amaxes are max |x| with NaN winning (stored as the
 default float32 NaN), of the input before scaling.
 """
 from __future__ import annotations
@@ -43,7 +44,7 @@ __all__ = ["Quantized", "MXQuantized", "cast_to_fp8", "quantize_tensorwise", "qu
 
 MX_BLOCK = 32
 _FP8 = {name: np.dtype(getattr(ml_dtypes, name)) for name in FP8_MAX}
-_NAN_BITS = {name: int(np.array(np.nan, np.float32).astype(dt).view(np.uint8)) for name, dt in _FP8.items()}
+_FP8_NAN = 0x7F  # both formats' NaN with the sign bit clear (torch's NaN bits; ml_dtypes' E5M2 NaN is 0x7E)
 _EMAX_ELEM = {"float8_e4m3fn": 8, "float8_e5m2": 15}  # exponent of the format's largest value (OCP: emax_elem)
 _INPUTS = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _F32_NAN, _F32_INF, _F32_MAX = 0x7FC00000, 0x7F800000, 0x7F7FFFFF
@@ -154,12 +155,13 @@ def _amax_twin(x, amax, seg_len):
 
 def _cast_twin(x, scale_per_seg, seg_len, fp8, out):
     if x.size:
+        x32 = x.reshape(-1, seg_len).astype(np.float32)
         with np.errstate(all="ignore"):
-            y = x.reshape(-1, seg_len).astype(np.float32) * scale_per_seg.reshape(-1, 1)
+            y = x32 * scale_per_seg.reshape(-1, 1)
         top = np.float32(FP8_MAX[fp8])
         q = np.clip(y, -top, top).astype(_FP8[fp8]).view(np.uint8)
-        q[np.isnan(y)] = _NAN_BITS[fp8]
-        out.reshape(-1).view(np.uint8)[...] = q.reshape(-1)
+        nan_bits = ((x32.view(np.uint32) >> 24) & 0x80).astype(np.uint8) | np.uint8(_FP8_NAN)
+        out.reshape(-1).view(np.uint8)[...] = np.where(np.isnan(y), nan_bits, q).reshape(-1)
 
 
 def _current_scale_twin(amax, scaled_max, power_2, scale, scale_inv):
