@@ -484,3 +484,26 @@ def test_a_steady_fp8_step_makes_no_host_sync(recipe, optimizer, monkeypatch):
     assert launched.count("fp8_delayed_update") == isinstance(recipe, mp.amp.DelayedScaling)
     assert any(name.startswith("fp8_cast") for name in launched)   # the FP8 kernels ran
     assert 0 < loss.item() < 10
+
+
+# ---- the FP8 state stays float32 ----
+@pytest.mark.parametrize("cast", [lambda m: m.half(), lambda m: m.bfloat16(), lambda m: m.to(mp.float16),
+                                  lambda m: m.to(dtype=mp.bfloat16)], ids=["half", "bfloat16", "to", "to_dtype"])
+def test_dtype_casts_of_a_module_keep_its_fp8_state_float32(cast):
+    net = mp.nn.Sequential(mp.nn.Linear(16, 32), mp.nn.ReLU(), mp.nn.Linear(32, 4))
+    x = mp.tensor(data((2, 16), 170, 2.0))
+    with mp.amp.fp8_autocast():
+        net(x).sum().backward()
+    with mp.amp.fp8_autocast():   # folds in the gradients' amaxes: E5M2 scales far above float16's max
+        pass
+    state = [(m.fp8_amax_history.numpy().copy(), scales(m)) for m in (net[0], net[2])]
+    assert max(s.max() for _, s in state) > 65504
+    cast(net)
+    for m, (history, scale) in zip((net[0], net[2]), state):
+        assert m.weight.dtype != mp.float32
+        assert m.fp8_amax_history.dtype == mp.float32 and m.fp8_scale.dtype == mp.float32
+        np.testing.assert_array_equal(m.fp8_amax_history.numpy(), history)
+        np.testing.assert_array_equal(m.fp8_scale.numpy(), scale)
+    with mp.amp.fp8_autocast():   # and the cast model still trains in a region
+        y = net(x.to(net[0].weight.dtype))
+    assert y.dtype == net[0].weight.dtype and net[0].fp8_scale.dtype == mp.float32

@@ -261,9 +261,7 @@ def _ensure_state(module, recipe):
     n = recipe.amax_history_len
     history = getattr(module, "fp8_amax_history", None)
     if history is None:
-        w = module.weight
-        module.register_buffer("fp8_amax_history", Tensor._wrap(_be.array_module(w._array).zeros((3, n), np.float32)))
-        module.register_buffer("fp8_scale", Tensor._wrap(_be.array_module(w._array).ones(3, np.float32)))
+        _register_state(module, n)
     elif tuple(history.shape) != (3, n):
         raise ValueError(f"fp8_autocast: {module!r} has an fp8_amax_history of shape {tuple(history.shape)}, but the "
                          f"recipe's amax_history_len={n} needs (3, {n}); use the recipe it was trained with")
@@ -276,9 +274,16 @@ def load_state_hook(module, state_dict, prefix, *args):
             and prefix + "fp8_scale" in state_dict:
         shape = tuple(getattr(state_dict[key], "shape", ()))
         if len(shape) == 2 and shape[0] == 3:
-            xp = _be.array_module(module.weight._array)
-            module.register_buffer("fp8_amax_history", Tensor._wrap(xp.zeros(shape, np.float32)))
-            module.register_buffer("fp8_scale", Tensor._wrap(xp.ones(3, np.float32)))
+            _register_state(module, shape[1])
+
+
+def _register_state(module, n):
+    """The module's fp8_amax_history (3, n) of zeros and fp8_scale (3,) of ones, float32 on its weight's device;
+    Module.to(dtype), half() and bfloat16() keep them float32 (_fixed_dtype_buffers)."""
+    xp = _be.array_module(module.weight._array)
+    module.register_buffer("fp8_amax_history", Tensor._wrap(xp.zeros((3, n), np.float32)))
+    module.register_buffer("fp8_scale", Tensor._wrap(xp.ones(3, np.float32)))
+    module._fixed_dtype_buffers = module._fixed_dtype_buffers | {"fp8_amax_history", "fp8_scale"}
 
 
 def _update_delayed(recipe):
