@@ -46,6 +46,7 @@ FP8 section); with none, that costs one check of a list per cast.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -62,7 +63,7 @@ from ..autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from . import scaling, watch
 from .recipes import CurrentScaling, DelayedScaling, MXFP8BlockScaling
 
-__all__ = ["fp8_autocast", "active", "linear"]
+__all__ = ["fp8_autocast", "active", "linear", "conv"]
 
 INPUT, WEIGHT, GRAD_OUTPUT = 0, 1, 2   # rows of a module's fp8_amax_history and fp8_scale
 ROLES = ("input", "weight", "grad_output")
@@ -332,15 +333,52 @@ def _reduce_amaxes(amaxes, device):
     return amaxes
 
 
-# ---- nn.Linear's FP8 path ----
+# ---- the GEMM on quantized operands: shared by the modules and the functional ops ----
+def _gemm_quantizers(module, recipe):
+    """(QX, QW, QG) of a per-tensor recipe: for DelayedScaling, quantizers on the module's state (created on
+    first use); for CurrentScaling, stateless ones. module is what watchers are told the casts fed."""
+    fmt = recipe.fp8_format
+    if isinstance(recipe, DelayedScaling):
+        _ensure_state(module, recipe)
+    kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
+    return tuple(kind(module, row, fp8, recipe) for row, fp8 in
+                 ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
+
+
+def _quantized(product, x, w, quantizers):
+    """QG(product(QX(x), QW(w))): the GEMM on the quantized operands, in float32; its output gradient quantized."""
+    qx, qw, qg = quantizers
+    return QuantizeGrad.apply(product(QuantizeForward.apply(x, qx), QuantizeForward.apply(w, qw)), qg)
+
+
+@contextlib.contextmanager
+def _inner_ops(device_type):
+    """The FP8 path's own ops: not autocast (their operands are decided) and not quantized again."""
+    with autocast(device_type, enabled=False):
+        yield
+
+
+def _finish(run, x):
+    """run() (the quantized GEMM and its bias, in float32) cast to the output dtype: that of an enclosing enabled
+    autocast region for x's device, else x's."""
+    device = x.device.type
+    out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
+    with _inner_ops(device):
+        return run().to(out_dtype)
+
+
+def _check_dtypes(who, x, w):
+    for name, t in (("input", x), ("weight", w)):
+        if t.dtype not in _QUANTIZABLE:
+            raise TypeError(f"fp8_autocast: {who} got {name} of dtype {t.dtype.name}; FP8 quantization takes "
+                            "float32, float16 or bfloat16")
+
+
+# ---- the modules' FP8 paths ----
 def linear(module, x):
     """nn.Linear's forward inside an fp8_autocast region (Linear.forward calls it)."""
     recipe = active()
-    for name, t in (("input", x), ("weight", module.weight)):
-        if t.dtype not in _QUANTIZABLE:
-            raise TypeError(f"fp8_autocast: {module!r} got {name} of dtype {t.dtype.name}; FP8 quantization takes "
-                            "float32, float16 or bfloat16")
-    fmt = recipe.fp8_format
+    _check_dtypes(repr(module), x, module.weight)
     if isinstance(recipe, MXFP8BlockScaling):
         for name, n in (("in_features", module.in_features), ("out_features", module.out_features)):
             if n % scaling.MX_BLOCK:
@@ -351,18 +389,32 @@ def linear(module, x):
             raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs the batch ({rows} rows) to be a multiple of "
                              f"{scaling.MX_BLOCK} when gradients are computed (wgrad's blocks run along it)")
     else:
-        if isinstance(recipe, DelayedScaling):
-            _ensure_state(module, recipe)
-        kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
-        qx, qw, qg = (kind(module, row, fp8, recipe) for row, fp8 in
-                      ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
-    device = x.device.type
-    out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
-    with autocast(device, enabled=False):
+        quantizers = _gemm_quantizers(module, recipe)
+
+    def run():
         if isinstance(recipe, MXFP8BlockScaling):
             y = MXLinearGEMM.apply(x, module.weight, recipe, module)
         else:
-            y = QuantizeGrad.apply(QuantizeForward.apply(x, qx) @ QuantizeForward.apply(module.weight, qw).mT, qg)
-        if module.bias is not None:
-            y = y + module.bias.float()
-        return y.to(out_dtype)
+            y = _quantized(lambda a, b: a @ b.mT, x, module.weight, quantizers)
+        return y if module.bias is None else y + module.bias.float()
+    return _finish(run, x)
+
+
+_MX_CONV = ("fp8_autocast: MXFP8BlockScaling does not quantize {who}: its blocks of 32 would run along the "
+            "convolution's contraction (in_channels/groups x the kernel's positions), which only an im2col copy of "
+            "the input lays out; use DelayedScaling or CurrentScaling (per-tensor scales) for convolutions")
+
+
+def conv(module, x, convolve):
+    """nn.Conv{1,2,3}d's and nn.ConvTranspose{1,2,3}d's forward inside a region (their forward calls it):
+    ``convolve(x, w)`` is the module's convolution without bias, run on the quantized input and weight."""
+    recipe = active()
+    _check_dtypes(repr(module), x, module.weight)
+    if isinstance(recipe, MXFP8BlockScaling):
+        raise NotImplementedError(_MX_CONV.format(who=repr(module)))
+    quantizers = _gemm_quantizers(module, recipe)
+
+    def run():
+        y = _quantized(convolve, x, module.weight, quantizers)
+        return y if module.bias is None else y + module.bias.float().reshape((-1,) + (1,) * module.nd)
+    return _finish(run, x)
