@@ -651,6 +651,9 @@ def test_mxfp8_refuses_convolutions():
                                                       "use DelayedScaling or CurrentScaling"):
             with mp.amp.fp8_autocast(recipe=mp.amp.MXFP8BlockScaling()):
                 conv(x)
+    with pytest.raises(NotImplementedError, match="does not quantize conv2d"):
+        with mp.amp.fp8_autocast(recipe=mp.amp.MXFP8BlockScaling()):
+            mp.nn.functional.conv2d(x, mp.randn(32, 32, 1, 1))
     assert fp8_region.active() is None
 
 
@@ -676,3 +679,228 @@ def test_cnn_gradients_close_to_float32(recipe):
         a, b = p.grad.numpy().ravel(), q.grad.numpy().ravel()
         assert np.linalg.norm(a - b) / np.linalg.norm(b) < bound
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.95   # the same direction
+
+
+# ---- functional GEMMs ----
+def functional_step(fn, arrays, g, recipe, grad_of=None):
+    """fn(*tensors) in a region, backward after it; returns (y, the tensors' gradients)."""
+    ts = [mp.tensor(a, requires_grad=True) for a in arrays]
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = fn(*ts)
+    y.backward(mp.tensor(g))
+    return y, [t.grad for t in ts]
+
+
+F = mp.nn.functional
+CURRENT_GEMMS = [  # (name, fn, operand shapes, output shape, the reference from quantized x, w, c (float64))
+    ("linear", lambda x, w, b: F.linear(x, w, b), [(2, 5, 32), (8, 32), (8,)], (2, 5, 8),
+     lambda x, w, b: x @ w.T + b),
+    ("matmul_stack_by_matrix", lambda x, w: x @ w, [(3, 4, 16), (16, 8)], (3, 4, 8), lambda x, w: x @ w),
+    ("matmul_broadcast_batches", lambda x, w: mp.matmul(x, w), [(2, 1, 4, 16), (3, 16, 8)], (2, 3, 4, 8),
+     lambda x, w: x @ w),
+    ("matmul_vector", lambda x, w: x @ w, [(16,), (16, 8)], (8,), lambda x, w: x @ w),
+    ("mm", lambda x, w: mp.mm(x, w), [(6, 16), (16, 8)], (6, 8), lambda x, w: x @ w),
+    ("bmm", lambda x, w: x.bmm(w), [(3, 6, 16), (3, 16, 8)], (3, 6, 8), lambda x, w: x @ w),
+    ("addmm", lambda c, x, w: mp.addmm(c, x, w, beta=0.5, alpha=2.0), [(8,), (6, 16), (16, 8)], (6, 8),
+     lambda c, x, w: 2.0 * (x @ w) + 0.5 * c),
+]
+
+
+@pytest.mark.parametrize("name, fn, shapes, out, ref", CURRENT_GEMMS, ids=[c[0] for c in CURRENT_GEMMS])
+def test_functional_gemms_under_current_scaling_equal_the_reference(torch, name, fn, shapes, out, ref):
+    arrays = [data(s, 250 + i, 10.0 ** i) for i, s in enumerate(shapes)]
+    g = data(out, 260, 1e-3)
+    y, grads = functional_step(fn, arrays, g, mp.amp.CurrentScaling())
+    # the reference, by torch in float64: the product of the quantized operands (an added c/bias unquantized);
+    # the GEMM operands' gradients for the quantized output gradient, c's for the unquantized one
+    gemm = [1, 2] if name == "addmm" else [0, 1]
+
+    def reference(g):
+        ts = [torch.tensor(quantize(a, current_scale(a, E4M3), E4M3) if i in gemm else a.astype(np.float64),
+                           requires_grad=True) for i, a in enumerate(arrays)]
+        out = ref(*ts)
+        out.backward(torch.tensor(g))
+        return out.detach().numpy(), [t.grad.numpy() for t in ts]
+    expected, want = reference(quantize(g, current_scale(g, E5M2), E5M2))
+    want = [w if i in gemm else reference(g.astype(np.float64))[1][i] for i, w in enumerate(want)]
+    close(y.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+    for got, w in zip(grads, want):
+        close(got.numpy(), w, atol=1e-6 * np.abs(w).max())
+    # the operands really were quantized: the float64 product of the originals differs
+    plain = ref(*[torch.tensor(a.astype(np.float64)) for a in arrays]).numpy()
+    assert not np.allclose(y.numpy(), plain, rtol=1e-4, atol=0)
+
+
+@pytest.mark.parametrize("kind, conv, options", [
+    ("conv2d", lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2), dict(padding=1, groups=2)),
+    ("conv_transpose1d", lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2), dict(stride=2)),
+], ids=["conv2d", "conv_transpose1d"])
+def test_functional_convolutions_under_current_scaling_equal_the_reference(torch, kind, conv, options):
+    x, w, b = ((data((2, 4, 5, 5), 270, 20.0), data((6, 2, 3, 3), 271), data((6,), 272)) if kind == "conv2d"
+               else (data((2, 4, 7), 270, 20.0), data((4, 3, 3), 271), data((3,), 272)))
+    g = data((2, 6, 5, 5) if kind == "conv2d" else (2, 3, 15), 273, 1e-3)
+    y, (dx, dw, db) = functional_step(conv, (x, w, b), g, mp.amp.CurrentScaling())
+    ref_y, ref_dx, ref_dw = conv_reference(torch, kind, quantize(x, current_scale(x, E4M3), E4M3),
+                                           quantize(w, current_scale(w, E4M3), E4M3),
+                                           quantize(g, current_scale(g, E5M2), E5M2), b, **options)
+    close(y.numpy(), ref_y, atol=1e-6 * np.abs(ref_y).max())
+    close(dx.numpy(), ref_dx, atol=1e-6 * np.abs(ref_dx).max())
+    close(dw.numpy(), ref_dw, atol=1e-6 * np.abs(ref_dw).max())
+    close(db.numpy(), g.astype(np.float64).sum(axis=(0, *range(2, g.ndim))))
+
+
+MX_GEMMS = [  # (name, fn, shapes of x and w, output shape)
+    ("linear", lambda x, w: F.linear(x, w), [(2, 16, 64), (32, 64)], (2, 16, 32)),
+    ("matmul", lambda x, w: x @ w, [(32, 64), (64, 32)], (32, 32)),
+    ("bmm", lambda x, w: mp.bmm(x, w), [(2, 32, 64), (2, 64, 32)], (2, 32, 32)),
+]
+
+
+@pytest.mark.parametrize("fmt", [mp.amp.Format.E4M3, mp.amp.Format.HYBRID], ids=["e4m3", "hybrid"])
+@pytest.mark.parametrize("name, fn, shapes, out", MX_GEMMS, ids=[c[0] for c in MX_GEMMS])
+def test_functional_gemms_under_mxfp8_equal_the_ocp_reference(name, fn, shapes, out, fmt):
+    # blocks of very different magnitudes along the contraction: a per-tensor scale would flush the small ones
+    x = data(shapes[0], 280) * np.repeat([1e-3, 1e2], 32).astype(np.float32)
+    w, g = data(shapes[1], 281), data(out, 282, 1e-2)
+    y, (dx, dw) = functional_step(fn, (x, w), g, mp.amp.MXFP8BlockScaling(fp8_format=fmt))
+    fwd, bwd = fmt.forward, fmt.backward
+
+    def mx(a, fp8):   # blocks along the last dimension, matrix by matrix
+        return np.stack([mx_quantize(m, fp8) for m in a.reshape(-1, *a.shape[-2:])]).reshape(a.shape)
+
+    def T(a):
+        return np.swapaxes(a, -1, -2)
+    # as matrices: a stack of rows times one matrix is one matrix (x2 (rows, k), g2 (rows, n)); b is (..., k, n)
+    b = w.T if name == "linear" else w
+    x2, g2 = (x, g) if name == "bmm" else (x.reshape(-1, 64), g.reshape(-1, 32))
+    expected_y = mx(x2, fwd) @ T(mx(T(b), fwd))        # blocks along the contraction k
+    expected_dx = mx(g2, bwd) @ T(mx(b, fwd))          # dgrad: blocks along n
+    expected_db = mx(T(x2), fwd) @ T(mx(T(g2), bwd))   # wgrad: blocks along the rows
+    for actual, expected in ((y, expected_y), (dx, expected_dx), (dw, T(expected_db) if name == "linear" else
+                                                                  expected_db)):
+        # float32 sums of terms up to ~100: within float32 rounding of the largest
+        close(actual.numpy().reshape(expected.shape), expected, atol=1e-6 * np.abs(expected).max())
+
+
+def test_mxfp8_functional_gemms_refuse_dimensions_off_the_block():
+    recipe = mp.amp.MXFP8BlockScaling()
+    with pytest.raises(ValueError, match="contracted dimension of matmul to be a multiple of 32.*got 48"):
+        with mp.amp.fp8_autocast(recipe=recipe):
+            mp.randn(32, 48) @ mp.randn(48, 32)
+    w = mp.randn(32, 64, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = F.linear(mp.randn(5, 64), w)        # forward: fine (its blocks run along the 64 in_features)
+    with pytest.raises(ValueError, match="rows .* of linear to be a multiple of 32.*got 5"):
+        y.sum().backward()                      # wgrad's blocks run along the 5 rows
+    with mp.amp.fp8_autocast(recipe=recipe), mp.no_grad():
+        assert F.linear(mp.randn(5, 64), w).shape == (5, 32)
+
+
+def test_functional_gemms_under_delayed_scaling_follow_autocast():
+    """Delayed scaling's state belongs to modules: functional GEMMs run as they would without the region (and under
+    an enclosing autocast region, as autocast says), and keep no state."""
+    x, w = mp.randn(3, 16), mp.randn(4, 16)
+    xi, k = mp.randn(1, 2, 5, 5), mp.randn(3, 2, 3, 3)
+    cases = [lambda: F.linear(x, w), lambda: x @ w.T, lambda: mp.mm(x, w.T), lambda: mp.addmm(mp.ones(4), x, w.T),
+             lambda: F.conv2d(xi, k)]
+    for fn in cases:
+        with mp.amp.fp8_autocast():
+            y = fn()
+        np.testing.assert_array_equal(y.numpy(), fn().numpy())
+        with mp.autocast("cpu", dtype=mp.bfloat16):
+            with mp.amp.fp8_autocast():
+                y = fn()
+            expected = fn()
+        assert y.dtype == mp.bfloat16
+        np.testing.assert_array_equal(y.float().numpy(), expected.float().numpy())
+
+
+def test_functional_gemms_in_autocast_output_its_dtype():
+    x, w = mp.randn(3, 16, requires_grad=True), mp.randn(4, 16, requires_grad=True)
+    with mp.autocast("cpu", dtype=mp.bfloat16), mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        y = F.linear(x, w)
+    assert y.dtype == mp.bfloat16
+    xb, wb = x.detach().to(mp.bfloat16).float().numpy(), w.detach().to(mp.bfloat16).float().numpy()
+    ref = quantize(xb, current_scale(xb, E4M3), E4M3) @ quantize(wb, current_scale(wb, E4M3), E4M3).T
+    ref = ref.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(y.float().numpy(), ref)
+    y.float().sum().backward()
+    assert x.grad.dtype == mp.float32 and w.grad.dtype == mp.float32
+
+
+def test_functional_gemms_leave_other_dtypes_alone():
+    for dtype in (mp.float64, mp.int64):
+        a, b = mp.arange(12, dtype=dtype).reshape(3, 4), mp.arange(8, dtype=dtype).reshape(4, 2)
+        with mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+            y = a @ b
+        np.testing.assert_array_equal(y.numpy(), (a @ b).numpy())
+        assert y.dtype == dtype
+
+
+def test_the_fp8_path_does_not_quantize_its_own_gemms_again(torch):
+    """A backward run inside the region, and Linear's own matrix product, are quantized once: the results equal
+    the single-quantization reference."""
+    x, w, g = data((4, 32), 290, 5.0), data((8, 32), 291), data((4, 8), 292, 1e-3)
+    xt, wt = mp.tensor(x, requires_grad=True), mp.tensor(w, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        y = xt @ wt.mT
+        y.backward(mp.tensor(g))     # the backward's GEMMs inside the region
+    qx, qw = quantize(x, current_scale(x, E4M3), E4M3), quantize(w, current_scale(w, E4M3), E4M3)
+    qg = quantize(g, current_scale(g, E5M2), E5M2)
+    for actual, expected in ((y, qx @ qw.T), (xt.grad, qg @ qw), (wt.grad, qg.T @ qx)):
+        close(actual.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+    m = linear(32, 8, bias=False)
+    with mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        y = m(mp.tensor(x))
+    w = m.weight.numpy()
+    expected = qx @ quantize(w, current_scale(w, E4M3), E4M3).T
+    close(y.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+
+
+def test_functional_gemms_keep_the_dtype_autocast_gave_their_inputs():
+    x, w = mp.randn(3, 16), mp.randn(4, 16)
+    xi, k = mp.randn(1, 2, 5, 5), mp.randn(3, 2, 3, 3)
+    with mp.autocast("cpu", dtype=mp.bfloat16), mp.amp.override({"linear": "fp32", "conv2d": "fp32"}, "cpu"), \
+            mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        y, z = F.linear(x, w), F.conv2d(xi, k)
+    assert y.dtype == mp.float32 and z.dtype == mp.float32
+
+
+# ---- devices: convolutions and functional GEMMs ----
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling()],
+                         ids=["delayed", "current"])
+def test_conv_on_the_device_equal_to_the_cpu(device, recipe):
+    def conv():
+        mp.manual_seed(7)
+        return mp.nn.Conv2d(4, 6, 3, padding=1)
+    cpu, dev = conv(), conv().to(device)
+    for k in range(2):
+        x, g = data((2, 4, 6, 6), 300 + k, 3.0), data((2, 6, 6, 6), 310 + k, 1e-3)
+        xs = [mp.tensor(x, device=where, requires_grad=True) for where in ("cpu", device)]
+        with mp.amp.fp8_autocast(recipe=recipe):
+            ys = [cpu(xs[0]), dev(xs[1])]
+        for y, where in zip(ys, ("cpu", device)):
+            y.backward(mp.tensor(g, device=where))
+        for got, want in ((ys[1], ys[0]), (xs[1].grad, xs[0].grad), (dev.weight.grad, cpu.weight.grad)):
+            want = want.numpy()   # float32 sums in another order: within float32 rounding of the largest term
+            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    if isinstance(recipe, mp.amp.DelayedScaling):
+        np.testing.assert_array_equal(dev.fp8_scale.cpu().numpy(), cpu.fp8_scale.numpy())
+        np.testing.assert_array_equal(dev.fp8_amax_history.cpu().numpy(), cpu.fp8_amax_history.numpy())
+        assert dev.fp8_scale.device.type == device
+
+
+@pytest.mark.parametrize("recipe", [mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()], ids=["current", "mxfp8"])
+def test_functional_gemms_on_the_device_equal_to_the_cpu(device, recipe):
+    x, w, b = data((32, 64), 320, 3.0), data((32, 64), 321), data((32,), 322)
+    g = data((32, 32), 323, 1e-3)
+    results = []
+    for where in ("cpu", device):
+        ts = [mp.tensor(a, device=where, requires_grad=True) for a in (x, w, b)]
+        with mp.amp.fp8_autocast(recipe=recipe):
+            y = F.linear(ts[0], ts[1], ts[2]) + ts[0] @ ts[1].mT
+        y.backward(mp.tensor(g, device=where))
+        assert y.device.type == where
+        results.append([y.cpu().numpy()] + [t.grad.cpu().numpy() for t in ts])
+    for got, want in zip(*reversed(results)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
