@@ -5,17 +5,18 @@ functional GEMMs run on FP8 values: F.linear, matmul and ``@``, mm, bmm, addmm, 
 convolutions. The region lives above the ops, in mp.amp, so it hands this module, per thread,
 the object that computes a quantized GEMM (:func:`enter`, :func:`leave`), and a GEMM op asks
 
-    if fp8_gemms.entered and (fp8 := fp8_gemms.current()) is not None:   # inside a region
+    if fp8_gemms.entered and (y := fp8_gemms.product(ctx, "mm", a, b)) is not None:   # in a region
+        return y
 
 ``entered`` counts the regions entered in all threads: outside every region a GEMM op pays one
 read of it, and no other op anything (dispatch itself never looks).
 
-An op that works on arrays (matmul, mm, bmm, addmm, linear) calls ``fp8.product(ctx, a, b, ...)``:
-the region computes the product of the quantized operands on Tensors of its own, building a small
-graph of its own when grad mode is on, and notes that graph on ``ctx``. Its backward rule first asks
-:func:`grads`, which runs that graph's backward (the FP8 backward GEMMs) for a call that ran one,
-and returns None for every other call. A convolution's forward works on Tensors (a composite) and
-calls ``fp8.conv(...)``, whose graph is the ordinary one.
+An op that works on arrays (matmul, mm, bmm, addmm, linear) calls :func:`product`: the region
+computes the product of the quantized operands on Tensors of its own, building a small graph of its
+own when grad mode is on, and notes that graph's backward on ``ctx``. Its backward rule first asks
+:func:`grads` (once ``noted`` says some call ever noted one), which runs that backward (the FP8
+backward GEMMs) for a call that ran one and returns None for every other call. A convolution's
+forward works on Tensors (a composite) and calls :func:`conv`, whose graph is the ordinary one.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import threading
 entered = 0                    # fp8 regions entered and not yet left, in all threads
 _local = threading.local()     # .gemms: this thread's quantized-GEMM object, or None
 _lock = threading.Lock()
-_noted = False                 # whether an FP8 product was ever noted on a ctx (grads() looks only then)
+noted = False                  # whether an FP8 product was ever noted on a ctx (backward rules look only then)
 
 
 def current():
@@ -53,15 +54,15 @@ def leave(previous):
 
 def note(ctx, backward):
     """Record on an array op's ctx the ``backward(g, wanted)`` of the FP8 product its forward ran."""
-    global _noted
-    _noted = True
+    global noted
+    noted = True
     ctx.fp8 = backward
 
 
 def grads(ctx, g, wanted):
     """The gradients (one per operand of the product, None where ``wanted`` says no) of the FP8 product the
     forward of ``ctx``'s call ran, or None when it ran none."""
-    backward = getattr(ctx, "fp8", None) if _noted else None
+    backward = getattr(ctx, "fp8", None)
     return None if backward is None else backward(g, wanted)
 
 

@@ -108,8 +108,7 @@ matmul.jvp(_bilinear_tangent)
 
 @matmul.grad
 def _(ctx, g):
-    fp8 = _fp8.grads(ctx, g, ctx.needs_input_grad)   # (the FP8 backward GEMMs, when forward ran FP8 ones)
-    if fp8 is not None:
+    if _fp8.noted and (fp8 := _fp8.grads(ctx, g, ctx.needs_input_grad)) is not None:  # forward ran an FP8 GEMM
         return fp8
     a, b = ctx.inputs
     if a.ndim == 1 and b.ndim == 1:
@@ -124,8 +123,7 @@ def _(ctx, g):
 
 
 def _mm_grad(ctx, g):
-    fp8 = _fp8.grads(ctx, g, ctx.needs_input_grad)
-    if fp8 is not None:
+    if _fp8.noted and (fp8 := _fp8.grads(ctx, g, ctx.needs_input_grad)) is not None:  # forward ran an FP8 GEMM
         return fp8
     a, b = ctx.inputs[:2]
     if a.ndim != 2 or b.ndim != 2:  # (batches of matrices: bmm)
@@ -261,10 +259,11 @@ def _fused_grad(adjoints):
     """Backward of beta * c + alpha * product(m1, m2): adjoints(ga, m1, m2) gives the product's gradients
     for the output gradient ga = alpha * g."""
     def backward(ctx, g):
-        needs = ctx.needs_input_grad
-        fp8 = _fp8.grads(ctx, g, (needs[1], needs[2], needs[0]))   # (addmm's FP8 product: mat1, mat2, input)
-        if fp8 is not None:
-            return fp8[2], fp8[0], fp8[1]
+        if _fp8.noted:   # (addmm's FP8 product, when its forward ran one: mat1, mat2, then input)
+            needs = ctx.needs_input_grad
+            fp8 = _fp8.grads(ctx, g, (needs[1], needs[2], needs[0]))
+            if fp8 is not None:
+                return fp8[2], fp8[0], fp8[1]
         _, m1, m2 = ctx.inputs[:3]
         return (g * ctx.beta if ctx.beta != 1 else g, *adjoints(g * ctx.alpha if ctx.alpha != 1 else g, m1, m2))
     return backward
@@ -374,8 +373,7 @@ def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
     needs = ctx.needs_input_grad
     wanted = (needs[0], needs[1], b is not None and needs[2])  # (a first layer's input needs no gradient)
-    fp8 = _fp8.grads(ctx, g, wanted)
-    if fp8 is not None:
+    if _fp8.noted and (fp8 := _fp8.grads(ctx, g, wanted)) is not None:  # forward ran an FP8 GEMM
         return fp8
     return in_places(wanted, linear_backward(g, x, w, wanted) if any(wanted) else ())
 
