@@ -312,3 +312,19 @@ def test_the_plot_has_an_fp8_panel(tmp_path):
     heights = [p.get_height() for p in panel.patches]
     assert heights[0] == pytest.approx(100 * report.fp8[0].stats.saturated_fraction) and heights[0] > 0
     assert (tmp_path / "fp8.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_functional_gemms_and_convolutions_are_named():
+    model = mp.nn.Sequential(mp.nn.Conv2d(3, 4, 3))
+    x, w = mp.randn(32, 64), mp.randn(64, 32)
+    with mp.amp.inspect(model) as insp:
+        with mp.amp.fp8_autocast(recipe=RECIPES[1]):
+            model(mp.randn(1, 3, 5, 5))
+            x @ w
+            mp.nn.functional.conv1d(mp.randn(1, 2, 6), mp.randn(3, 2, 3))
+    assert [r.label for r in insp.report().fp8] == ["0 input", "0 weight", "matmul input", "matmul weight",
+                                                    "conv1d input", "conv1d weight"]
+    with mp.amp.inspect() as insp:
+        with mp.amp.fp8_autocast(recipe=RECIPES[2]):
+            mp.nn.functional.linear(x, w.T)
+    assert [r.label for r in insp.report().fp8] == ["linear input", "linear weight"]

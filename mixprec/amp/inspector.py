@@ -338,7 +338,8 @@ class _Shadow:
         if threading.get_ident() != self.thread:
             return
         module = cast.module
-        name = self.module_names.get(id(module))
+        # (a functional GEMM's cast names its op, a str: "matmul", "conv2d")
+        name = module if isinstance(module, str) else self.module_names.get(id(module))
         if name is None:
             name = self.module_names[id(module)] = f"{type(module).__name__}#{len(self.module_names) + 1}"
         record = FP8Record(index=len(self.fp8) + 1, module=name or type(module).__name__, role=cast.role,

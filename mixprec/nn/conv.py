@@ -8,6 +8,7 @@ fan_in = weight.shape[1] * prod(kernel). state_dicts load into torch and back.
 """
 from __future__ import annotations
 
+from ..amp.fp8 import autocast as _fp8
 from ..ops.conv import ntuple
 from . import functional as F
 from .layers import _expect, _kaiming_init, _weight_and_bias
@@ -49,6 +50,7 @@ class _ConvNd(Module):
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
         _weight_and_bias(self, shape + self.kernel_size, bias, out_channels, device, dtype)
         self.reset_parameters()
+        self.register_load_state_dict_pre_hook(_fp8.load_state_hook)  # a checkpoint's FP8 state makes its buffers
 
     def reset_parameters(self):
         _kaiming_init(self.weight, self.bias)
@@ -96,11 +98,14 @@ class _Conv(_ConvNd):
     def forward(self, input):
         self._check_input(input)
         conv = getattr(F, f"conv{self.nd}d")
-        if self.padding_mode == "zeros":
-            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        pad = [p for low_high in reversed(self._explicit_padding()) for p in low_high]  # last dim first
-        return conv(F.pad(input, pad, mode=self.padding_mode), self.weight, self.bias, self.stride, 0,
-                    self.dilation, self.groups)
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            pad = [p for low_high in reversed(self._explicit_padding()) for p in low_high]  # last dim first
+            input, padding = F.pad(input, pad, mode=self.padding_mode), 0
+        if _fp8.active() is not None:  # inside mp.amp.fp8_autocast: the convolution on FP8 values
+            return _fp8.conv(self, input, lambda x, w: conv(x, w, None, self.stride, padding, self.dilation,
+                                                            self.groups))
+        return conv(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class Conv1d(_Conv):
@@ -148,8 +153,12 @@ class _ConvTranspose(_ConvNd):
     def forward(self, input, output_size=None):
         self._check_input(input)
         conv_transpose = getattr(F, f"conv_transpose{self.nd}d")
-        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding,
-                              self._output_padding(input, output_size), self.groups, self.dilation)
+        output_padding = self._output_padding(input, output_size)
+        if _fp8.active() is not None:  # inside mp.amp.fp8_autocast: the convolution on FP8 values
+            return _fp8.conv(self, input, lambda x, w: conv_transpose(x, w, None, self.stride, self.padding,
+                                                                      output_padding, self.groups, self.dilation))
+        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
+                              self.dilation)
 
 
 class ConvTranspose1d(_ConvTranspose):

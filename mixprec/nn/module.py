@@ -33,6 +33,10 @@ _HOOK_KINDS = ("forward_pre", "forward", "state_dict_pre", "state_dict_post", "l
 class Module:
     """Base class for layers and models: subclass it, create parts in __init__, write forward()."""
 
+    # buffers whose dtype is part of their meaning: to(dtype), half() and bfloat16() move them but never cast them
+    # (the FP8 scaling state, mixprec/amp/fp8/autocast.py, stays float32 as Transformer Engine's FP8 metadata does)
+    _fixed_dtype_buffers = frozenset()
+
     def __init__(self):
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", {})
@@ -345,7 +349,8 @@ class Module:
 
         to(device), to(dtype), to(device, dtype) or to(tensor). Parameters keep
         their identity (an optimizer built on them stays valid); integer buffers
-        such as num_batches_tracked keep their dtype.
+        such as num_batches_tracked, and the buffers a module names in
+        _fixed_dtype_buffers, keep their dtype.
         """
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
@@ -365,10 +370,10 @@ class Module:
                 raise TypeError(f"Module.to only casts to floating-point dtypes, got {dtype.name}")
         device = devices.as_device(device) if device is not None else None
 
-        def convert(array):
+        def convert(array, cast=True):
             if device is not None:
                 array = devices.to_device(array, device)
-            if dtype is not None and _dt.is_floating(array.dtype) and array.dtype != dtype:
+            if cast and dtype is not None and _dt.is_floating(array.dtype) and array.dtype != dtype:
                 with devices.on_device(devices.device_of_array(array)):
                     array = array.astype(dtype)
             return array
@@ -388,7 +393,7 @@ class Module:
                     p._grad = Tensor._wrap(g) if g is not p.grad._array else p.grad
             for name, b in m._buffers.items():
                 if b is not None:
-                    new = convert(b._array)
+                    new = convert(b._array, name not in m._fixed_dtype_buffers)
                     if new is not b._array:
                         m._buffers[name] = Tensor._wrap(new)
         return self

@@ -45,6 +45,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..backend import array_module
 from ..tensor import Tensor
+from . import fp8_gemms as _fp8
 from . import gemm
 from .gemm import in_places, wanted_only
 from .autocast import suspended
@@ -433,7 +434,12 @@ def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
     if any(o < 1 for o in out):
         raise RuntimeError(f"{name}: the (padded) input of spatial size {tuple(size)} is smaller than the "
                            f"dilated kernel {tuple(kernel)}: the output would be empty")
-    y = conv_nd(x, weight, bias, Geometry(tuple(kernel), stride, pads, dilation, out), groups)
+    geometry = Geometry(tuple(kernel), stride, pads, dilation, out)
+    y = None
+    if _fp8.entered:  # in an mp.amp.fp8_autocast region: FP8 operands if it quantizes functional GEMMs
+        y = _fp8.conv(name, lambda a, b: conv_nd(a, b, None, geometry, groups), x, weight, bias)
+    if y is None:
+        y = conv_nd(x, weight, bias, geometry, groups)
     return y if input.ndim == nd + 2 else y.squeeze(0)
 
 
@@ -480,7 +486,12 @@ def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_paddi
     if any(o < 1 for o in out):
         raise RuntimeError(f"{name}: padding {pad} removes the whole output (its size would be {out})")
     geometry = Geometry(tuple(kernel), stride, tuple((p, p) for p in pad), dilation, tuple(size))
-    y = conv_transpose_nd(x, weight, bias, (n, out_c, *out), geometry, groups)
+    shape = (n, out_c, *out)
+    y = None
+    if _fp8.entered:  # in an mp.amp.fp8_autocast region: FP8 operands if it quantizes functional GEMMs
+        y = _fp8.conv(name, lambda a, b: conv_transpose_nd(a, b, None, shape, geometry, groups), x, weight, bias)
+    if y is None:
+        y = conv_transpose_nd(x, weight, bias, shape, geometry, groups)
     return y if input.ndim == nd + 2 else y.squeeze(0)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import array_module, is_array
+from . import fp8_gemms as _fp8
 from . import gemm
 from .gemm import in_places, wanted_only
 from .opmath import opmath
@@ -91,6 +92,8 @@ def matmul(ctx, input, other):
         except ValueError:
             batches_broadcast = False  # (the error is raised outside the handler: NumPy's is no part of it)
         _check("matmul", batches_broadcast, input, other, "batch dimensions do not broadcast")
+    if _fp8.entered and (y := _fp8.product(ctx, "matmul", input, other)) is not None:  # in mp.amp.fp8_autocast
+        return y
     return _mm(input, other)
 
 
@@ -105,6 +108,8 @@ matmul.jvp(_bilinear_tangent)
 
 @matmul.grad
 def _(ctx, g):
+    if _fp8.noted and (fp8 := _fp8.grads(ctx, g, ctx.needs_input_grad)) is not None:  # forward ran an FP8 GEMM
+        return fp8
     a, b = ctx.inputs
     if a.ndim == 1 and b.ndim == 1:
         return g * _c(b), g * _c(a)
@@ -118,6 +123,8 @@ def _(ctx, g):
 
 
 def _mm_grad(ctx, g):
+    if _fp8.noted and (fp8 := _fp8.grads(ctx, g, ctx.needs_input_grad)) is not None:  # forward ran an FP8 GEMM
+        return fp8
     a, b = ctx.inputs[:2]
     if a.ndim != 2 or b.ndim != 2:  # (batches of matrices: bmm)
         return g @ _H(b), _H(a) @ g
@@ -167,6 +174,8 @@ def mm(ctx, input, mat2):
     """(n, k) @ (k, m)."""
     _check("mm", input.ndim == 2 and mat2.ndim == 2, input, mat2, "mm needs two 2-D tensors")
     _check("mm", input.shape[1] == mat2.shape[0], input, mat2, "inner dimensions differ")
+    if _fp8.entered and (y := _fp8.product(ctx, "mm", input, mat2)) is not None:  # in mp.amp.fp8_autocast
+        return y
     return _mm(input, mat2)
 
 
@@ -180,6 +189,8 @@ def bmm(ctx, input, mat2):
     _check("bmm", input.ndim == 3 and mat2.ndim == 3 and input.shape[0] == mat2.shape[0], input, mat2,
            "bmm needs two 3-D tensors with the same batch size")
     _check("bmm", input.shape[2] == mat2.shape[1], input, mat2, "inner dimensions differ")
+    if _fp8.entered and (y := _fp8.product(ctx, "bmm", input, mat2)) is not None:  # in mp.amp.fp8_autocast
+        return y
     return _mm(input, mat2)
 
 
@@ -239,6 +250,8 @@ def addmm(ctx, input, mat1, mat2, beta=1, alpha=1):
     _check("addmm", mat1.ndim == 2 and mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0], mat1, mat2,
            "addmm needs two 2-D matrices with matching inner dimensions")
     ctx.beta, ctx.alpha = beta, alpha
+    if _fp8.entered and (y := _fp8.product(ctx, "addmm", mat1, mat2, input, alpha, beta)) is not None:
+        return y   # (in mp.amp.fp8_autocast)
     return _mm_plus("addmm", mat1, mat2, input, alpha, beta)
 
 
@@ -246,6 +259,11 @@ def _fused_grad(adjoints):
     """Backward of beta * c + alpha * product(m1, m2): adjoints(ga, m1, m2) gives the product's gradients
     for the output gradient ga = alpha * g."""
     def backward(ctx, g):
+        if _fp8.noted:   # (addmm's FP8 product, when its forward ran one: mat1, mat2, then input)
+            needs = ctx.needs_input_grad
+            fp8 = _fp8.grads(ctx, g, (needs[1], needs[2], needs[0]))
+            if fp8 is not None:
+                return fp8[2], fp8[0], fp8[1]
         _, m1, m2 = ctx.inputs[:3]
         return (g * ctx.beta if ctx.beta != 1 else g, *adjoints(g * ctx.alpha if ctx.alpha != 1 else g, m1, m2))
     return backward
@@ -338,6 +356,8 @@ def linear(ctx, input, weight, bias=None):
     if bias is not None and bias.shape not in ((weight.shape[0],), ()):
         raise RuntimeError(f"linear: bias of shape {tuple(bias.shape)} does not fit weight of shape "
                            f"{tuple(weight.shape)} (expected ({weight.shape[0]},))")
+    if _fp8.entered and (y := _fp8.product(ctx, "linear", input, weight, bias, transpose_b=True)) is not None:
+        return y   # (in mp.amp.fp8_autocast)
     return _mm(input, weight.T) if bias is None else _mm_plus("linear", input, weight.T, bias)
 
 
@@ -353,6 +373,8 @@ def _(ctx, g):
     x, w, b = (*ctx.inputs, None)[:3]  # bias may be absent
     needs = ctx.needs_input_grad
     wanted = (needs[0], needs[1], b is not None and needs[2])  # (a first layer's input needs no gradient)
+    if _fp8.noted and (fp8 := _fp8.grads(ctx, g, wanted)) is not None:  # forward ran an FP8 GEMM
+        return fp8
     return in_places(wanted, linear_backward(g, x, w, wanted) if any(wanted) else ())
 
 

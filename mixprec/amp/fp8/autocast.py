@@ -1,4 +1,5 @@
-"""The FP8 region: ``with mp.amp.fp8_autocast(recipe=...)`` runs every nn.Linear's GEMM on FP8 values.
+"""The FP8 region: ``with mp.amp.fp8_autocast(recipe=...)`` runs every nn.Linear's and convolution module's GEMM
+on FP8 values, and, under the stateless recipes, the functional GEMMs' (ops/fp8_gemms.py).
 
 Inside the region a Linear computes, from three differentiable pieces,
 
@@ -22,7 +23,7 @@ Output dtype: the dtype of an enclosing ``mp.autocast`` region (bfloat16, say) w
 enabled for the input's device, else the input's dtype.
 
 Recipes:
-- DelayedScaling: each Linear gets two buffers when first run in a region,
+- DelayedScaling: each Linear (and convolution module) gets two buffers when first run in a region,
   ``fp8_amax_history`` (3, amax_history_len) and ``fp8_scale`` (3,), rows input, weight,
   grad_output; both are in its state_dict. A cast uses the scale as it stands and records
   the amax; when the outermost enabled region exits, ONE ``scaling.delayed_update`` call
@@ -39,13 +40,21 @@ Recipes:
   GEMMs, and every dimension (in_features, out_features, and the batch when a gradient is
   needed) must be a multiple of 32.
 
-Only nn.Linear is quantized; functional F.linear and matmul inside the region run as usual.
+Convolution modules (nn.Conv{1,2,3}d, nn.ConvTranspose{1,2,3}d) run QG(conv(QX(x), QW(w))) + bias from the same
+pieces and state; MXFP8BlockScaling refuses them (its blocks would run along an im2col copy of the input).
+
+Functional GEMMs (F.linear, matmul/@, mm, bmm, addmm, F.conv*): quantized under CurrentScaling and
+MXFP8BlockScaling, through the hook of ops/fp8_gemms.py (_FunctionalGEMMs); under DelayedScaling they follow
+autocast, as in Transformer Engine: a delayed scale is one recurring tensor's history, and only a module names one.
+The FP8 path's own ops run with that hook off (_inner_ops), so they are not quantized twice.
 
 Every cast is shown to the watchers of mixprec.amp.fp8.watch, when there are any (mp.amp.inspect's
-FP8 section); with none, that costs one check of a list per cast.
+FP8 section); with none, that costs one check of a list per cast. A functional GEMM's casts name its op
+("matmul", "conv2d", ...) where a module's name the module.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -53,16 +62,18 @@ import ml_dtypes
 import numpy as np
 
 from ... import backend as _be
+from ...autograd.engine import grad as _grad
 from ...autograd.function import Function
-from ...autograd.grad_mode import is_grad_enabled
+from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...backend import devices
 from ...distributed import process_group as _pg
+from ...ops import fp8_gemms
 from ...tensor import Tensor
 from ..autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from . import scaling, watch
 from .recipes import CurrentScaling, DelayedScaling, MXFP8BlockScaling
 
-__all__ = ["fp8_autocast", "active", "linear"]
+__all__ = ["fp8_autocast", "active", "linear", "conv"]
 
 INPUT, WEIGHT, GRAD_OUTPUT = 0, 1, 2   # rows of a module's fp8_amax_history and fp8_scale
 ROLES = ("input", "weight", "grad_output")
@@ -98,12 +109,15 @@ class fp8_autocast:
             raise TypeError("fp8_autocast: recipe must be a mixprec.amp.DelayedScaling, CurrentScaling or "
                             f"MXFP8BlockScaling (or None for DelayedScaling()), got {type(recipe).__name__}")
         self.enabled, self.recipe = enabled, recipe
+        self._outer = []   # per entry: the functional-GEMM object this region replaced (ops/fp8_gemms.py)
 
     def __enter__(self):
         _regions().append(self)
+        self._outer.append(fp8_gemms.enter(_functional_gemms(self)))
         return self
 
     def __exit__(self, exc_type, *exc):
+        fp8_gemms.leave(self._outer.pop())
         regions = _regions()
         regions.remove(self)
         if exc_type is None and self.enabled and not any(r.enabled for r in regions):
@@ -261,9 +275,7 @@ def _ensure_state(module, recipe):
     n = recipe.amax_history_len
     history = getattr(module, "fp8_amax_history", None)
     if history is None:
-        w = module.weight
-        module.register_buffer("fp8_amax_history", Tensor._wrap(_be.array_module(w._array).zeros((3, n), np.float32)))
-        module.register_buffer("fp8_scale", Tensor._wrap(_be.array_module(w._array).ones(3, np.float32)))
+        _register_state(module, n)
     elif tuple(history.shape) != (3, n):
         raise ValueError(f"fp8_autocast: {module!r} has an fp8_amax_history of shape {tuple(history.shape)}, but the "
                          f"recipe's amax_history_len={n} needs (3, {n}); use the recipe it was trained with")
@@ -276,9 +288,16 @@ def load_state_hook(module, state_dict, prefix, *args):
             and prefix + "fp8_scale" in state_dict:
         shape = tuple(getattr(state_dict[key], "shape", ()))
         if len(shape) == 2 and shape[0] == 3:
-            xp = _be.array_module(module.weight._array)
-            module.register_buffer("fp8_amax_history", Tensor._wrap(xp.zeros(shape, np.float32)))
-            module.register_buffer("fp8_scale", Tensor._wrap(xp.ones(3, np.float32)))
+            _register_state(module, shape[1])
+
+
+def _register_state(module, n):
+    """The module's fp8_amax_history (3, n) of zeros and fp8_scale (3,) of ones, float32 on its weight's device;
+    Module.to(dtype), half() and bfloat16() keep them float32 (_fixed_dtype_buffers)."""
+    xp = _be.array_module(module.weight._array)
+    module.register_buffer("fp8_amax_history", Tensor._wrap(xp.zeros((3, n), np.float32)))
+    module.register_buffer("fp8_scale", Tensor._wrap(xp.ones(3, np.float32)))
+    module._fixed_dtype_buffers = module._fixed_dtype_buffers | {"fp8_amax_history", "fp8_scale"}
 
 
 def _update_delayed(recipe):
@@ -327,15 +346,58 @@ def _reduce_amaxes(amaxes, device):
     return amaxes
 
 
-# ---- nn.Linear's FP8 path ----
+# ---- the GEMM on quantized operands: shared by the modules and the functional ops ----
+def _gemm_quantizers(module, recipe):
+    """(QX, QW, QG) of a per-tensor recipe: for DelayedScaling, quantizers on the module's state (created on
+    first use); for CurrentScaling, stateless ones. module is what watchers are told the casts fed."""
+    fmt = recipe.fp8_format
+    if isinstance(recipe, DelayedScaling):
+        _ensure_state(module, recipe)
+    kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
+    return tuple(kind(module, row, fp8, recipe) for row, fp8 in
+                 ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
+
+
+def _quantized(product, x, w, quantizers):
+    """QG(product(QX(x), QW(w))): the GEMM on the quantized operands, in float32; its output gradient quantized."""
+    qx, qw, qg = quantizers
+    return QuantizeGrad.apply(product(QuantizeForward.apply(x, qx), QuantizeForward.apply(w, qw)), qg)
+
+
+@contextlib.contextmanager
+def _inner_ops(device_type):
+    """The FP8 path's own ops: not autocast (their operands are decided) and not quantized again."""
+    previous = fp8_gemms.enter(None)
+    try:
+        with autocast(device_type, enabled=False):
+            yield
+    finally:
+        fp8_gemms.leave(previous)
+
+
+def _finish(run, x, out_dtype=None):
+    """run() (the quantized GEMM and its bias, in float32) cast to the output dtype: a module's is that of an
+    enclosing enabled autocast region for x's device, else x's; a functional op's (out_dtype) its inputs', which
+    autocast has already decided."""
+    device = x.device.type
+    if out_dtype is None:
+        out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
+    with _inner_ops(device):
+        return run().to(out_dtype)
+
+
+def _check_dtypes(who, x, w):
+    for name, t in (("input", x), ("weight", w)):
+        if t.dtype not in _QUANTIZABLE:
+            raise TypeError(f"fp8_autocast: {who} got {name} of dtype {t.dtype.name}; FP8 quantization takes "
+                            "float32, float16 or bfloat16")
+
+
+# ---- the modules' FP8 paths ----
 def linear(module, x):
     """nn.Linear's forward inside an fp8_autocast region (Linear.forward calls it)."""
     recipe = active()
-    for name, t in (("input", x), ("weight", module.weight)):
-        if t.dtype not in _QUANTIZABLE:
-            raise TypeError(f"fp8_autocast: {module!r} got {name} of dtype {t.dtype.name}; FP8 quantization takes "
-                            "float32, float16 or bfloat16")
-    fmt = recipe.fp8_format
+    _check_dtypes(repr(module), x, module.weight)
     if isinstance(recipe, MXFP8BlockScaling):
         for name, n in (("in_features", module.in_features), ("out_features", module.out_features)):
             if n % scaling.MX_BLOCK:
@@ -346,18 +408,165 @@ def linear(module, x):
             raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs the batch ({rows} rows) to be a multiple of "
                              f"{scaling.MX_BLOCK} when gradients are computed (wgrad's blocks run along it)")
     else:
-        if isinstance(recipe, DelayedScaling):
-            _ensure_state(module, recipe)
-        kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
-        qx, qw, qg = (kind(module, row, fp8, recipe) for row, fp8 in
-                      ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
-    device = x.device.type
-    out_dtype = get_autocast_dtype(device) if is_autocast_enabled(device) else x.dtype
-    with autocast(device, enabled=False):
+        quantizers = _gemm_quantizers(module, recipe)
+
+    def run():
         if isinstance(recipe, MXFP8BlockScaling):
             y = MXLinearGEMM.apply(x, module.weight, recipe, module)
         else:
-            y = QuantizeGrad.apply(QuantizeForward.apply(x, qx) @ QuantizeForward.apply(module.weight, qw).mT, qg)
-        if module.bias is not None:
-            y = y + module.bias.float()
-        return y.to(out_dtype)
+            y = _quantized(lambda a, b: a @ b.mT, x, module.weight, quantizers)
+        return y if module.bias is None else y + module.bias.float()
+    return _finish(run, x)
+
+
+_MX_CONV = ("fp8_autocast: MXFP8BlockScaling does not quantize {who}: its blocks of 32 would run along the "
+            "convolution's contraction (in_channels/groups x the kernel's positions), which only an im2col copy of "
+            "the input lays out; use DelayedScaling or CurrentScaling (per-tensor scales) for convolutions")
+
+
+def conv(module, x, convolve):
+    """nn.Conv{1,2,3}d's and nn.ConvTranspose{1,2,3}d's forward inside a region (their forward calls it):
+    ``convolve(x, w)`` is the module's convolution without bias, run on the quantized input and weight."""
+    recipe = active()
+    _check_dtypes(repr(module), x, module.weight)
+    if isinstance(recipe, MXFP8BlockScaling):
+        raise NotImplementedError(_MX_CONV.format(who=repr(module)))
+    quantizers = _gemm_quantizers(module, recipe)
+
+    def run():
+        y = _quantized(convolve, x, module.weight, quantizers)
+        return y if module.bias is None else y + module.bias.float().reshape((-1,) + (1,) * module.nd)
+    return _finish(run, x)
+
+
+# ---- the functional GEMMs (ops/fp8_gemms.py) ----
+def _functional_gemms(region):
+    """What a region hands the functional GEMMs: None when it is disabled or its recipe is DelayedScaling, whose
+    amax histories and scales belong to modules (functional GEMMs then follow autocast, as in Transformer
+    Engine, which quantizes only its modules)."""
+    if not region.enabled or isinstance(region.recipe, DelayedScaling):
+        return None
+    return _FunctionalGEMMs(region.recipe)
+
+
+class _FunctionalGEMMs:
+    """F.linear, matmul/@, mm, bmm, addmm and the convolutions inside a CurrentScaling or MXFP8BlockScaling region.
+
+    Operands of another dtype than float32, float16 and bfloat16 (float64, integers, complex) are left to the
+    op (None), as autocast leaves them."""
+
+    def __init__(self, recipe):
+        self.recipe = recipe
+
+    def conv(self, name, convolve, x, w, bias):
+        """A functional convolution on Tensors (ops/conv.py): ``convolve(x, w)`` without bias, x batched."""
+        if x.dtype not in _QUANTIZABLE or w.dtype not in _QUANTIZABLE:
+            return None
+        if isinstance(self.recipe, MXFP8BlockScaling):
+            raise NotImplementedError(_MX_CONV.format(who=name))
+        quantizers = _gemm_quantizers(name, self.recipe)   # (watchers see the op's name where a module's is)
+
+        def run():
+            y = _quantized(convolve, x, w, quantizers)
+            return y if bias is None else y + bias.float().reshape((-1,) + (1,) * (x.ndim - 2))
+        return _finish(run, x, x.dtype)
+
+    def product(self, ctx, name, a, b, c, alpha, beta, transpose_b):
+        """alpha * (a @ b) + beta * c on arrays (b.T for F.linear's weight), a and b quantized, c not: the
+        result's array, in a's dtype. With grad mode on, the Tensors it is computed from require grad and ctx
+        gets the backward of that graph (fp8_gemms.note)."""
+        if a.dtype not in _QUANTIZABLE or b.dtype not in _QUANTIZABLE:
+            return None
+        leaves = tuple(None if v is None else Tensor._wrap(v) for v in (a, b, c))
+        record = is_grad_enabled()
+        for t in leaves:
+            if record and t is not None:
+                t.requires_grad_()
+        recipe = self.recipe
+
+        def run():
+            x, w, add = leaves
+            w = w.mT if transpose_b else w
+            if isinstance(recipe, MXFP8BlockScaling):
+                y = _mx_product(name, x, w, recipe)
+            else:
+                y = _quantized(lambda p, q: p @ q, x, w, _gemm_quantizers(name, recipe))
+            y = y if alpha == 1 else y * alpha
+            return y if add is None or beta == 0 else y + (add.float() if beta == 1 else add.float() * beta)
+        with _on_grad(record):
+            y = _finish(run, leaves[0], a.dtype)
+        if record:
+            def backward(g, wanted):
+                chosen = [t for t, want in zip(leaves, wanted) if want and t is not None]
+                with _inner_ops(y.device.type):
+                    found = iter(_grad(y, chosen, g, retain_graph=True, allow_unused=True) if chosen else ())
+                return tuple(next(found) if want and t is not None else None for t, want in zip(leaves, wanted))
+            fp8_gemms.note(ctx, backward)
+        return y._array
+
+
+def _on_grad(record):
+    return contextlib.nullcontext() if record else no_grad()
+
+
+def _mx_product(name, a, b, recipe):
+    """a @ b on MXFP8 values (matmul's rules for 1-D operands; a stack of rows times one matrix as one matrix)."""
+    if a.ndim == 1:
+        return _mx_product(name, a.unsqueeze(0), b, recipe).squeeze(-2)
+    if b.ndim == 1:
+        return _mx_product(name, a, b.unsqueeze(-1), recipe).squeeze(-1)
+    if a.ndim > 2 and b.ndim == 2:
+        return _mx_product(name, a.reshape(-1, a.shape[-1]), b, recipe).reshape(*a.shape[:-1], b.shape[-1])
+    return MXMatmul.apply(a, b, recipe, name)
+
+
+def _mx_along_last(a, fp8, seen, role, columnwise=False):
+    """MXFP8 quantize-dequantize of an array of any rank in 32-blocks along its last dimension (_mx_dequantize)."""
+    return _mx_dequantize(a.reshape(-1, a.shape[-1]), fp8, seen, role, columnwise).reshape(a.shape)
+
+
+def _mx_fits(name, what, n):
+    if n % scaling.MX_BLOCK:
+        raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs {what} of {name} to be a multiple of "
+                         f"{scaling.MX_BLOCK} (one scale per block of {scaling.MX_BLOCK}), got {n}")
+
+
+def _sum_to(x, shape):
+    """x summed over the batch dims it was broadcast along, back to ``shape``."""
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    return x.sum(axis=axes).reshape(shape) if axes else x
+
+
+class MXMatmul(Function):
+    """a @ b on MXFP8 values, a (..., m, k) and b (..., k, n), batch dims broadcast: MXLinearGEMM's scheme for
+    any GEMM. Forward: blocks along k. Backward: the gradient in blocks along n for dgrad and along m for wgrad,
+    and a, b quantized again in blocks along those, so every GEMM's blocks run along its contraction."""
+
+    @staticmethod
+    def forward(ctx, a, b, recipe, name):
+        fwd = recipe.fp8_format.forward
+        _mx_fits(name, "the contracted dimension", a.shape[-1])
+        ctx.fmt, ctx.name, ctx.arrays, ctx.dtypes = (fwd, recipe.fp8_format.backward), name, (a._array, b._array), \
+            (a.dtype, b.dtype)
+        ctx.seen = seen = (name, recipe)   # (what watchers are told: the op's name where a module's is)
+        a_blocks = _mx_along_last(a._array, fwd, seen, "input")
+        b_blocks = _mx_along_last(b._array.swapaxes(-1, -2), fwd, seen, "weight").swapaxes(-1, -2)  # along k too
+        return Tensor._wrap(a_blocks @ b_blocks)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (fwd, bwd), (a, b), seen = ctx.fmt, ctx.arrays, ctx.seen
+        g = grad._array.astype(np.float32)
+        da = db = None
+        if ctx.needs_input_grad[0]:   # g @ b^T contracts n
+            _mx_fits(ctx.name, "the output's last dimension (the input gradient's contraction)", g.shape[-1])
+            da = (_mx_along_last(g, bwd, seen, "grad_output")
+                  @ _mx_along_last(b, fwd, seen, "weight", True).swapaxes(-1, -2))
+            da = Tensor._wrap(_sum_to(da, a.shape).astype(ctx.dtypes[0], copy=False))
+        if ctx.needs_input_grad[1]:   # a^T @ g contracts m
+            _mx_fits(ctx.name, "the output's rows (the weight gradient's contraction)", g.shape[-2])
+            db = (_mx_along_last(a.swapaxes(-1, -2), fwd, seen, "input", True)
+                  @ _mx_along_last(g.swapaxes(-1, -2), bwd, seen, "grad_output", True).swapaxes(-1, -2))
+            db = Tensor._wrap(_sum_to(db, b.shape).astype(ctx.dtypes[1], copy=False))
+        return da, db, None, None

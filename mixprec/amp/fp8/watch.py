@@ -28,7 +28,8 @@ _local = threading.local()  # .unquantized: inside unquantized() on this thread
 class Cast(NamedTuple):
     """One FP8 cast, as a watcher sees it (arrays on the cast's device, not to be written).
 
-    module: the nn.Linear whose GEMM it fed; role: "input", "weight" or "grad_output"; fp8: the
+    module: the module (nn.Linear, a convolution) whose GEMM it fed, or for a functional GEMM its op's name
+    ("matmul", "linear", "conv2d"); role: "input", "weight" or "grad_output"; fp8: the
     format's name ("float8_e4m3fn", "float8_e5m2"); recipe: the recipe it ran under; source: the
     high-precision array that was cast; data: the FP8 values (ml_dtypes' float8 dtype for NumPy,
     uint8 bits for CuPy). Per-tensor recipes: scale is the float32 (1,) array the cast multiplied by,
