@@ -31,12 +31,13 @@ run on FP8 values; everything else follows autocast: the attention's two product
 (inside F.scaled_dot_product_attention, not an nn.Linear), the embeddings, the norms
 and the output layer. The output layer is an nn.Linear, but it runs in
 ``fp8_autocast(enabled=False)``: its 3 rows (one per digit) are no multiple of
-MXFP8's 32-value blocks, its weight is the token embedding's, and Transformer
-Engine's advice is the same: keep the last layer in higher precision. MXFP8 needs
-every quantized dimension to be a multiple of 32: --width (so 3 and 4 times it too)
-and the batch's rows, batch size x 11 tokens, so --batch-size. The script first
-trains the same model with autocast alone (same seed, same batches) and compares:
-the plot (--out) shows both losses and, per Linear, the amaxes of its input, weight
+MXFP8's 32-value blocks, its weight is the token embedding's, and keeping the last
+layer in higher precision is common FP8 practice. MXFP8 needs every quantized
+dimension to be a multiple of 32: --width (so 3 and 4 times it too) and the batch's
+rows, batch size x 11 tokens, so --batch-size. The script first trains the same
+model with autocast alone (same seed, same batches), then with FP8, and compares the
+losses; the accuracies are measured with the forward each model was trained with.
+The plot (--out) shows both losses and, per Linear, the amaxes of its input, weight
 and output gradient over training, and delayed scaling's scales.
 """
 from __future__ import annotations
@@ -320,7 +321,7 @@ def plot_fp8(base, run, path, title):
         ax.set_yscale("log")
         ax.set_ylabel(f"amax of {row}")
         if k == 0:
-            ax.legend(fontsize=7, ncol=2)
+            ax.legend(fontsize=7, ncol=2, loc="best")
         if delayed:
             ax2 = fig.add_subplot(grid[k + 1, 1])
             for i, name in enumerate(fp8["names"]):
