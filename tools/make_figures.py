@@ -203,11 +203,12 @@ def scaler(path):
 
 
 # ------------------------------------------------------------------------------------------- FP8 training
-def fp8_gpt(path):
-    """The example's own plot of its default FP8 run (delayed scaling), made by running the example."""
+def fp8_gpt(path, *options):
+    """The example's own plot of its default FP8 run (delayed scaling), made by running the example; options are
+    more of its arguments (the tests shorten the run with them)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     run = subprocess.run([sys.executable, str(ROOT / "examples" / "train_gpt.py"), "--fp8", "delayed", "--device",
-                          "cpu", "--out", str(path)], env=env, capture_output=True, text=True)
+                          "cpu", "--out", str(path), *options], env=env, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"examples/train_gpt.py --fp8 delayed failed:\n{run.stderr[-3000:]}")
 
