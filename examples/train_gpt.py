@@ -24,8 +24,9 @@ GradScaler (its range ends at 65504); bfloat16 has float32's range, so the
 scaler is off and the plot shows the loss alone.
 
 FP8 (--fp8 delayed|current|mxfp8): the forward runs inside
-``mp.amp.fp8_autocast(recipe=...)`` nested in the usual autocast, as Transformer
-Engine's examples do, and the backward after it (docs/fp8.md). The GEMMs of the
+``mp.amp.fp8_autocast(recipe=...)`` nested in the usual autocast, so that what is
+not an FP8 GEMM follows autocast, and the backward runs after it, as with
+Transformer Engine (docs/fp8.md). The GEMMs of the
 blocks' nn.Linear layers (query/key/value, attention output, the MLP's two)
 run on FP8 values; everything else follows autocast: the attention's two products
 (inside F.scaled_dot_product_attention, not an nn.Linear), the embeddings, the norms
