@@ -2,6 +2,7 @@
 
     python examples/train_gpt.py            # bfloat16 autocast on a CPU; float16 + GradScaler on a GPU
     python examples/train_gpt.py --trace    # what autocast did in one forward, op by op, then exit
+    python examples/train_gpt.py --fp8 delayed   # the Linear layers' GEMMs in FP8 (or current, mxfp8)
 
 The task is minGPT's: six digits from {0, 1, 2}, followed by the same digits
 sorted. The model reads the six, then predicts the sorted six one token at a
@@ -21,6 +22,24 @@ the lower dtype, layer norms and the loss in float32; inside the attention the
 scores and their softmax stay float32 (--trace shows it). float16 needs the
 GradScaler (its range ends at 65504); bfloat16 has float32's range, so the
 scaler is off and the plot shows the loss alone.
+
+FP8 (--fp8 delayed|current|mxfp8): the forward runs inside
+``mp.amp.fp8_autocast(recipe=...)`` nested in the usual autocast, so that what is
+not an FP8 GEMM follows autocast, and the backward runs after it, as with
+Transformer Engine (docs/fp8.md). The GEMMs of the
+blocks' nn.Linear layers (query/key/value, attention output, the MLP's two)
+run on FP8 values; everything else follows autocast: the attention's two products
+(inside F.scaled_dot_product_attention, not an nn.Linear), the embeddings, the norms
+and the output layer. The output layer is an nn.Linear, but it runs in
+``fp8_autocast(enabled=False)``: its 3 rows (one per digit) are no multiple of
+MXFP8's 32-value blocks, its weight is the token embedding's, and keeping the last
+layer in higher precision is common FP8 practice. MXFP8 needs every quantized
+dimension to be a multiple of 32: --width (so 3 and 4 times it too) and the batch's
+rows, batch size x 11 tokens, so --batch-size. The script first trains the same
+model with autocast alone (same seed, same batches), then with FP8, and compares the
+losses; the accuracies are measured with the forward each model was trained with.
+The plot (--out) shows both losses and, per Linear, the amaxes of its input, weight
+and output gradient over training, and delayed scaling's scales.
 """
 from __future__ import annotations
 
@@ -37,6 +56,7 @@ from mixprec import nn
 from mixprec.nn import functional as F
 
 DIGITS, LENGTH = 3, 6  # sequences of LENGTH digits from range(DIGITS)
+RECIPES = {"delayed": mp.amp.DelayedScaling, "current": mp.amp.CurrentScaling, "mxfp8": mp.amp.MXFP8BlockScaling}
 
 
 def parse_args(argv=None):
@@ -54,9 +74,15 @@ def parse_args(argv=None):
     p.add_argument("--out", default="train_gpt.png", help="where to write the loss/scale plot")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", action="store_true", help="print mp.amp.trace's table for one forward and exit")
+    p.add_argument("--fp8", choices=list(RECIPES),
+                   help="run the blocks' Linear GEMMs in FP8 with this scaling recipe, and compare with autocast alone")
     args = p.parse_args(argv)
     if args.dtype is None:
         args.dtype = "float16" if args.device.startswith("cuda") else "bfloat16"
+    if args.fp8 == "mxfp8" and (args.width % 32 or args.batch_size * (2 * LENGTH - 1) % 32):
+        p.error(f"--fp8 mxfp8 quantizes in blocks of 32 values, so --width ({args.width}) and the rows of a batch "
+                f"(--batch-size x {2 * LENGTH - 1} tokens = {args.batch_size * (2 * LENGTH - 1)}) must be multiples "
+                "of 32")
     return args
 
 
@@ -126,8 +152,9 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         t = idx.shape[1]
-        x = self.tok_emb(idx) + self.pos_emb(mp.arange(t, device=idx.device))
-        return self.head(self.ln_f(self.blocks(x)))   # logits (B, T, vocab)
+        x = self.ln_f(self.blocks(self.tok_emb(idx) + self.pos_emb(mp.arange(t, device=idx.device))))
+        with mp.amp.fp8_autocast(enabled=False):     # the output layer is never FP8 (see the module's docstring)
+            return self.head(x)                      # logits (B, T, vocab)
 
 
 # ---------------------------------------------------------------- training
@@ -149,7 +176,59 @@ def warmup_cosine(total, warmup):
     return factor
 
 
-def train(model, train_inputs, args):
+class AmaxRecorder:
+    """Per step, every FP8 Linear's amaxes of input, weight and output gradient, and delayed scaling's scales.
+
+    Delayed scaling keeps them in each Linear's buffers: after a step's update,
+    fp8_amax_history[:, -1] is the newest amax of each row and fp8_scale the scale the
+    next casts use. Its gradient amax is seen during the backward, after the region, so
+    it reaches the history at the next step's update: result() moves that row back one
+    step (the last step's gradient amax is never folded in: NaN). Current scaling and
+    MXFP8 keep no state, so hooks take the amaxes of what each Linear receives (forward
+    pre-hook: input and weight; backward pre-hook: the output's gradient). Everything
+    stays on the device until result() stacks it: no host sync per step.
+    """
+
+    def __init__(self, model, recipe):
+        linears = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and m is not model.head]
+        self.names, self.layers = [name for name, _ in linears], [m for _, m in linears]
+        self.delayed = isinstance(recipe, mp.amp.DelayedScaling)
+        self.amaxes, self.scales, self.now, self.handles = [], [], {}, []
+        if not self.delayed:
+            for layer in self.layers:
+                self.handles += [layer.register_forward_pre_hook(self.forward_pre_hook),
+                                 layer.register_full_backward_pre_hook(self.backward_pre_hook)]
+
+    def forward_pre_hook(self, layer, inputs):
+        with mp.no_grad():
+            self.now[layer, 0] = inputs[0].abs().amax().float()
+            self.now[layer, 1] = layer.weight.abs().amax().float()
+
+    def backward_pre_hook(self, layer, grad_output):
+        with mp.no_grad():
+            self.now[layer, 2] = grad_output[0].abs().amax().float()
+
+    def step(self):
+        if self.delayed:   # (layers, 3): rows input, weight, grad_output
+            self.amaxes.append(mp.stack([layer.fp8_amax_history[:, -1] for layer in self.layers]))
+            self.scales.append(mp.stack([layer.fp8_scale for layer in self.layers]))
+        else:
+            self.amaxes.append(mp.stack([mp.stack([self.now[layer, k] for k in range(3)]) for layer in self.layers]))
+
+    def result(self):
+        """{"amax": (steps, layers, 3), "scale": the same or None} as NumPy arrays; removes the hooks."""
+        for handle in self.handles:
+            handle.remove()
+        amax = mp.stack(self.amaxes).numpy().astype(np.float64)
+        if self.delayed:
+            amax[:-1, :, 2], amax[-1, :, 2] = amax[1:, :, 2], np.nan
+        return {"amax": amax, "scale": mp.stack(self.scales).numpy() if self.delayed else None}
+
+
+def train(model, train_inputs, args, recipe=None):
+    """Train with autocast, and with recipe (an FP8 recipe or None) the forward inside fp8_autocast too.
+    Returns the history: per step the loss, the loss scale, whether the step was skipped, and with a recipe
+    the AmaxRecorder's result under "fp8"."""
     from tqdm import tqdm
     device = mp.device(args.device)
     dtype = getattr(mp, args.dtype)
@@ -160,41 +239,101 @@ def train(model, train_inputs, args):
                                                skip_unstepped=True)
     # float16 needs loss scaling; growth_interval 100 (torch's is 2000) so a short run still grows the scale
     scaler = mp.GradScaler(device.type, growth_interval=100, enabled=dtype == mp.float16)
+    recorder = AmaxRecorder(model, recipe) if recipe is not None else None
     rng = np.random.default_rng(args.seed)
     history = {"loss": [], "scale": [], "skipped": []}
     model.train()
-    bar = tqdm(range(args.steps), desc=f"AMP {args.dtype}", unit="step")
+    bar = tqdm(range(args.steps), desc=f"AMP {args.dtype}" + (f" + FP8 {args.fp8}" if recipe else ""), unit="step")
     for _ in bar:
         idx = mp.tensor(rng.integers(0, len(train_inputs), args.batch_size), device=device)
         x, y = x_all[idx], y_all[idx]
         with mp.autocast(device.type, dtype=dtype):
-            logits = model(x)                                               # lower precision
+            with mp.amp.fp8_autocast(enabled=recipe is not None, recipe=recipe):
+                logits = model(x)                                           # lower precision (and FP8 GEMMs)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))   # float32
         optimizer.zero_grad()
         scale = scaler.get_scale()
-        scaler.scale(loss).backward()
+        scaler.scale(loss).backward()                             # outside the FP8 region, as in Transformer Engine
         scaler.unscale_(optimizer)                                # true gradients, so the clip threshold means
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)         # what it says
         scaler.step(optimizer)                                    # skipped if a gradient is inf/NaN
         scaler.update()
         scheduler.step()
+        if recorder is not None:
+            recorder.step()
         history["loss"].append(loss.item())
         history["scale"].append(scale)
         history["skipped"].append(bool(scaler.last_step_skipped))
         bar.set_postfix(loss=f"{history['loss'][-1]:.4f}", scale=f"{scaler.get_scale():g}")
+    if recorder is not None:
+        history["fp8"] = {"names": recorder.names, **recorder.result()}
     return history
 
 
-def sort_accuracy(model, inputs, args):
-    """The share of sequences whose LENGTH sorted digits the model generates exactly (greedy decoding)."""
+def sort_accuracy(model, inputs, args, recipe=None):
+    """The share of sequences whose LENGTH sorted digits the model generates exactly (greedy decoding), with the
+    forward in FP8 under recipe when one is given (the model as it was trained)."""
     model.eval()
     seq = inputs
-    with mp.no_grad(), mp.autocast(args.device.split(":")[0], dtype=getattr(mp, args.dtype)):
+    with mp.no_grad(), mp.autocast(args.device.split(":")[0], dtype=getattr(mp, args.dtype)), \
+            mp.amp.fp8_autocast(enabled=recipe is not None, recipe=recipe):
         for _ in range(LENGTH):
             logits = model(mp.tensor(seq, device=args.device))
             nxt = logits[:, -1].argmax(dim=-1).numpy()
             seq = np.concatenate([seq, nxt[:, None]], axis=1)
     return float((seq[:, LENGTH:] == np.sort(inputs, axis=1)).all(axis=1).mean())
+
+
+def loss_gap(loss, reference):
+    """How far one loss curve is from another: the median over steps of |loss - reference| / reference."""
+    loss, reference = np.asarray(loss), np.asarray(reference)
+    return float(np.median(np.abs(loss - reference) / reference))
+
+
+def final_loss(loss, last=10):
+    """The loss at the end of training: the mean over the last `last` steps (one batch's loss is noisy)."""
+    return float(np.mean(loss[-last:]))
+
+
+def plot_fp8(base, run, path, title):
+    """The FP8 run's loss against autocast alone's, then per Linear its amaxes of input, weight and output gradient
+    over training, and (delayed scaling) beside them the scales each cast used."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fp8 = run["fp8"]
+    delayed = fp8["scale"] is not None
+    fig = plt.figure(figsize=(13 if delayed else 8, 12))
+    grid = fig.add_gridspec(4, 2 if delayed else 1)
+    steps = np.arange(len(run["loss"]))
+    ax = fig.add_subplot(grid[0, :])
+    ax.plot(steps, base["loss"], lw=1, color="0.55", label="autocast alone")
+    ax.plot(steps, run["loss"], lw=1, color="C3", label="FP8 GEMMs")
+    ax.set_yscale("log")
+    ax.set_ylabel("cross entropy")
+    ax.set_title(title)
+    ax.legend()
+    colours = plt.cm.viridis(np.linspace(0, 0.9, len(fp8["names"])))
+    rows = ["input", "weight", "grad_output"]
+    for k, row in enumerate(rows):
+        ax = fig.add_subplot(grid[k + 1, 0])
+        for i, name in enumerate(fp8["names"]):
+            ax.plot(steps, fp8["amax"][:, i, k], lw=1, color=colours[i], label=name)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"amax of {row}")
+        if k == 0:
+            ax.legend(fontsize=7, ncol=2, loc="best")
+        if delayed:
+            ax2 = fig.add_subplot(grid[k + 1, 1])
+            for i, name in enumerate(fp8["names"]):
+                ax2.step(steps, np.log2(fp8["scale"][:, i, k]), where="post", lw=1, color=colours[i])
+            fmt = "E5M2's 57344" if row == "grad_output" else "E4M3's 448"
+            ax2.set_ylabel(f"log2 scale of {row}\n({fmt} / amax history's max)")
+    for ax in fig.axes[-2 if delayed else -1:]:
+        ax.set_xlabel("optimizer step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def print_trace(model, inputs, args):
@@ -218,26 +357,47 @@ def main(argv=None):
     from train_digits import plot   # the loss / loss-scale figure both examples draw
     args = parse_args(argv)
     threadpool_limits(1, "blas")  # matrices this small: more BLAS threads only contend for the cores
-    mp.manual_seed(args.seed)
     train_inputs, test_inputs = make_split(args.seed)
-    model = GPT(DIGITS, 2 * LENGTH - 1, args.width, args.heads, args.layers).to(args.device)
+
+    def new_model():   # the same initial weights for every run
+        mp.manual_seed(args.seed)
+        return GPT(DIGITS, 2 * LENGTH - 1, args.width, args.heads, args.layers).to(args.device)
+
+    model = new_model()
     if args.trace:
         print_trace(model, test_inputs, args)
         return
     print(f"mixprec {mp.__version__} on {args.device}: sorting {LENGTH} digits from 0..{DIGITS - 1}, "
-          f"{len(train_inputs)} training and {len(test_inputs)} held-out sequences, autocast dtype {args.dtype}, "
-          f"{sum(p.numel() for p in model.parameters())} parameters")
+          f"{len(train_inputs)} training and {len(test_inputs)} held-out sequences, autocast dtype {args.dtype}"
+          + (f", FP8 recipe {args.fp8}" if args.fp8 else "") + f", {sum(p.numel() for p in model.parameters())} "
+          "parameters")
     start = time.perf_counter()
     history = train(model, train_inputs, args)
     seconds = time.perf_counter() - start
     if os.path.dirname(args.out):
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    scaling = "loss and loss scale" if args.dtype == "float16" else "loss (bfloat16 needs no loss scaling)"
-    plot(history, args.out, f"GPT sorting digits, AMP ({args.dtype}) on {args.device}: {scaling}")
+    recipe = None
+    if args.fp8:   # the run above is the reference; now the same model, seed and batches with FP8 GEMMs
+        base, base_seconds = history, seconds
+        print(f"autocast alone: {args.steps} steps in {base_seconds:.1f} s, final loss {final_loss(base['loss']):.4f}, "
+              f"sequence accuracy: {sort_accuracy(model, test_inputs, args):.4f}")
+        recipe = RECIPES[args.fp8]()
+        model = new_model()
+        start = time.perf_counter()
+        history = train(model, train_inputs, args, recipe)
+        seconds = time.perf_counter() - start
+        plot_fp8(base, history, args.out, f"GPT sorting digits on {args.device}: {args.dtype} autocast + FP8 GEMMs, "
+                                          f"{type(recipe).__name__}()")
+        print(f"FP8 {args.fp8}: final loss {final_loss(history['loss']):.4f} (mean of the last 10 steps); loss "
+              f"gap to autocast alone, median over steps of |loss - reference| / reference: "
+              f"{loss_gap(history['loss'], base['loss']):.4f}")
+    else:
+        scaling = "loss and loss scale" if args.dtype == "float16" else "loss (bfloat16 needs no loss scaling)"
+        plot(history, args.out, f"GPT sorting digits, AMP ({args.dtype}) on {args.device}: {scaling}")
     print(f"trained {args.steps} steps in {seconds:.1f} s; skipped steps: {sum(history['skipped'])}")
     print(f"wrote {args.out}")
-    print(f"train sequence accuracy: {sort_accuracy(model, train_inputs, args):.4f}")
-    print(f"sequence accuracy: {sort_accuracy(model, test_inputs, args):.4f}")
+    print(f"train sequence accuracy: {sort_accuracy(model, train_inputs, args, recipe):.4f}")
+    print(f"sequence accuracy: {sort_accuracy(model, test_inputs, args, recipe):.4f}")
 
 
 if __name__ == "__main__":
