@@ -837,6 +837,33 @@ def test_functional_gemms_leave_other_dtypes_alone():
         assert y.dtype == dtype
 
 
+@pytest.mark.parametrize("recipe", [mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()], ids=["current", "mx"])
+def test_attention_products_are_not_quantized(recipe):
+    """scaled_dot_product_attention and nn.MultiheadAttention's attention are one fused unit: the region leaves
+    their two products alone (a head size of 16 is no multiple of MXFP8's 32 and still runs), while the
+    attention's projections, functional linears, are quantized."""
+    q, k, v = (mp.tensor(data((2, 4, 8, 16), seed), requires_grad=True) for seed in (300, 301, 302))
+    F = mp.nn.functional
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y.sum().backward()
+    inside = [t.grad.numpy().copy() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    plain = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    plain.sum().backward()
+    np.testing.assert_array_equal(y.numpy(), plain.numpy())
+    for got, t in zip(inside, (q, k, v)):
+        np.testing.assert_array_equal(got, t.grad.numpy())
+    mp.manual_seed(0)
+    attention = mp.nn.MultiheadAttention(32, 2, batch_first=True)
+    x = mp.tensor(data((2, 32, 32), 303))
+    with mp.amp.fp8_autocast(recipe=recipe):
+        quantized, _ = attention(x, x, x, need_weights=False)
+    plain, _ = attention(x, x, x, need_weights=False)
+    assert not np.array_equal(quantized.numpy(), plain.numpy())   # the projections' operands are FP8
+
+
 def test_the_fp8_path_does_not_quantize_its_own_gemms_again(torch):
     """A backward run inside the region, and Linear's own matrix product, are quantized once: the results equal
     the single-quantization reference."""

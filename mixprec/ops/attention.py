@@ -21,7 +21,9 @@ rounding of P (tests/test_attention.py measures it).
 Like a fused kernel, the op is one unit to autocast: the region decides the
 dtype of its inputs (lower precision on CPU; not listed on CUDA, so inputs run
 in the dtype they have), never the dtype of its inner steps. mp.amp.trace shows
-the inner ops indented under the op, with the softmax running in float32.
+the inner ops indented under the op, with the softmax running in float32. An FP8
+region (mp.amp.fp8_autocast) leaves its two products unquantized too: FP8
+attention is a recipe switch of its own in Transformer Engine, off by default.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from ..tensor import Tensor
 from ..creation import arange
 from .activation import softmax
 from .autocast import suspended
+from . import fp8_gemms
 from .elementwise import where
 from .matmul import linear, matmul
 from .nn_layers import dropout
@@ -182,7 +185,7 @@ def scaled_dot_product_attention(ctx, query, key, value, attn_mask=None, dropout
     if scale is None:  # (with no features the scores are 0 whatever the scale; 1/sqrt(0) would make them nan)
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
     scale = float(scale)
-    with suspended():  # one fused unit: autocast decided its inputs (if at all), not its steps
+    with suspended(), fp8_gemms.plain():  # one fused unit: autocast decided its inputs (if at all), not its steps
         return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)[0]
 
 
@@ -227,7 +230,7 @@ def _native_multi_head_attention(ctx, query, key, value, embed_dim, num_head, qk
 
     def heads_first(t, n):  # (B, n, E) -> (B, H, n, E / H)
         return t.reshape(b, n, heads, embed_dim // heads).transpose(1, 2)
-    with suspended():
+    with suspended(), fp8_gemms.plain():
         out, probs = _attention(heads_first(q, n_q), heads_first(k, n_k), heads_first(v, n_k), mask, dropout_p,
                                 False, 1.0 / math.sqrt(embed_dim // heads))
     out = linear(out.transpose(1, 2).reshape(b, n_q, embed_dim), proj_weight, proj_bias)

@@ -52,6 +52,20 @@ def leave(previous):
         entered -= 1
 
 
+class plain:
+    """``with plain():`` the GEMMs inside run unquantized, in an FP8 region too (a fused unit's inner products,
+    such as attention's). Outside every region it does nothing."""
+
+    def __enter__(self):
+        self.previous = enter(None) if entered else self
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not self:
+            leave(self.previous)
+        return False
+
+
 def note(ctx, backward):
     """Record on an array op's ctx the ``backward(g, wanted)`` of the FP8 product its forward ran."""
     global noted
