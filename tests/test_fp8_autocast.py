@@ -197,6 +197,25 @@ def test_one_update_call_for_all_modules_at_exit(monkeypatch):
     assert len(calls) == 1 and calls[0][0] >= 9   # every module's three rows, in one call
 
 
+def test_evaluation_under_no_grad_leaves_the_state_as_training_left_it():
+    """A forward under no_grad uses the scales, records no amax and its region's exit updates nothing: the
+    training that follows is that of a run without the evaluation."""
+    x, g = data((4, 32), 40, 3.0), data((4, 8), 41, 1e-3)
+    evaluated, plain = linear(seed=5), linear(seed=5)   # trained one after the other: an exit updates every module
+    step(evaluated, x, g)
+    before = (evaluated.fp8_scale.numpy().copy(), evaluated.fp8_amax_history.numpy().copy())
+    with mp.no_grad(), mp.amp.fp8_autocast():
+        evaluated(mp.tensor(data((4, 32), 42, 50.0)))     # a batch far larger than any trained on
+    np.testing.assert_array_equal(evaluated.fp8_scale.numpy(), before[0])
+    np.testing.assert_array_equal(evaluated.fp8_amax_history.numpy(), before[1])
+    step(evaluated, x, g)
+    after = (evaluated.fp8_scale.numpy().copy(), evaluated.fp8_amax_history.numpy().copy())
+    step(plain, x, g)
+    step(plain, x, g)
+    np.testing.assert_array_equal(after[0], plain.fp8_scale.numpy())
+    np.testing.assert_array_equal(after[1], plain.fp8_amax_history.numpy())
+
+
 def test_scales_used_are_from_the_previous_update():
     m = linear(16, 4)
     x = data((4, 16), 40, 10.0)

@@ -90,7 +90,9 @@ class fp8_autocast:
     recipe: a DelayedScaling (the default, DelayedScaling()), CurrentScaling or MXFP8BlockScaling.
     Regions nest; the innermost decides. Delayed scaling's update runs when the outermost
     enabled region exits without an exception (an exception leaves the recorded amaxes
-    for the next exit).
+    for the next exit) and with grad mode on: a forward under no_grad (evaluation) uses the
+    scales and records no amax, and its region's exit updates nothing, as in Transformer
+    Engine, so evaluating leaves the FP8 state as training left it.
     fp8_group: Transformer Engine's group over which the amaxes are all-reduced (MAX) before
     that update. mixprec.distributed has one process group, all ranks, so only None (that
     group) is accepted; the reduction runs when it is initialized with more than one rank
@@ -120,7 +122,7 @@ class fp8_autocast:
         fp8_gemms.leave(self._outer.pop())
         regions = _regions()
         regions.remove(self)
-        if exc_type is None and self.enabled and not any(r.enabled for r in regions):
+        if exc_type is None and self.enabled and not any(r.enabled for r in regions) and is_grad_enabled():
             if isinstance(self.recipe, DelayedScaling):
                 _update_delayed(self.recipe)
         return False
@@ -193,11 +195,14 @@ class _Quantizer:
 
 
 class _Delayed(_Quantizer):
-    """With row `row` of the module's delayed-scaling state, folding the amax into its pending amaxes."""
+    """With row `row` of the module's delayed-scaling state, folding the amax into its pending amaxes (`records`:
+    set False for a forward under no_grad, an evaluation, which only uses the scales)."""
+
+    records = True
 
     def cast(self, a):
         scale = self.module.fp8_scale._array[self.row:self.row + 1].astype(np.float32)  # a copy: the scale now
-        amax = _pending(self.module)[self.row:self.row + 1]
+        amax = _pending(self.module)[self.row:self.row + 1] if self.records else None
         return scaling.cast_to_fp8(a, scale, self.fp8, amax=amax)[0], scale
 
 
@@ -354,8 +359,12 @@ def _gemm_quantizers(module, recipe):
     if isinstance(recipe, DelayedScaling):
         _ensure_state(module, recipe)
     kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
-    return tuple(kind(module, row, fp8, recipe) for row, fp8 in
-                 ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
+    quantizers = tuple(kind(module, row, fp8, recipe) for row, fp8 in
+                       ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
+    if kind is _Delayed and not is_grad_enabled():
+        for q in quantizers:
+            q.records = False
+    return quantizers
 
 
 def _quantized(product, x, w, quantizers):
