@@ -239,30 +239,6 @@ class QuantizeGrad(Function):
         return Tensor._wrap(ctx.quantizer(grad._array)), None
 
 
-class MXLinearGEMM(Function):
-    """x @ w.T on MXFP8 values: forward blocks along in_features; backward quantizes the gradient (blocks along
-    out_features for dgrad, along the batch for wgrad) and x and w again in blocks along those dimensions."""
-
-    @staticmethod
-    def forward(ctx, x, w, recipe, module):
-        fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
-        x2 = x._array.reshape(-1, x.shape[-1])
-        ctx.fmt, ctx.dtypes, ctx.shape = (fwd, bwd), (x.dtype, w.dtype), x.shape
-        ctx.arrays, ctx.seen = (x2, w._array), (module, recipe)
-        y = _mx_dequantize(x2, fwd, ctx.seen, "input") @ _mx_dequantize(w._array, fwd, ctx.seen, "weight").T
-        return Tensor._wrap(y.reshape(x.shape[:-1] + (w.shape[0],)))
-
-    @staticmethod
-    def backward(ctx, grad):
-        (fwd, bwd), (x2, w) = ctx.fmt, ctx.arrays
-        g = grad._array.reshape(-1, w.shape[0]).astype(np.float32)
-        seen = ctx.seen
-        dx = _mx_dequantize(g, bwd, seen, "grad_output") @ _mx_dequantize(w.T, fwd, seen, "weight", True).T
-        dw = _mx_dequantize(g.T, bwd, seen, "grad_output", True) @ _mx_dequantize(x2.T, fwd, seen, "input", True).T
-        return (Tensor._wrap(dx.reshape(ctx.shape).astype(ctx.dtypes[0], copy=False)),
-                Tensor._wrap(dw.astype(ctx.dtypes[1], copy=False)), None, None)
-
-
 # ---- delayed scaling's state ----
 def _pending(module):
     """The module's amaxes recorded since its last update, on its buffers' device (moved with the module)."""
@@ -421,7 +397,7 @@ def linear(module, x):
 
     def run():
         if isinstance(recipe, MXFP8BlockScaling):
-            y = MXLinearGEMM.apply(x, module.weight, recipe, module)
+            y = _mx_product(module, x, module.weight.mT, recipe)
         else:
             y = _quantized(lambda a, b: a @ b.mT, x, module.weight, quantizers)
         return y if module.bias is None else y + module.bias.float()
@@ -518,15 +494,16 @@ def _on_grad(record):
     return contextlib.nullcontext() if record else no_grad()
 
 
-def _mx_product(name, a, b, recipe):
-    """a @ b on MXFP8 values (matmul's rules for 1-D operands; a stack of rows times one matrix as one matrix)."""
+def _mx_product(who, a, b, recipe):
+    """a @ b on MXFP8 values (matmul's rules for 1-D operands; a stack of rows times one matrix as one matrix).
+    who: the module (a Linear's x @ w.T) or the functional op's name, for watchers and errors."""
     if a.ndim == 1:
-        return _mx_product(name, a.unsqueeze(0), b, recipe).squeeze(-2)
+        return _mx_product(who, a.unsqueeze(0), b, recipe).squeeze(-2)
     if b.ndim == 1:
-        return _mx_product(name, a, b.unsqueeze(-1), recipe).squeeze(-1)
+        return _mx_product(who, a, b.unsqueeze(-1), recipe).squeeze(-1)
     if a.ndim > 2 and b.ndim == 2:
-        return _mx_product(name, a.reshape(-1, a.shape[-1]), b, recipe).reshape(*a.shape[:-1], b.shape[-1])
-    return MXMatmul.apply(a, b, recipe, name)
+        return _mx_product(who, a.reshape(-1, a.shape[-1]), b, recipe).reshape(*a.shape[:-1], b.shape[-1])
+    return MXMatmul.apply(a, b, recipe, who)
 
 
 def _mx_along_last(a, fp8, seen, role, columnwise=False):
@@ -548,17 +525,20 @@ def _sum_to(x, shape):
 
 
 class MXMatmul(Function):
-    """a @ b on MXFP8 values, a (..., m, k) and b (..., k, n), batch dims broadcast: MXLinearGEMM's scheme for
-    any GEMM. Forward: blocks along k. Backward: the gradient in blocks along n for dgrad and along m for wgrad,
-    and a, b quantized again in blocks along those, so every GEMM's blocks run along its contraction."""
+    """a @ b on MXFP8 values, a (..., m, k) and b (..., k, n), batch dims broadcast; who: the module or op name.
+
+    Forward: blocks along k. Backward: the gradient in blocks along n for dgrad and along m for wgrad, and a,
+    b quantized again in blocks along those dimensions (Transformer Engine's "columnwise" copies), so every
+    GEMM's blocks run along its contraction. A Linear is x @ w.T: m the batch, k in_features, n out_features."""
 
     @staticmethod
-    def forward(ctx, a, b, recipe, name):
+    def forward(ctx, a, b, recipe, who):
         fwd = recipe.fp8_format.forward
+        name = who if isinstance(who, str) else repr(who)
         _mx_fits(name, "the contracted dimension", a.shape[-1])
         ctx.fmt, ctx.name, ctx.arrays, ctx.dtypes = (fwd, recipe.fp8_format.backward), name, (a._array, b._array), \
             (a.dtype, b.dtype)
-        ctx.seen = seen = (name, recipe)   # (what watchers are told: the op's name where a module's is)
+        ctx.seen = seen = (who, recipe)   # what watchers are told (mixprec.amp.fp8.watch)
         a_blocks = _mx_along_last(a._array, fwd, seen, "input")
         b_blocks = _mx_along_last(b._array.swapaxes(-1, -2), fwd, seen, "weight").swapaxes(-1, -2)  # along k too
         return Tensor._wrap(a_blocks @ b_blocks)
