@@ -28,11 +28,12 @@ def test_arguments_and_defaults():
 
 def test_the_plan_has_three_chunks_and_runs_each_test_once():
     steps = gpu_check.plan(gpu_check.parse_args([]))
-    assert [s.chunk for s in steps] == ["smoke"] * 3 + ["tests"] + ["benchmarks"] * 5
-    assert [s.name for s in steps[4:]] == ["unscale", "AMP step", "opt levels O0-O3", "graphed vs eager step",
+    assert [s.chunk for s in steps] == ["smoke"] * 4 + ["tests"] + ["benchmarks"] * 5
+    assert [s.name for s in steps[5:]] == ["unscale", "AMP step", "opt levels O0-O3", "graphed vs eager step",
                                            "fused optimizers"]
-    smoke, parity, main_job, gpu_run = (s.command for s in steps[:4])
+    smoke, parity, main_job, fp8_job, gpu_run = (s.command for s in steps[:5])
     assert smoke[1] == "tools/gpu_smoke.py" and "--device" in main_job and "cuda" in main_job
+    assert fp8_job[1] == "examples/train_gpt.py" and "--fp8" in fp8_job and "cuda" in fp8_job
     assert "-m" in gpu_run and "gpu" in gpu_run
     parity_files = gpu_check.parity_files()
     assert "tests/test_unscale_gpu.py" in parity_files
@@ -168,9 +169,9 @@ def test_runs_add_up_in_the_state_file_and_resume_skips_what_is_done(tmp_path, m
     assert text == (folder / "report.md").read_text() and text.count("--chunk tests --shard") == 2
     ran.clear()
     assert gpu_check.main(["--chunk", "all", "--resume", "--quick", *common]) == 0
-    assert not any(name.startswith("gpu-marked tests") for name in ran) and len(ran) == 8
+    assert not any(name.startswith("gpu-marked tests") for name in ran) and len(ran) == 9
     env, results = gpu_check.load_state(folder)
-    assert len(results) == 10 and [r.step.chunk for r in results][:3] == ["smoke"] * 3
+    assert len(results) == 11 and [r.step.chunk for r in results][:4] == ["smoke"] * 4
 
 
 def test_resuming_runs_the_missing_shards():

@@ -14,7 +14,8 @@ limit:
 
 1. smoke: tools/gpu_smoke.py (import, one matmul, an AMP step against the
    CPU), the kernel parity suite (each CUDA kernel against its NumPy twin),
-   and the main job, examples/train_digits.py --device cuda, for 2 epochs;
+   the main job, examples/train_digits.py --device cuda, for 2 epochs, and 40
+   steps of FP8 training (examples/train_gpt.py --fp8 delayed);
 2. tests: every test marked gpu apart from the parity files, split into
    --shard K/N (N shards of the collected test ids; 1/1 by default), with
    pytest-xdist workers and a per-test time limit where those plugins are
@@ -136,7 +137,10 @@ def plan(args) -> list[Step]:
         steps += [Step("smoke: import, matmul, AMP step", "benchmark", [py, "tools/gpu_smoke.py"], 300, "smoke"),
                   Step("kernel parity suite", "tests", [py, "-m", "pytest", "-q", *parity_files()],
                        args.test_timeout, "smoke"),
-                  Step("main job (train_digits, 2 epochs)", "benchmark", [py, *main_job], 300, "smoke")]
+                  Step("main job (train_digits, 2 epochs)", "benchmark", [py, *main_job], 300, "smoke"),
+                  Step("FP8 training (train_gpt --fp8 delayed, 40 steps)", "benchmark",
+                       [py, "examples/train_gpt.py", "--device", "cuda", "--fp8", "delayed", "--steps", "40",
+                        "--out", str(args.out_dir / "train_gpt_fp8.png")], 300, "smoke")]
     if "tests" in chunks:
         k, n = args.shard
         extra = []
