@@ -950,3 +950,54 @@ def test_functional_gemms_on_the_device_equal_to_the_cpu(device, recipe):
         results.append([y.cpu().numpy()] + [t.grad.cpu().numpy() for t in ts])
     for got, want in zip(*reversed(results)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+# ---- what the FP8 path owes the rest of training ----
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(), mp.amp.CurrentScaling()], ids=["delayed", "current"])
+def test_an_overflowing_gradient_reaches_the_grad_scaler(recipe):
+    """float16 autocast with a huge loss scale overflows the backward: the gradient cast must not saturate the
+    inf into E5M2's max, or the scaler would step on garbage instead of skipping and backing off."""
+    steps = {}
+    for fp8 in (False, True):
+        mp.manual_seed(0)
+        layer = mp.nn.Linear(32, 32, bias=False)    # no bias: its unquantized gradient would show the inf anyway
+        before = layer.weight.numpy().copy()
+        opt = mp.optim.SGD(layer.parameters(), lr=0.1)
+        scaler = mp.GradScaler("cpu", init_scale=2.0 ** 40)
+        with mp.autocast("cpu", dtype=mp.float16):
+            with mp.amp.fp8_autocast(enabled=fp8, recipe=recipe):
+                y = layer(mp.randn(32, 32))
+            loss = y.float().square().mean()
+        scaler.scale(loss).backward()
+        finite = bool(layer.weight.grad.isfinite().all().item())
+        scaler.step(opt)
+        scaler.update()
+        steps[fp8] = (finite, scaler.get_scale())
+        np.testing.assert_array_equal(layer.weight.numpy(), before)   # the step was skipped
+    assert steps[True] == steps[False] == (False, 2.0 ** 39)
+
+
+def test_a_backward_inside_the_region_leaves_ordinary_gemms_alone():
+    """Running backward inside a CurrentScaling region: a product made outside the region gets its plain
+    gradients, and attention's backward (16-wide heads) runs under MXFP8 too."""
+    a, b = mp.randn(2, 32, 32, requires_grad=True), mp.randn(2, 32, 32, requires_grad=True)
+    y = a @ b
+    plain, = mp.autograd.grad(y.sum(), a, retain_graph=True)
+    with mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        inside, = mp.autograd.grad(y.sum(), a)
+    np.testing.assert_array_equal(inside.numpy(), plain.numpy())
+    q, k, v = (mp.randn(2, 4, 8, 16, requires_grad=True) for _ in range(3))
+    with mp.amp.fp8_autocast(recipe=mp.amp.MXFP8BlockScaling()):
+        mp.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    assert q.grad.shape == q.shape
+
+
+def test_double_backward_through_the_fp8_path_is_refused():
+    """The quantizers' backward is not differentiable: create_graph then fails clearly instead of silently
+    dropping the second-order terms."""
+    layer, x = linear(), mp.randn(4, 32, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        y = layer(x)
+    g, = mp.autograd.grad(y.square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.square().sum().backward()

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import threading
 
+from .._state import PER_THREAD
+
 entered = 0                    # fp8 regions entered and not yet left, in all threads
 _local = threading.local()     # .gemms: this thread's quantized-GEMM object, or None
 _lock = threading.Lock()
@@ -30,8 +32,9 @@ noted = False                  # whether an FP8 product was ever noted on a ctx 
 
 def current():
     """This thread's quantized-GEMM object (an FP8 region's), or None: no region, or one that leaves the
-    functional GEMMs alone, or the FP8 path's own inner GEMMs."""
-    return getattr(_local, "gemms", None)
+    functional GEMMs alone, or the FP8 path's own inner GEMMs, or a backward pass running (its GEMMs are the
+    forward's to decide: an FP8 product's backward quantizes its gradients, an ordinary one's does not)."""
+    return None if PER_THREAD.engine.runs else getattr(_local, "gemms", None)
 
 
 def enter(gemms):

@@ -63,7 +63,7 @@ import numpy as np
 
 from ... import backend as _be
 from ...autograd.engine import grad as _grad
-from ...autograd.function import Function
+from ...autograd.function import Function, once_differentiable
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...backend import devices
 from ...distributed import process_group as _pg
@@ -222,12 +222,15 @@ class QuantizeForward(Function):
         return Tensor._wrap(quantizer(x._array))
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         return Tensor._wrap(grad._array.astype(ctx.dtype, copy=False)), None
 
 
 class QuantizeGrad(Function):
-    """QG: forward = identity; backward = dequantize(quantize(grad)) with the backward format."""
+    """QG: forward = identity; backward = dequantize(quantize(grad)) with the backward format, except that an
+    inf or NaN gradient passes as it is: a saturating cast would turn an overflow into the format's max, and a
+    GradScaler would then step on it instead of skipping."""
 
     @staticmethod
     def forward(ctx, y, quantizer):
@@ -235,8 +238,12 @@ class QuantizeGrad(Function):
         return Tensor._wrap(y._array.view())
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
-        return Tensor._wrap(ctx.quantizer(grad._array)), None
+        g = grad._array
+        xp = _be.array_module(g)
+        q = ctx.quantizer(g)
+        return Tensor._wrap(xp.where(xp.isfinite(g), q, g.astype(q.dtype, copy=False))), None
 
 
 # ---- delayed scaling's state ----
