@@ -815,6 +815,58 @@ def test_mxfp8_functional_gemms_refuse_dimensions_off_the_block():
         assert F.linear(mp.randn(5, 64), w).shape == (5, 32)
 
 
+RECIPES = [mp.amp.DelayedScaling(), mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=["delayed", "current", "mxfp8"])
+@pytest.mark.parametrize("shapes", [((0, 32), (32, 32)), ((2, 0, 32), (32, 32)), ((0, 32), (32, 5)),
+                                    ((32, 0), (0, 32)), ((2, 3, 0), (0, 32)), ((5, 0), (0, 32))],
+                         ids=["no_rows", "no_rows_3d", "no_rows_5_cols", "k0", "k0_3d", "k0_5_rows"])
+def test_empty_batches_and_contractions_give_what_they_give_without_the_region(recipe, shapes):
+    """An empty batch gives an empty result and a contraction over nothing zeros, forward and backward, as the
+    plain product does, whatever the other dimensions (a gradient that is empty or sums nothing has no blocks to
+    fit); a Linear on an empty batch too."""
+    def run(region):
+        a, b = (mp.zeros(*s, requires_grad=True) for s in shapes)
+        with region:
+            y = a @ b
+        y.backward(mp.ones(*y.shape))
+        return [t.numpy() for t in (y, a.grad, b.grad)]
+    for got, want in zip(run(mp.amp.fp8_autocast(recipe=recipe)), run(mp.amp.fp8_autocast(enabled=False))):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    m, x = linear(32, 32), mp.zeros(0, 32, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = m(x)
+    y.sum().backward()
+    assert y.shape == (0, 32) and x.grad.shape == (0, 32)
+    assert not m.weight.grad.numpy().any() and not m.bias.grad.numpy().any()
+
+
+def mx_matmul(a, b, fmt):
+    """The OCP reference of a @ b for matmul's operands of any rank: blocks along the contraction, a vector a
+    one row (a) or one column (b); the result has matmul's shape once the vectors' dimensions are dropped."""
+    a2, b2 = (a[None] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+
+    def mx(m):   # blocks along the last dimension, matrix by matrix
+        return np.stack([mx_quantize(x, fmt) for x in m.reshape(-1, *m.shape[-2:])]).reshape(m.shape)
+    return np.matmul(mx(a2), np.swapaxes(mx(np.swapaxes(b2, -1, -2)), -1, -2))
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((32,), (32,)), ((32,), (32, 64)), ((64, 32), (32,)),
+                                              ((32,), (2, 32, 64)), ((2, 64, 32), (32,))],
+                         ids=["1d_1d", "1d_2d", "2d_1d", "1d_3d", "3d_1d"])
+def test_mxfp8_matmul_of_vectors_has_matmuls_shape_and_equals_the_ocp_reference(torch, a_shape, b_shape):
+    a, b = data(a_shape, 330), data(b_shape, 331)
+    want = torch.matmul(torch.tensor(a), torch.tensor(b)).shape
+    fwd = mp.amp.Format.HYBRID.forward
+    with mp.no_grad(), mp.amp.fp8_autocast(recipe=mp.amp.MXFP8BlockScaling()):
+        y = mp.tensor(a) @ mp.tensor(b)
+    assert y.shape == tuple(want)
+    expected = mx_matmul(a, b, fwd).reshape(want)
+    close(y.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+
+
 def test_functional_gemms_under_delayed_scaling_follow_autocast():
     """Delayed scaling's state belongs to modules: functional GEMMs run as they would without the region (and under
     an enclosing autocast region, as autocast says), and keep no state."""

@@ -173,7 +173,7 @@ def _mx_dequantize(a, fp8, seen, role, columnwise=False):
     if watch.WATCHERS:
         watch.seen(seen[0], role, fp8, seen[1], a, q.scale, q.data, columnwise)
     bits = q.data.view(np.uint8) if xp is np else q.data
-    values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], -1, scaling.MX_BLOCK)
+    values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], a.shape[1] // scaling.MX_BLOCK, scaling.MX_BLOCK)
     block_scale = _fp8_values(q.scale, "float8_e8m0fnu", xp)[..., None]   # 2**(e - 127); NaN for 0xff
     return (values * block_scale).reshape(a.shape)
 
@@ -497,18 +497,21 @@ def _on_grad(record):
 def _mx_product(who, a, b, recipe):
     """a @ b on MXFP8 values (matmul's rules for 1-D operands; a stack of rows times one matrix as one matrix).
     who: the module (a Linear's x @ w.T) or the functional op's name, for watchers and errors."""
-    if a.ndim == 1:
-        return _mx_product(who, a.unsqueeze(0), b, recipe).squeeze(-2)
-    if b.ndim == 1:
-        return _mx_product(who, a, b.unsqueeze(-1), recipe).squeeze(-1)
-    if a.ndim > 2 and b.ndim == 2:
-        return _mx_product(who, a.reshape(-1, a.shape[-1]), b, recipe).reshape(*a.shape[:-1], b.shape[-1])
+    if a.ndim == 1 or b.ndim == 1:   # a vector is a matrix of one row (a) or one column (b), dropped after
+        y = _mx_product(who, a.unsqueeze(0) if a.ndim == 1 else a, b.unsqueeze(-1) if b.ndim == 1 else b, recipe)
+        y = y.squeeze(-1) if b.ndim == 1 else y
+        return y.squeeze(-1 if b.ndim == 1 else -2) if a.ndim == 1 else y
+    if a.ndim > 2 and b.ndim == 2:   # (sizes spelled out: -1 cannot be resolved for an empty a)
+        rows = int(np.prod(a.shape[:-1]))
+        return _mx_product(who, a.reshape(rows, a.shape[-1]), b, recipe).reshape(*a.shape[:-1], b.shape[-1])
     return MXMatmul.apply(a, b, recipe, who)
 
 
 def _mx_along_last(a, fp8, seen, role, columnwise=False):
-    """MXFP8 quantize-dequantize of an array of any rank in 32-blocks along its last dimension (_mx_dequantize)."""
-    return _mx_dequantize(a.reshape(-1, a.shape[-1]), fp8, seen, role, columnwise).reshape(a.shape)
+    """MXFP8 quantize-dequantize of an array of any rank in 32-blocks along its last dimension (_mx_dequantize).
+    (Sizes spelled out, not -1, which NumPy cannot resolve for an empty array.)"""
+    rows = int(np.prod(a.shape[:-1]))
+    return _mx_dequantize(a.reshape(rows, a.shape[-1]), fp8, seen, role, columnwise).reshape(a.shape)
 
 
 def _mx_fits(name, what, n):
@@ -548,12 +551,17 @@ class MXMatmul(Function):
         (fwd, bwd), (a, b), seen = ctx.fmt, ctx.arrays, ctx.seen
         g = grad._array.astype(np.float32)
         da = db = None
-        if ctx.needs_input_grad[0]:   # g @ b^T contracts n
+        need_a, need_b = ctx.needs_input_grad[:2]
+        if not (a.size and b.size and g.size):   # each gradient is empty or a sum of nothing: zeros, no blocks to fit
+            xp = _be.array_module(g)
+            return tuple(Tensor._wrap(xp.zeros_like(x)) if need else None for x, need in ((a, need_a), (b, need_b))) \
+                + (None, None)
+        if need_a:   # g @ b^T contracts n
             _mx_fits(ctx.name, "the output's last dimension (the input gradient's contraction)", g.shape[-1])
             da = (_mx_along_last(g, bwd, seen, "grad_output")
                   @ _mx_along_last(b, fwd, seen, "weight", True).swapaxes(-1, -2))
             da = Tensor._wrap(_sum_to(da, a.shape).astype(ctx.dtypes[0], copy=False))
-        if ctx.needs_input_grad[1]:   # a^T @ g contracts m
+        if need_b:   # a^T @ g contracts m
             _mx_fits(ctx.name, "the output's rows (the weight gradient's contraction)", g.shape[-2])
             db = (_mx_along_last(a.swapaxes(-1, -2), fwd, seen, "input", True)
                   @ _mx_along_last(g.swapaxes(-1, -2), bwd, seen, "grad_output", True).swapaxes(-1, -2))
