@@ -16,6 +16,7 @@ from mixprec.amp import _kernels
 from mixprec.distributed import process_group as dist_pg
 from mixprec.amp.fp8 import autocast as fp8_region
 from mixprec.amp.fp8 import scaling
+from mixprec.amp.fp8 import watch
 
 E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
 MAX = {E4M3: 448.0, E5M2: 57344.0}
@@ -865,6 +866,55 @@ def test_mxfp8_matmul_of_vectors_has_matmuls_shape_and_equals_the_ocp_reference(
     assert y.shape == tuple(want)
     expected = mx_matmul(a, b, fwd).reshape(want)
     close(y.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+
+
+def test_mxfp8_gradients_of_vector_products_where_their_gemms_fit_the_blocks():
+    """A vector's gradient GEMM contracts over the other operand's 32-multiple dimension and is computed; one
+    that would contract over a vector's single row or column is refused (its blocks of 32 would run along 1)."""
+    recipe = mp.amp.MXFP8BlockScaling()
+    fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
+    v, m = data((32,), 340), data((32, 64), 341)
+    g = data((64,), 342, 1e-2)
+    vt = mp.tensor(v, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = vt @ mp.tensor(m)   # (32) @ (32, 64): v's gradient g @ m.T contracts the 64 columns
+    y.backward(mp.tensor(g))
+    expected = (mx_quantize(g[None], bwd) @ mx_quantize(m, fwd).T)[0]
+    close(vt.grad.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+    u = mp.tensor(data((32,), 343), requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = vt @ u                                    # the 0-d result...
+    assert y.shape == ()
+    with pytest.raises(ValueError, match="MXFP8BlockScaling needs .* of matmul to be a multiple of 32.*got 1"):
+        y.backward()                                  # ...whose gradients contract over one value
+
+
+def test_mxfp8_frozen_weight_needs_no_batch_blocks_and_makes_no_wgrad_casts():
+    """Only the input's gradient (dgrad, along out_features) is computed for a frozen weight: any batch works,
+    module and functional, and no wgrad cast is made; a trainable weight still needs batch blocks of 32."""
+    recipe = mp.amp.MXFP8BlockScaling()
+    fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
+    m = linear(32, 64)
+    m.requires_grad_(False)
+    w, b = m.weight.numpy(), m.bias.numpy().astype(np.float64)
+    for rows in (5, 32):
+        x, g = data((rows, 32), 350 + rows), data((rows, 64), 360 + rows, 1e-2)
+        for name, forward in (("module", m), ("functional", lambda t: F.linear(t, m.weight, m.bias))):
+            casts = []
+            xt = mp.tensor(x, requires_grad=True)
+            with watch.watching(lambda c: casts.append((c.role, c.columnwise))):
+                with mp.amp.fp8_autocast(recipe=recipe):
+                    y = forward(xt)
+                y.backward(mp.tensor(g))
+            expected_dx = mx_quantize(g, bwd) @ mx_quantize(w.T, fwd).T   # blocks along out_features
+            close(xt.grad.numpy(), expected_dx, atol=1e-6 * np.abs(expected_dx).max())
+            expected_y = mx_quantize(x, fwd) @ mx_quantize(w, fwd).T + b
+            close(y.numpy(), expected_y, atol=1e-6 * np.abs(expected_y).max())
+            assert casts == [("input", False), ("weight", False), ("grad_output", False), ("weight", True)], name
+    m.weight.requires_grad_(True)
+    with pytest.raises(ValueError, match="batch \\(5 rows\\) to be a multiple of 32 when the weight's gradient"):
+        with mp.amp.fp8_autocast(recipe=recipe):
+            m(mp.randn(5, 32, requires_grad=True))
 
 
 def test_functional_gemms_under_delayed_scaling_follow_autocast():
