@@ -16,6 +16,7 @@ from mixprec.amp import _kernels
 from mixprec.distributed import process_group as dist_pg
 from mixprec.amp.fp8 import autocast as fp8_region
 from mixprec.amp.fp8 import scaling
+from mixprec.amp.fp8 import watch
 
 E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
 MAX = {E4M3: 448.0, E5M2: 57344.0}
@@ -813,6 +814,107 @@ def test_mxfp8_functional_gemms_refuse_dimensions_off_the_block():
         y.sum().backward()                      # wgrad's blocks run along the 5 rows
     with mp.amp.fp8_autocast(recipe=recipe), mp.no_grad():
         assert F.linear(mp.randn(5, 64), w).shape == (5, 32)
+
+
+RECIPES = [mp.amp.DelayedScaling(), mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=["delayed", "current", "mxfp8"])
+@pytest.mark.parametrize("shapes", [((0, 32), (32, 32)), ((2, 0, 32), (32, 32)), ((0, 32), (32, 5)),
+                                    ((32, 0), (0, 32)), ((2, 3, 0), (0, 32)), ((5, 0), (0, 32))],
+                         ids=["no_rows", "no_rows_3d", "no_rows_5_cols", "k0", "k0_3d", "k0_5_rows"])
+def test_empty_batches_and_contractions_give_what_they_give_without_the_region(recipe, shapes):
+    """An empty batch gives an empty result and a contraction over nothing zeros, forward and backward, as the
+    plain product does, whatever the other dimensions (a gradient that is empty or sums nothing has no blocks to
+    fit); a Linear on an empty batch too."""
+    def run(region):
+        a, b = (mp.zeros(*s, requires_grad=True) for s in shapes)
+        with region:
+            y = a @ b
+        y.backward(mp.ones(*y.shape))
+        return [t.numpy() for t in (y, a.grad, b.grad)]
+    for got, want in zip(run(mp.amp.fp8_autocast(recipe=recipe)), run(mp.amp.fp8_autocast(enabled=False))):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    m, x = linear(32, 32), mp.zeros(0, 32, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = m(x)
+    y.sum().backward()
+    assert y.shape == (0, 32) and x.grad.shape == (0, 32)
+    assert not m.weight.grad.numpy().any() and not m.bias.grad.numpy().any()
+
+
+def mx_matmul(a, b, fmt):
+    """The OCP reference of a @ b for matmul's operands of any rank: blocks along the contraction, a vector a
+    one row (a) or one column (b); the result has matmul's shape once the vectors' dimensions are dropped."""
+    a2, b2 = (a[None] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+
+    def mx(m):   # blocks along the last dimension, matrix by matrix
+        return np.stack([mx_quantize(x, fmt) for x in m.reshape(-1, *m.shape[-2:])]).reshape(m.shape)
+    return np.matmul(mx(a2), np.swapaxes(mx(np.swapaxes(b2, -1, -2)), -1, -2))
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((32,), (32,)), ((32,), (32, 64)), ((64, 32), (32,)),
+                                              ((32,), (2, 32, 64)), ((2, 64, 32), (32,))],
+                         ids=["1d_1d", "1d_2d", "2d_1d", "1d_3d", "3d_1d"])
+def test_mxfp8_matmul_of_vectors_has_matmuls_shape_and_equals_the_ocp_reference(torch, a_shape, b_shape):
+    a, b = data(a_shape, 330), data(b_shape, 331)
+    want = torch.matmul(torch.tensor(a), torch.tensor(b)).shape
+    fwd = mp.amp.Format.HYBRID.forward
+    with mp.no_grad(), mp.amp.fp8_autocast(recipe=mp.amp.MXFP8BlockScaling()):
+        y = mp.tensor(a) @ mp.tensor(b)
+    assert y.shape == tuple(want)
+    expected = mx_matmul(a, b, fwd).reshape(want)
+    close(y.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+
+
+def test_mxfp8_gradients_of_vector_products_where_their_gemms_fit_the_blocks():
+    """A vector's gradient GEMM contracts over the other operand's 32-multiple dimension and is computed; one
+    that would contract over a vector's single row or column is refused (its blocks of 32 would run along 1)."""
+    recipe = mp.amp.MXFP8BlockScaling()
+    fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
+    v, m = data((32,), 340), data((32, 64), 341)
+    g = data((64,), 342, 1e-2)
+    vt = mp.tensor(v, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = vt @ mp.tensor(m)   # (32) @ (32, 64): v's gradient g @ m.T contracts the 64 columns
+    y.backward(mp.tensor(g))
+    expected = (mx_quantize(g[None], bwd) @ mx_quantize(m, fwd).T)[0]
+    close(vt.grad.numpy(), expected, atol=1e-6 * np.abs(expected).max())
+    u = mp.tensor(data((32,), 343), requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = vt @ u                                    # the 0-d result...
+    assert y.shape == ()
+    with pytest.raises(ValueError, match="MXFP8BlockScaling needs .* of matmul to be a multiple of 32.*got 1"):
+        y.backward()                                  # ...whose gradients contract over one value
+
+
+def test_mxfp8_frozen_weight_needs_no_batch_blocks_and_makes_no_wgrad_casts():
+    """Only the input's gradient (dgrad, along out_features) is computed for a frozen weight: any batch works,
+    module and functional, and no wgrad cast is made; a trainable weight still needs batch blocks of 32."""
+    recipe = mp.amp.MXFP8BlockScaling()
+    fwd, bwd = recipe.fp8_format.forward, recipe.fp8_format.backward
+    m = linear(32, 64)
+    m.requires_grad_(False)
+    w, b = m.weight.numpy(), m.bias.numpy().astype(np.float64)
+    for rows in (5, 32):
+        x, g = data((rows, 32), 350 + rows), data((rows, 64), 360 + rows, 1e-2)
+        for name, forward in (("module", m), ("functional", lambda t: F.linear(t, m.weight, m.bias))):
+            casts = []
+            xt = mp.tensor(x, requires_grad=True)
+            with watch.watching(lambda c: casts.append((c.role, c.columnwise))):
+                with mp.amp.fp8_autocast(recipe=recipe):
+                    y = forward(xt)
+                y.backward(mp.tensor(g))
+            expected_dx = mx_quantize(g, bwd) @ mx_quantize(w.T, fwd).T   # blocks along out_features
+            close(xt.grad.numpy(), expected_dx, atol=1e-6 * np.abs(expected_dx).max())
+            expected_y = mx_quantize(x, fwd) @ mx_quantize(w, fwd).T + b
+            close(y.numpy(), expected_y, atol=1e-6 * np.abs(expected_y).max())
+            assert casts == [("input", False), ("weight", False), ("grad_output", False), ("weight", True)], name
+    m.weight.requires_grad_(True)
+    with pytest.raises(ValueError, match="batch \\(5 rows\\) to be a multiple of 32 when the weight's gradient"):
+        with mp.amp.fp8_autocast(recipe=recipe):
+            m(mp.randn(5, 32, requires_grad=True))
 
 
 def test_functional_gemms_under_delayed_scaling_follow_autocast():

@@ -173,7 +173,7 @@ def _mx_dequantize(a, fp8, seen, role, columnwise=False):
     if watch.WATCHERS:
         watch.seen(seen[0], role, fp8, seen[1], a, q.scale, q.data, columnwise)
     bits = q.data.view(np.uint8) if xp is np else q.data
-    values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], -1, scaling.MX_BLOCK)
+    values = _fp8_values(bits, fp8, xp).reshape(a.shape[0], a.shape[1] // scaling.MX_BLOCK, scaling.MX_BLOCK)
     block_scale = _fp8_values(q.scale, "float8_e8m0fnu", xp)[..., None]   # 2**(e - 127); NaN for 0xff
     return (values * block_scale).reshape(a.shape)
 
@@ -396,9 +396,10 @@ def linear(module, x):
                 raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs {name} to be a multiple of "
                                  f"{scaling.MX_BLOCK} (one scale per block of {scaling.MX_BLOCK}), {module!r} has {n}")
         rows = x.numel() // module.in_features if module.in_features else 0
-        if rows % scaling.MX_BLOCK and is_grad_enabled() and (x.requires_grad or module.weight.requires_grad):
+        if rows % scaling.MX_BLOCK and is_grad_enabled() and module.weight.requires_grad:   # (dgrad: out_features)
             raise ValueError(f"fp8_autocast: MXFP8BlockScaling needs the batch ({rows} rows) to be a multiple of "
-                             f"{scaling.MX_BLOCK} when gradients are computed (wgrad's blocks run along it)")
+                             f"{scaling.MX_BLOCK} when the weight's gradient is computed (wgrad's blocks run along "
+                             "it)")
     else:
         quantizers = _gemm_quantizers(module, recipe)
 
@@ -466,7 +467,9 @@ class _FunctionalGEMMs:
     def product(self, ctx, name, a, b, c, alpha, beta, transpose_b):
         """alpha * (a @ b) + beta * c on arrays (b.T for F.linear's weight), a and b quantized, c not: the
         result's array, in a's dtype. With grad mode on, the Tensors it is computed from require grad and ctx
-        gets the backward of that graph (fp8_gemms.note)."""
+        gets the backward of that graph (fp8_gemms.note). The op's forward does not know which of its inputs
+        require grad; its backward says (wanted), and MXFP8's backward GEMMs are made for those alone (wants),
+        since one not wanted may not fit the blocks (wgrad's, along the rows)."""
         if a.dtype not in _QUANTIZABLE or b.dtype not in _QUANTIZABLE:
             return None
         leaves = tuple(None if v is None else Tensor._wrap(v) for v in (a, b, c))
@@ -474,13 +477,13 @@ class _FunctionalGEMMs:
         for t in leaves:
             if record and t is not None:
                 t.requires_grad_()
-        recipe = self.recipe
+        recipe, wants = self.recipe, [True, True]
 
         def run():
             x, w, add = leaves
             w = w.mT if transpose_b else w
             if isinstance(recipe, MXFP8BlockScaling):
-                y = _mx_product(name, x, w, recipe)
+                y = _mx_product(name, x, w, recipe, wants)
             else:
                 y = _quantized(lambda p, q: p @ q, x, w, _gemm_quantizers(name, recipe))
             y = y if alpha == 1 else y * alpha
@@ -489,6 +492,7 @@ class _FunctionalGEMMs:
             y = _finish(run, leaves[0], a.dtype)
         if record:
             def backward(g, wanted):
+                wants[:] = wanted[:2]
                 chosen = [t for t, want in zip(leaves, wanted) if want and t is not None]
                 with _inner_ops(y.device.type):
                     found = iter(_grad(y, chosen, g, retain_graph=True, allow_unused=True) if chosen else ())
@@ -501,21 +505,25 @@ def _on_grad(record):
     return contextlib.nullcontext() if record else no_grad()
 
 
-def _mx_product(who, a, b, recipe):
+def _mx_product(who, a, b, recipe, wants=(True, True)):
     """a @ b on MXFP8 values (matmul's rules for 1-D operands; a stack of rows times one matrix as one matrix).
-    who: the module (a Linear's x @ w.T) or the functional op's name, for watchers and errors."""
-    if a.ndim == 1:
-        return _mx_product(who, a.unsqueeze(0), b, recipe).squeeze(-2)
-    if b.ndim == 1:
-        return _mx_product(who, a, b.unsqueeze(-1), recipe).squeeze(-1)
-    if a.ndim > 2 and b.ndim == 2:
-        return _mx_product(who, a.reshape(-1, a.shape[-1]), b, recipe).reshape(*a.shape[:-1], b.shape[-1])
-    return MXMatmul.apply(a, b, recipe, who)
+    who: the module (a Linear's x @ w.T) or the functional op's name, for watchers and errors; wants: MXMatmul's."""
+    if a.ndim == 1 or b.ndim == 1:   # a vector is a matrix of one row (a) or one column (b), dropped after
+        y = _mx_product(who, a.unsqueeze(0) if a.ndim == 1 else a, b.unsqueeze(-1) if b.ndim == 1 else b, recipe,
+                        wants)
+        y = y.squeeze(-1) if b.ndim == 1 else y
+        return y.squeeze(-1 if b.ndim == 1 else -2) if a.ndim == 1 else y
+    if a.ndim > 2 and b.ndim == 2:   # (sizes spelled out: -1 cannot be resolved for an empty a)
+        rows = int(np.prod(a.shape[:-1]))
+        return _mx_product(who, a.reshape(rows, a.shape[-1]), b, recipe, wants).reshape(*a.shape[:-1], b.shape[-1])
+    return MXMatmul.apply(a, b, recipe, who, wants)
 
 
 def _mx_along_last(a, fp8, seen, role, columnwise=False):
-    """MXFP8 quantize-dequantize of an array of any rank in 32-blocks along its last dimension (_mx_dequantize)."""
-    return _mx_dequantize(a.reshape(-1, a.shape[-1]), fp8, seen, role, columnwise).reshape(a.shape)
+    """MXFP8 quantize-dequantize of an array of any rank in 32-blocks along its last dimension (_mx_dequantize).
+    (Sizes spelled out, not -1, which NumPy cannot resolve for an empty array.)"""
+    rows = int(np.prod(a.shape[:-1]))
+    return _mx_dequantize(a.reshape(rows, a.shape[-1]), fp8, seen, role, columnwise).reshape(a.shape)
 
 
 def _mx_fits(name, what, n):
@@ -536,16 +544,19 @@ class MXMatmul(Function):
 
     Forward: blocks along k. Backward: the gradient in blocks along n for dgrad and along m for wgrad, and a,
     b quantized again in blocks along those dimensions (Transformer Engine's "columnwise" copies), so every
-    GEMM's blocks run along its contraction. A Linear is x @ w.T: m the batch, k in_features, n out_features."""
+    GEMM's blocks run along its contraction. A Linear is x @ w.T: m the batch, k in_features, n out_features.
+    wants: which of a, b the backward may compute, read when it runs (False: not asked for, though it requires
+    grad), beside ctx.needs_input_grad."""
 
     @staticmethod
-    def forward(ctx, a, b, recipe, who):
+    def forward(ctx, a, b, recipe, who, wants=(True, True)):
         fwd = recipe.fp8_format.forward
         name = who if isinstance(who, str) else repr(who)
         _mx_fits(name, "the contracted dimension", a.shape[-1])
         ctx.fmt, ctx.name, ctx.arrays, ctx.dtypes = (fwd, recipe.fp8_format.backward), name, (a._array, b._array), \
             (a.dtype, b.dtype)
         ctx.seen = seen = (who, recipe)   # what watchers are told (mixprec.amp.fp8.watch)
+        ctx.wants = wants
         a_blocks = _mx_along_last(a._array, fwd, seen, "input")
         b_blocks = _mx_along_last(b._array.swapaxes(-1, -2), fwd, seen, "weight").swapaxes(-1, -2)  # along k too
         return Tensor._wrap(a_blocks @ b_blocks)
@@ -555,14 +566,19 @@ class MXMatmul(Function):
         (fwd, bwd), (a, b), seen = ctx.fmt, ctx.arrays, ctx.seen
         g = grad._array.astype(np.float32)
         da = db = None
-        if ctx.needs_input_grad[0]:   # g @ b^T contracts n
+        need_a, need_b = (need and want for need, want in zip(ctx.needs_input_grad, ctx.wants))
+        if not (a.size and b.size and g.size):   # each gradient is empty or a sum of nothing: zeros, no blocks to fit
+            xp = _be.array_module(g)
+            return tuple(Tensor._wrap(xp.zeros_like(x)) if need else None for x, need in ((a, need_a), (b, need_b))) \
+                + (None, None, None)
+        if need_a:   # g @ b^T contracts n
             _mx_fits(ctx.name, "the output's last dimension (the input gradient's contraction)", g.shape[-1])
             da = (_mx_along_last(g, bwd, seen, "grad_output")
                   @ _mx_along_last(b, fwd, seen, "weight", True).swapaxes(-1, -2))
             da = Tensor._wrap(_sum_to(da, a.shape).astype(ctx.dtypes[0], copy=False))
-        if ctx.needs_input_grad[1]:   # a^T @ g contracts m
+        if need_b:   # a^T @ g contracts m
             _mx_fits(ctx.name, "the output's rows (the weight gradient's contraction)", g.shape[-2])
             db = (_mx_along_last(a.swapaxes(-1, -2), fwd, seen, "input", True)
                   @ _mx_along_last(g.swapaxes(-1, -2), bwd, seen, "grad_output", True).swapaxes(-1, -2))
             db = Tensor._wrap(_sum_to(db, b.shape).astype(ctx.dtypes[1], copy=False))
-        return da, db, None, None
+        return da, db, None, None, None
