@@ -1103,3 +1103,13 @@ def test_double_backward_through_the_fp8_path_is_refused():
     g, = mp.autograd.grad(y.square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         g.square().sum().backward()
+
+
+@pytest.mark.parametrize("recipe", [mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()], ids=["current", "mx"])
+def test_double_backward_through_a_functional_fp8_gemm_is_refused(recipe):
+    x, w = mp.randn(32, 32, requires_grad=True), mp.randn(32, 32, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = x @ w
+    g, = mp.autograd.grad(y.square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.square().sum().backward()

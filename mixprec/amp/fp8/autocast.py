@@ -64,7 +64,7 @@ import numpy as np
 from ... import backend as _be
 from ...autograd.engine import grad as _grad
 from ...autograd.function import Function, once_differentiable
-from ...autograd.grad_mode import is_grad_enabled, no_grad
+from ...autograd.grad_mode import is_grad_enabled
 from ...backend import devices
 from ...distributed import process_group as _pg
 from ...ops import fp8_gemms
@@ -488,21 +488,17 @@ class _FunctionalGEMMs:
                 y = _quantized(lambda p, q: p @ q, x, w, _gemm_quantizers(name, recipe))
             y = y if alpha == 1 else y * alpha
             return y if add is None or beta == 0 else y + (add.float() if beta == 1 else add.float() * beta)
-        with _on_grad(record):
-            y = _finish(run, leaves[0], a.dtype)
+        y = _finish(run, leaves[0], a.dtype)
         if record:
             def backward(g, wanted):
                 wants[:] = wanted[:2]
                 chosen = [t for t, want in zip(leaves, wanted) if want and t is not None]
                 with _inner_ops(y.device.type):
-                    found = iter(_grad(y, chosen, g, retain_graph=True, allow_unused=True) if chosen else ())
+                    found = iter(_grad(y, chosen, g, retain_graph=True, allow_unused=True,   # create_graph: the
+                                       create_graph=is_grad_enabled()) if chosen else ())  # quantizers refuse it
                 return tuple(next(found) if want and t is not None else None for t, want in zip(leaves, wanted))
             fp8_gemms.note(ctx, backward)
         return y._array
-
-
-def _on_grad(record):
-    return contextlib.nullcontext() if record else no_grad()
 
 
 def _mx_product(who, a, b, recipe, wants=(True, True)):
@@ -562,6 +558,7 @@ class MXMatmul(Function):
         return Tensor._wrap(a_blocks @ b_blocks)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         (fwd, bwd), (a, b), seen = ctx.fmt, ctx.arrays, ctx.seen
         g = grad._array.astype(np.float32)
