@@ -453,10 +453,11 @@ class Module:
         """Copy values from ``state_dict`` (mp tensors, NumPy/CuPy arrays or numbers) into this module.
 
         Everything is checked before anything is copied, so a failed load leaves
-        the module unchanged (buffers a pre-hook registered are taken back). With strict=True (default) missing and unexpected
-        keys are errors; shape mismatches always are. Floating values may be
-        cast to another floating dtype (a float16 checkpoint into a float32
-        model); a floating value for an integer buffer, or the reverse, is an error.
+        the module unchanged (buffers a pre-hook registered are taken back). With
+        strict=True (default) missing and unexpected keys are errors; shape
+        mismatches always are. Floating values may be cast to another floating
+        dtype (a float16 checkpoint into a float32 model); a floating value for an
+        integer buffer, or the reverse, is an error.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict expects a dict of key -> tensor, got {type(state_dict).__name__}")
