@@ -234,12 +234,13 @@ def test_state_dict_round_trip_into_a_fresh_module():
     for k in range(3):
         step(m, data((4, 16), 50 + k, 5.0), data((4, 4), 60 + k))
     sd = m.state_dict()
-    assert set(sd) == {"weight", "bias", "fp8_amax_history", "fp8_scale"}
+    assert set(sd) == {"weight", "bias", "fp8_amax_history", "fp8_scale", "fp8_amax"}
     assert tuple(sd["fp8_amax_history"].shape) == (3, 1024) and tuple(sd["fp8_scale"].shape) == (3,)
+    np.testing.assert_array_equal(sd["fp8_amax"].numpy(), [0, 0, np.abs(data((4, 4), 62)).max()])  # the last grad
     fresh = mp.nn.Linear(16, 4)
     fresh.load_state_dict(sd)
-    np.testing.assert_array_equal(fresh.fp8_amax_history.numpy(), m.fp8_amax_history.numpy())
-    np.testing.assert_array_equal(fresh.fp8_scale.numpy(), m.fp8_scale.numpy())
+    for name in ("fp8_amax_history", "fp8_scale", "fp8_amax"):
+        np.testing.assert_array_equal(getattr(fresh, name).numpy(), getattr(m, name).numpy())
     x = mp.tensor(data((4, 16), 70, 5.0))
     with mp.amp.fp8_autocast():
         a, b = m(x), fresh(x)
@@ -254,6 +255,179 @@ def test_history_length_mismatch_is_refused():
     with pytest.raises(ValueError, match="amax_history_len=8"):
         with mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling(amax_history_len=8)):
             m(mp.randn(2, 16))
+
+
+# ---- checkpoints and moves between steps ----
+def train(m, steps, recipe, start=0):
+    """Steps start..start+steps-1 of a loop whose second step has a gradient 10x larger than the others."""
+    for k in range(start, start + steps):
+        m.weight.grad = m.bias.grad = None
+        step(m, data((8, 16), 300 + k), data((8, 4), 310 + k, 10.0 if k == 1 else 1.0), recipe)
+
+
+def fp8_state(m):
+    return [getattr(m, n).cpu().numpy().copy() for n in ("fp8_amax_history", "fp8_scale", "fp8_amax")]
+
+
+def test_a_checkpoint_between_steps_resumes_bit_for_bit():
+    """The gradients' amaxes recorded during a backward wait in the module's fp8_amax until the next exit, so a
+    checkpoint taken in between (mp.save, mp.load, load_state_dict into a fresh module) keeps them: the resumed
+    run's state, outputs and gradients are those of the run that never stopped."""
+    import io
+    recipe = mp.amp.DelayedScaling(amax_history_len=4)
+    straight, first = linear(16, 4), linear(16, 4)
+    train(straight, 4, recipe)
+    want, want_grad = fp8_state(straight), straight.weight.grad.numpy().copy()   # before an exit updates it again
+    train(first, 2, recipe)
+    buffer = io.BytesIO()
+    mp.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    resumed = linear(16, 4, seed=9)   # other weights: everything comes from the checkpoint
+    resumed.load_state_dict(mp.load(buffer))
+    train(resumed, 2, recipe, start=2)
+    for got, expected in zip(fp8_state(resumed), want):
+        np.testing.assert_array_equal(got, expected)
+    assert want[0][2, 2] == np.float32(np.abs(data((8, 4), 311, 10.0)).max())   # the large gradient, kept
+    np.testing.assert_array_equal(resumed.weight.grad.numpy(), want_grad)
+
+
+def test_a_module_moved_between_steps_keeps_its_pending_amaxes(device):
+    """Module.to moves fp8_amax with the other buffers: a move between a backward and the next exit loses nothing."""
+    recipe = mp.amp.DelayedScaling(amax_history_len=4)
+    straight, moved = linear(16, 4), linear(16, 4)
+    train(straight, 3, recipe)
+    want = fp8_state(straight)
+    train(moved, 2, recipe)
+    moved.to(device)
+    x, g = data((8, 16), 302), data((8, 4), 312)
+    xt = mp.tensor(x, device=device, requires_grad=True)
+    with mp.amp.fp8_autocast(recipe=recipe):
+        y = moved(xt)
+    y.backward(mp.tensor(g, device=device))
+    assert moved.fp8_amax.device.type == device
+    for got, expected in zip(fp8_state(moved), want):
+        np.testing.assert_array_equal(got, expected)
+    moved.to("cpu")   # and back, its pending grad amax with it
+    np.testing.assert_array_equal(fp8_state(moved)[2], want[2])
+
+
+def test_a_failed_load_leaves_no_fp8_buffers_behind():
+    """Module.load_state_dict's promise: a load refused by its checks leaves the module as it was, so the FP8
+    buffers the checkpoint's state made (the load pre-hook) are taken back, in any module of the tree."""
+    src = mp.nn.Sequential(mp.nn.Linear(32, 16), mp.nn.ReLU(), mp.nn.Linear(16, 16))
+    with mp.amp.fp8_autocast():
+        src(mp.randn(4, 32))
+    for dst in (mp.nn.Linear(32, 32), mp.nn.Sequential(mp.nn.Linear(32, 16), mp.nn.ReLU(), mp.nn.Linear(16, 8))):
+        sd = src[0].state_dict() if isinstance(dst, mp.nn.Linear) else src.state_dict()
+        before = {k: v.numpy().copy() for k, v in dst.state_dict().items()}
+        with pytest.raises(RuntimeError, match="size mismatch"):
+            dst.load_state_dict(sd)
+        after = dst.state_dict()
+        assert set(after) == set(before) and all(np.array_equal(after[k].numpy(), before[k]) for k in before)
+        assert all(m._fixed_dtype_buffers == frozenset() for m in dst.modules())
+        with mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling(amax_history_len=4)):   # a fresh state, as before
+            dst(mp.randn(4, 32))
+
+
+@pytest.mark.parametrize("name, values, rule", [
+    ("fp8_scale", [1.0, 0.0, 1.0], "finite and > 0"), ("fp8_scale", [1.0, float("nan"), 1.0], "finite and > 0"),
+    ("fp8_scale", [float("inf"), 1.0, 1.0], "finite and > 0"), ("fp8_scale", [1.0, -2.0, 1.0], "finite and > 0"),
+    ("fp8_amax_history", float("nan"), "finite and >= 0"), ("fp8_amax_history", -1.0, "finite and >= 0"),
+    ("fp8_amax", [0.0, -1.0, 0.0], ">= 0")])
+def test_a_checkpoint_with_an_unusable_fp8_state_is_refused(name, values, rule):
+    src = linear(16, 4)
+    step(src, data((4, 16), 320), data((4, 4), 321), mp.amp.DelayedScaling(amax_history_len=4))
+    for dst in (linear(16, 4, seed=1), src):   # a fresh module (no buffers yet) and one with its own state
+        sd = {k: v.clone() for k, v in src.state_dict().items()}
+        if name == "fp8_amax_history":
+            sd[name][1, -1] = values
+        else:
+            sd[name] = mp.tensor(values)
+        before = {k: v.numpy().copy() for k, v in dst.state_dict().items()}
+        with pytest.raises(ValueError, match=f"Linear.load_state_dict: {name} must be {rule}"):
+            dst.load_state_dict(sd)
+        after = dst.state_dict()
+        assert set(after) == set(before) and all(np.array_equal(after[k].numpy(), before[k]) for k in before)
+
+
+def test_pending_amaxes_may_be_inf_or_nan_in_a_checkpoint():
+    """An overflow's amax (inf, NaN) recorded by a backward is a valid pending value: the update skips its row."""
+    src = linear(16, 4)
+    step(src, data((4, 16), 330), data((4, 4), 331), mp.amp.DelayedScaling(amax_history_len=4))
+    sd = src.state_dict()
+    sd["fp8_amax"] = mp.tensor([0.0, 0.0, float("nan")])
+    fresh = linear(16, 4)
+    fresh.load_state_dict(sd)
+    x = data((4, 16), 332)
+    step(fresh, x, data((4, 4), 333), mp.amp.DelayedScaling(amax_history_len=4))
+    np.testing.assert_array_equal(fresh.fp8_amax_history.numpy()[0], [0, 0, np.abs(data((4, 16), 330)).max(),
+                                                                       np.abs(x).max()])
+    assert not fresh.fp8_amax_history.numpy()[2].any() and fresh.fp8_scale.numpy()[2] == 1   # the NaN row skipped
+
+
+# ---- nested regions: the innermost decides ----
+@pytest.mark.parametrize("outer", [mp.amp.DelayedScaling(), mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()],
+                         ids=["delayed", "current", "mxfp8"])
+def test_a_module_is_updated_with_the_recipe_its_casts_used(outer):
+    """The outermost region's exit, whatever its recipe, updates each module with the recipe of the innermost
+    region it ran in: its margin, history length, format and algorithm."""
+    inner = [mp.amp.DelayedScaling(amax_history_len=4, margin=3),
+             mp.amp.DelayedScaling(amax_history_len=8, fp8_format=mp.amp.Format.E4M3),
+             mp.amp.DelayedScaling(amax_history_len=2, amax_compute_algo="most_recent")]
+    mods = [linear(16, 4, seed=s) for s in range(3)]
+    x1, x2, g = data((4, 16), 340, 8.0), data((4, 16), 341, 2.0), data((4, 4), 342, 1e-2)
+    for x in (x1, x2):
+        outs = []
+        with mp.amp.fp8_autocast(recipe=outer):
+            for m, recipe in zip(mods, inner):
+                with mp.amp.fp8_autocast(recipe=recipe):
+                    outs.append(m(mp.tensor(x)))
+        for y in outs:
+            y.backward(mp.tensor(g))
+    with mp.amp.fp8_autocast(recipe=outer):   # folds the gradients' amaxes in
+        pass
+    for m, recipe in zip(mods, inner):
+        n, fmt = recipe.amax_history_len, recipe.fp8_format
+        amaxes = [(np.abs(x1).max(), np.abs(x2).max()), (np.abs(m.weight.numpy()).max(),) * 2, (np.abs(g).max(),) * 2]
+        history = np.zeros((3, n), np.float32)
+        history[:, -2:] = np.float32(amaxes)
+        pick = history[:, -1] if recipe.amax_compute_algo == "most_recent" else history.max(axis=1)
+        want = np.float32([MAX[fmt.forward], MAX[fmt.forward], MAX[fmt.backward]]) / np.float32(2.0 ** recipe.margin)
+        np.testing.assert_array_equal(m.fp8_amax_history.numpy(), history)
+        np.testing.assert_array_equal(m.fp8_scale.numpy(), want / pick)
+
+
+def test_one_update_call_per_recipe_and_the_reduce_follows_each_recipe(monkeypatch):
+    """Modules under different recipes are updated in one delayed_update call per recipe; the all-reduce carries,
+    in one flat buffer, the rows of the recipes with reduce_amax, and those of reduce_amax=False stay local."""
+    calls = []
+    real = scaling.delayed_update
+    monkeypatch.setattr(scaling, "delayed_update", lambda *a, **k: calls.append((a[0].shape, k["margin"])) or
+                        real(*a, **k))
+    recipes = [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.DelayedScaling(amax_history_len=4, margin=1),
+               mp.amp.DelayedScaling(amax_history_len=4, reduce_amax=False)]
+    mods = [linear(16, 4, seed=s) for s in range(4)]
+    x = mp.tensor(data((4, 16), 350))
+    with mp.amp.fp8_autocast(recipe=recipes[0]):
+        for m, recipe in zip(mods, recipes + [mp.amp.DelayedScaling(amax_history_len=4)]):   # equal recipes: one group
+            with mp.amp.fp8_autocast(recipe=recipe):
+                m(x)
+    local = np.stack([m.fp8_amax_history.numpy()[:, -1] for m in mods])
+    for m in mods:   # the same step again, beside another rank whose amaxes are twice as large
+        m.fp8_amax_history._array[...] = 0
+    group = OtherRank(2 * np.concatenate([local[0], local[3], local[1]]))
+    monkeypatch.setattr(dist_pg, "_group", group)
+    calls.clear()
+    with mp.amp.fp8_autocast(recipe=mp.amp.CurrentScaling()):
+        for m, recipe in zip(mods, recipes + [mp.amp.DelayedScaling(amax_history_len=4)]):
+            with mp.amp.fp8_autocast(recipe=recipe):
+                m(x)
+    assert calls == [((6, 4), 0), ((3, 4), 1), ((3, 4), 0)]
+    assert [(shape, op) for shape, op, _ in group.calls] == [((9,), "max")]
+    np.testing.assert_array_equal(group.calls[0][2], np.concatenate([local[0], local[3], local[1]]))
+    got = np.stack([m.fp8_amax_history.numpy()[:, -1] for m in mods])
+    np.testing.assert_array_equal(got[[0, 1, 3]], 2 * local[[0, 1, 3]])
+    np.testing.assert_array_equal(got[2], local[2])
 
 
 # ---- nesting and accuracy ----
@@ -642,11 +816,11 @@ def test_conv_state_dict_round_trip_into_a_fresh_module():
     for k in range(3):
         step(m, data((2, 3, 6, 6), 210 + k, 5.0), data((2, 4, 4, 4), 220 + k))
     sd = m.state_dict()
-    assert set(sd) == {"weight", "bias", "fp8_amax_history", "fp8_scale"}
+    assert set(sd) == {"weight", "bias", "fp8_amax_history", "fp8_scale", "fp8_amax"}
     fresh = mp.nn.Conv2d(3, 4, 3)
     fresh.load_state_dict(sd)
-    np.testing.assert_array_equal(fresh.fp8_amax_history.numpy(), m.fp8_amax_history.numpy())
-    np.testing.assert_array_equal(fresh.fp8_scale.numpy(), m.fp8_scale.numpy())
+    for name in ("fp8_amax_history", "fp8_scale", "fp8_amax"):
+        np.testing.assert_array_equal(getattr(fresh, name).numpy(), getattr(m, name).numpy())
     x = mp.tensor(data((2, 3, 6, 6), 230, 5.0))
     with mp.amp.fp8_autocast():
         a, b = m(x), fresh(x)

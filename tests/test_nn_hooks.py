@@ -210,6 +210,25 @@ def test_load_pre_hook_errors_fail_the_load_and_post_hooks_run_only_after_a_succ
     assert seen == [keys] and keys.missing_keys == [] and keys.unexpected_keys == []
 
 
+
+def test_buffers_a_pre_hook_registers_are_taken_back_when_the_load_fails():
+    """mixprec's load_state_dict leaves the module unchanged when it fails, including buffers a pre-hook registered
+    for keys of the checkpoint (torch makes no such promise: this is mixprec's own contract)."""
+    def make_room(mod, sd, prefix, *_):
+        if prefix + "extra" in sd:
+            mod.register_buffer("extra", mp.zeros(2))
+            mod._fixed_dtype_buffers = mod._fixed_dtype_buffers | {"extra"}
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2))
+    model[0].register_load_state_dict_pre_hook(make_room)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["0.extra"] = mp.ones(2)
+    with pytest.raises(RuntimeError, match="size mismatch for 1.weight"):
+        model.load_state_dict({**state, "1.weight": mp.zeros(3, 3)})
+    assert "extra" not in model[0]._buffers and "_fixed_dtype_buffers" not in model[0].__dict__
+    model.load_state_dict(state)   # a load that succeeds keeps what the hook made
+    np.testing.assert_array_equal(model[0].extra.numpy(), [1, 1])
+
+
 # ---- the optimizer's step extension ----
 class Recorder:
     """A step extension that logs the protocol calls; it routes each gradient into a buffer of its own."""

@@ -453,14 +453,39 @@ class Module:
         """Copy values from ``state_dict`` (mp tensors, NumPy/CuPy arrays or numbers) into this module.
 
         Everything is checked before anything is copied, so a failed load leaves
-        the module unchanged. With strict=True (default) missing and unexpected
-        keys are errors; shape mismatches always are. Floating values may be
-        cast to another floating dtype (a float16 checkpoint into a float32
-        model); a floating value for an integer buffer, or the reverse, is an error.
+        the module unchanged (buffers a pre-hook registered are taken back). With
+        strict=True (default) missing and unexpected keys are errors; shape
+        mismatches always are. Floating values may be cast to another floating
+        dtype (a float16 checkpoint into a float32 model); a floating value for an
+        integer buffer, or the reverse, is an error.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict expects a dict of key -> tensor, got {type(state_dict).__name__}")
-        state_dict, hook_missing, hook_unexpected, hook_errors = OrderedDict(state_dict), [], [], []
+        kept = [(m, dict(m._buffers), m.__dict__.get("_fixed_dtype_buffers")) for m in self.modules()]
+        try:
+            ready, missing, unexpected = self._checked_load(OrderedDict(state_dict), strict)
+        except BaseException:   # a pre-hook may have added buffers (a checkpoint's FP8 state): take them back
+            for m, buffers, fixed in kept:
+                m._buffers.clear()
+                m._buffers.update(buffers)
+                if fixed is None:
+                    m.__dict__.pop("_fixed_dtype_buffers", None)
+                else:
+                    object.__setattr__(m, "_fixed_dtype_buffers", fixed)
+            raise
+        with no_grad():
+            for target, value in ready:
+                target._assign("load_state_dict", devices.to_device(value, target.device))
+        result = IncompatibleKeys(missing, unexpected)
+        for event, module, _ in self._walk():
+            if event == "leave":
+                module._run_hooks("load_state_dict_post", result)
+        return result
+
+    def _checked_load(self, state_dict, strict):
+        """load_state_dict's checks, after its pre-hooks: ([(target, value)] to copy, missing keys, unexpected keys),
+        or a RuntimeError listing every problem."""
+        hook_missing, hook_unexpected, hook_errors = [], [], []
         for event, module, head in self._walk():  # torch's arguments: the keys under head; strict=True
             if event == "enter" and module.__dict__.get("_hooks", {}).get("load_state_dict_pre"):
                 local = state_dict if not head else {k: v for k, v in state_dict.items() if k.startswith(head)}
@@ -496,14 +521,7 @@ class Module:
         errors.extend(problems + hook_errors)
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        with no_grad():
-            for target, value in ready:
-                target._assign("load_state_dict", devices.to_device(value, target.device))
-        result = IncompatibleKeys(missing, unexpected)
-        for event, module, _ in self._walk():
-            if event == "leave":
-                module._run_hooks("load_state_dict_post", result)
-        return result
+        return ready, missing, unexpected
 
     # ---------------------------------------------------------------- backward hooks
     _backward_hooks = None       # {id: hook(module, grad_input, grad_output)}

@@ -23,15 +23,17 @@ Output dtype: the dtype of an enclosing ``mp.autocast`` region (bfloat16, say) w
 enabled for the input's device, else the input's dtype.
 
 Recipes:
-- DelayedScaling: each Linear (and convolution module) gets two buffers when first run in a region,
-  ``fp8_amax_history`` (3, amax_history_len) and ``fp8_scale`` (3,), rows input, weight,
-  grad_output; both are in its state_dict. A cast uses the scale as it stands and records
-  the amax; when the outermost enabled region exits, ONE ``scaling.delayed_update`` call
-  updates every module's histories and scales. Gradient amaxes, seen during backward
-  (after the region), are folded in at the next region's exit, as Transformer Engine does.
-  In a data-parallel run (mp.distributed initialized with more than one rank) the recorded
-  amaxes of all modules are first all-reduced with MAX in one flat buffer, so every rank
-  takes the same scales (Transformer Engine's reduce_amax over its fp8_group).
+- DelayedScaling: each Linear (and convolution module) gets three float32 buffers when first run in a
+  region, ``fp8_amax_history`` (3, amax_history_len), ``fp8_scale`` (3,) and ``fp8_amax`` (3,) (the amaxes
+  recorded since its last update), rows input, weight, grad_output; all are in its state_dict. A cast
+  uses the scale as it stands and folds its amax into fp8_amax; when the outermost enabled region exits
+  (whatever its recipe), every module that recorded is updated with the recipe of its own casts (the
+  innermost region's): one ``scaling.delayed_update`` call per recipe and device. Gradient amaxes, seen
+  during backward (after the region), wait in fp8_amax (so a checkpoint or a move keeps them) and are
+  folded in at the next region's exit, as Transformer Engine does. In a data-parallel run
+  (mp.distributed initialized with more than one rank) the recorded amaxes of the modules whose recipe
+  has reduce_amax are first all-reduced with MAX in one flat buffer, so every rank takes the same scales
+  (Transformer Engine's reduce_amax over its fp8_group).
 - CurrentScaling: amax and scale from each tensor just before its cast; no state.
 - MXFP8BlockScaling: one E8M0 scale per 32 values along each GEMM's contraction dimension.
   The backward GEMMs contract over other dimensions than the forward (dgrad over
@@ -79,7 +81,7 @@ INPUT, WEIGHT, GRAD_OUTPUT = 0, 1, 2   # rows of a module's fp8_amax_history and
 ROLES = ("input", "weight", "grad_output")
 _QUANTIZABLE = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _local = threading.local()             # .regions: the fp8_autocast objects entered on this thread
-_PENDING = weakref.WeakKeyDictionary()  # module -> float32 (3,) amaxes recorded since its last update
+_PENDING = weakref.WeakKeyDictionary()  # module -> recipe: the modules with amaxes recorded since the last update
 _LOCK = threading.Lock()
 
 
@@ -88,15 +90,16 @@ class fp8_autocast:
     """``with mp.amp.fp8_autocast(enabled=True, recipe=None):`` quantize nn.Linear's GEMMs to FP8.
 
     recipe: a DelayedScaling (the default, DelayedScaling()), CurrentScaling or MXFP8BlockScaling.
-    Regions nest; the innermost decides. Delayed scaling's update runs when the outermost
-    enabled region exits without an exception (an exception leaves the recorded amaxes
+    Regions nest; the innermost decides, also how a module's delayed scales are updated (the
+    recipe its casts used). Delayed scaling's update runs when the outermost enabled region,
+    whatever its recipe, exits without an exception (an exception leaves the recorded amaxes
     for the next exit) and with grad mode on: a forward under no_grad (evaluation) uses the
     scales and records no amax, and its region's exit updates nothing, as in Transformer
     Engine, so evaluating leaves the FP8 state as training left it.
     fp8_group: Transformer Engine's group over which the amaxes are all-reduced (MAX) before
     that update. mixprec.distributed has one process group, all ranks, so only None (that
     group) is accepted; the reduction runs when it is initialized with more than one rank
-    and the recipe's reduce_amax is True. Every rank must then exit its regions in step, as
+    and a module's recipe has reduce_amax=True. Every rank must then exit its regions in step, as
     the same training loop on every rank does.
     """
 
@@ -123,8 +126,7 @@ class fp8_autocast:
         regions = _regions()
         regions.remove(self)
         if exc_type is None and self.enabled and not any(r.enabled for r in regions) and is_grad_enabled():
-            if isinstance(self.recipe, DelayedScaling):
-                _update_delayed(self.recipe)
+            _update_delayed()
         return False
 
     def __repr__(self):
@@ -202,7 +204,7 @@ class _Delayed(_Quantizer):
 
     def cast(self, a):
         scale = self.module.fp8_scale._array[self.row:self.row + 1].astype(np.float32)  # a copy: the scale now
-        amax = _pending(self.module)[self.row:self.row + 1] if self.records else None
+        amax = _record(self.module, self.recipe)[self.row:self.row + 1] if self.records else None
         return scaling.cast_to_fp8(a, scale, self.fp8, amax=amax)[0], scale
 
 
@@ -247,19 +249,19 @@ class QuantizeGrad(Function):
 
 
 # ---- delayed scaling's state ----
-def _pending(module):
-    """The module's amaxes recorded since its last update, on its buffers' device (moved with the module)."""
-    scale = module.fp8_scale._array
+_STATE = ("fp8_amax_history", "fp8_scale", "fp8_amax")   # a module's buffers; all three float32, in its state_dict
+
+
+def _record(module, recipe):
+    """The amaxes buffer a recording cast folds its amax into; the module joins those the next update takes, with
+    the recipe of its latest cast (a module keeps its place: the order in which the modules first recorded)."""
     with _LOCK:
-        amax = _PENDING.get(module)
-        if amax is None or _be.array_module(amax) is not _be.array_module(scale) \
-                or getattr(amax, "device", None) != getattr(scale, "device", None):
-            amax = _PENDING[module] = _be.array_module(scale).zeros_like(scale, dtype=np.float32)
-        return amax
+        _PENDING[module] = recipe
+    return module.fp8_amax._array
 
 
 def _ensure_state(module, recipe):
-    """Give module its fp8_amax_history (3, len) and fp8_scale (3,) buffers (zeros and ones) on first use."""
+    """Give module its FP8 buffers (_register_state) on first use; a history of another length is refused."""
     n = recipe.amax_history_len
     history = getattr(module, "fp8_amax_history", None)
     if history is None:
@@ -270,68 +272,89 @@ def _ensure_state(module, recipe):
 
 
 def load_state_hook(module, state_dict, prefix, *args):
-    """A Linear's load_state_dict pre-hook: a checkpoint with FP8 state creates the buffers it fills."""
-    key = prefix + "fp8_amax_history"
-    if key in state_dict and getattr(module, "fp8_amax_history", None) is None \
-            and prefix + "fp8_scale" in state_dict:
-        shape = tuple(getattr(state_dict[key], "shape", ()))
-        if len(shape) == 2 and shape[0] == 3:
-            _register_state(module, shape[1])
+    """A Linear's load_state_dict pre-hook: a checkpoint's FP8 state is checked, then creates the buffers it fills
+    (Module.load_state_dict takes them back if the load fails). A scale of 0, inf or NaN, or a negative or non-finite
+    history entry, would make every later output non-finite: refused with a ValueError."""
+    for name, finite, positive in (("fp8_scale", True, True), ("fp8_amax_history", True, False),
+                                   ("fp8_amax", False, False)):   # a pending amax may be inf/NaN: that row skips
+        value = state_dict.get(prefix + name)
+        a = value._array if isinstance(value, Tensor) else value
+        if getattr(a, "dtype", None) is None or not (a.dtype.kind in "biuf" or a.dtype in _QUANTIZABLE):
+            continue   # not an array of real numbers: the load's own checks refuse it
+        xp = _be.array_module(a)
+        bad = (a <= 0 if positive else a < 0) | (~xp.isfinite(a) if finite else False)
+        if bool(bad.any()):
+            what = "finite and > 0" if positive else "finite and >= 0" if finite else ">= 0"
+            raise ValueError(f"{type(module).__name__}.load_state_dict: {prefix + name} must be {what}, the checkpoint "
+                             f"holds {a[bad].ravel()[:4].tolist()}: no FP8 training writes that, and a scale of 0, "
+                             "inf or NaN would make every later output non-finite")
+    history = state_dict.get(prefix + "fp8_amax_history")
+    shape = tuple(getattr(history, "shape", ()))
+    if getattr(module, "fp8_amax_history", None) is None and all(prefix + n in state_dict for n in _STATE) \
+            and len(shape) == 2 and shape[0] == 3:
+        _register_state(module, shape[1])
 
 
 def _register_state(module, n):
-    """The module's fp8_amax_history (3, n) of zeros and fp8_scale (3,) of ones, float32 on its weight's device;
+    """The module's fp8_amax_history (3, n) of zeros, fp8_scale (3,) of ones and fp8_amax (3,) of zeros (the amaxes
+    recorded since its last update; 0: none), float32 on its weight's device, rows input, weight, grad_output.
     Module.to(dtype), half() and bfloat16() keep them float32 (_fixed_dtype_buffers)."""
     xp = _be.array_module(module.weight._array)
     module.register_buffer("fp8_amax_history", Tensor._wrap(xp.zeros((3, n), np.float32)))
     module.register_buffer("fp8_scale", Tensor._wrap(xp.ones(3, np.float32)))
-    module._fixed_dtype_buffers = module._fixed_dtype_buffers | {"fp8_amax_history", "fp8_scale"}
+    module.register_buffer("fp8_amax", Tensor._wrap(xp.zeros(3, np.float32)))
+    module._fixed_dtype_buffers = module._fixed_dtype_buffers | set(_STATE)
 
 
-def _update_delayed(recipe):
-    """Every module with recorded amaxes gets its histories and scales updated: one scaling.delayed_update call
-    per device (one for a model on one device), then the buffers take the result. The modules are those that
-    recorded an amax since the last update, in the order they first did: so on ranks running the same loop
-    they are the same modules in the same order, and with recipe.reduce_amax their amaxes are first
-    MAX-reduced across ranks (_reduce_amaxes), so every rank takes the same update."""
-    n = recipe.amax_history_len
+def _update_delayed():
+    """Every module that recorded an amax since the last update gets its histories and scales updated with the
+    recipe of its latest cast: one scaling.delayed_update call per (device, recipe) (one for a model on one device
+    under one recipe), then the buffers take the result and the module's fp8_amax is zeroed. The modules come in
+    the order they first recorded: so on ranks running the same loop they are the same modules in the same order,
+    and the amaxes of the groups whose recipe has reduce_amax are first MAX-reduced across ranks, in one flat
+    buffer per device (_reduce_amaxes), so every rank takes the same update."""
     with _LOCK:
-        modules = [m for m in list(_PENDING.keys())
-                   if getattr(m, "fp8_amax_history", None) is not None and m.fp8_amax_history.shape[1] == n]
-        groups = {}
-        for m in modules:
-            groups.setdefault(str(m.fp8_scale.device), []).append(m)
+        groups = {}   # (device, recipe) -> modules
+        for m, recipe in list(_PENDING.items()):
+            if getattr(m, "fp8_amax", None) is not None:
+                groups.setdefault((str(m.fp8_scale.device), recipe), []).append(m)
+        _PENDING.clear()
         taken = {}
         for key, group in groups.items():
-            xp = _be.array_module(group[0].fp8_scale._array)
-            taken[key] = xp.concatenate([_PENDING.pop(m) for m in group])  # the next cast starts a new entry
-    fmt = recipe.fp8_format
-    for key, group in groups.items():
+            taken[key] = _be.array_module(group[0].fp8_amax._array).concatenate([m.fp8_amax._array for m in group])
+            for m in group:
+                m.fp8_amax._array.fill(0)   # the next cast starts a new entry
+    for device in dict.fromkeys(key[0] for key in groups):
+        reduced = [key for key in groups if key[0] == device and key[1].reduce_amax]
+        for key, amaxes in zip(reduced, _reduce_amaxes([taken[key] for key in reduced], device)):
+            taken[key] = amaxes
+    for (device, recipe), group in groups.items():
         xp = _be.array_module(group[0].fp8_scale._array)
         history = xp.concatenate([m.fp8_amax_history._array for m in group]).astype(np.float32)
         scales = xp.concatenate([m.fp8_scale._array for m in group]).astype(np.float32)
-        if recipe.reduce_amax:
-            taken[key] = _reduce_amaxes(taken[key], key)
-        scaling.delayed_update(history, scales, taken[key], [fmt.forward, fmt.forward, fmt.backward] * len(group),
-                               margin=recipe.margin, amax_compute_algo=recipe.amax_compute_algo)
+        fmt = recipe.fp8_format
+        scaling.delayed_update(history, scales, taken[device, recipe], [fmt.forward, fmt.forward, fmt.backward] *
+                               len(group), margin=recipe.margin, amax_compute_algo=recipe.amax_compute_algo)
         for i, m in enumerate(group):
             m.fp8_amax_history._array[...] = history[3 * i:3 * i + 3]
             m.fp8_scale._array[...] = scales[3 * i:3 * i + 3]
 
 
-def _reduce_amaxes(amaxes, device):
-    """The amaxes (one flat float32 array, every module's rows) as the MAX over all ranks, in one all-reduce
-    when mp.distributed is initialized with more than one rank (else as they are). A NaN amax is sent as
-    inf: a MAX collective may drop a NaN, and the update skips an inf row as it skips a NaN one."""
-    if not _pg.is_initialized() or _pg.get_world_size() < 2:
-        return amaxes
+def _reduce_amaxes(parts, device):
+    """The amaxes (float32 arrays on `device`, each a group of modules' rows) as the MAX over all ranks, in one
+    all-reduce of their concatenation when mp.distributed is initialized with more than one rank (else as they
+    are). A NaN amax is sent as inf: a MAX collective may drop a NaN, and the update skips an inf row as a NaN one."""
+    if not parts or not _pg.is_initialized() or _pg.get_world_size() < 2:
+        return parts
     if _pg.get_backend() == "nccl" and devices.as_device(device) != _pg.get_device():
         raise RuntimeError(f"fp8_autocast: the amaxes of FP8 modules on {device} cannot be all-reduced by the nccl "
                            f"backend of rank {_pg.get_rank()}, which communicates on {_pg.get_device()}; move the "
                            "model there (mp.distributed.get_device())")
-    amaxes = _be.array_module(amaxes).where(amaxes >= 0, amaxes, float("inf"))
-    _pg.all_reduce_array(amaxes, "max")
-    return amaxes
+    xp = _be.array_module(parts[0])
+    flat = xp.concatenate(parts)
+    flat = xp.where(flat >= 0, flat, float("inf"))
+    _pg.all_reduce_array(flat, "max")
+    return xp.split(flat, np.cumsum([p.size for p in parts])[:-1].tolist())
 
 
 # ---- the GEMM on quantized operands: shared by the modules and the functional ops ----
