@@ -421,7 +421,7 @@ class InspectReport:
             else:
                 past = "-"
             count = [f"{n} ({_pct(n / s.nonzero)})" if n else "0" for n in (s.saturated, s.flushed, s.subnormal)]
-            headroom = "-" if s.headroom is None else f"{s.headroom:.1f}".replace("-0.0", "0.0")  # no "-0.0" for a headroom of 0
+            headroom = "-" if s.headroom is None else f"{s.headroom:.1f}".replace("-0.0", "0.0")  # (not "-0.0")
             rows.append([str(r.index), r.label, r.format, recipe_text(r.recipe), *count, headroom,
                          "-" if s.amax is None else f"{s.amax:.3g}", scale, past, f"{s.error:.2g}",
                          ", ".join(r.flags)])

@@ -87,7 +87,8 @@ _LOCK = threading.Lock()
 
 # ---- the region ----
 class fp8_autocast:
-    """``with mp.amp.fp8_autocast(enabled=True, recipe=None):`` quantize nn.Linear's GEMMs to FP8.
+    """``with mp.amp.fp8_autocast(enabled=True, recipe=None):`` run the GEMMs of Linear and convolution modules
+    (and, under CurrentScaling and MXFP8BlockScaling, the functional GEMMs) on FP8 values.
 
     recipe: a DelayedScaling (the default, DelayedScaling()), CurrentScaling or MXFP8BlockScaling.
     Regions nest; the innermost decides, also how a module's delayed scales are updated (the
@@ -272,8 +273,8 @@ def _ensure_state(module, recipe):
 
 
 def load_state_hook(module, state_dict, prefix, *args):
-    """A Linear's load_state_dict pre-hook: a checkpoint's FP8 state is checked, then creates the buffers it fills
-    (Module.load_state_dict takes them back if the load fails). A scale of 0, inf or NaN, or a negative or non-finite
+    """The load_state_dict pre-hook of Linear and the convolution modules: a checkpoint's FP8 state is checked,
+    then creates the buffers it fills (Module.load_state_dict takes them back if the load fails). A scale of 0, inf or NaN, or a negative or non-finite
     history entry, would make every later output non-finite: refused with a ValueError."""
     for name, finite, positive in (("fp8_scale", True, True), ("fp8_amax_history", True, False),
                                    ("fp8_amax", False, False)):   # a pending amax may be inf/NaN: that row skips
