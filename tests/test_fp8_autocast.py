@@ -1287,3 +1287,78 @@ def test_double_backward_through_a_functional_fp8_gemm_is_refused(recipe):
     g, = mp.autograd.grad(y.square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         g.square().sum().backward()
+
+
+@pytest.mark.parametrize("recipe", [mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()], ids=["current", "mx"])
+def test_the_region_keeps_quantizing_after_a_backward_inside_it(recipe):
+    x, w = mp.randn(32, 32, requires_grad=True), mp.randn(32, 32)
+    plain = (x @ w).numpy()
+    with mp.amp.fp8_autocast(recipe=recipe):
+        first = x @ w
+        first.sum().backward()
+        second = x @ w
+    np.testing.assert_array_equal(second.numpy(), first.numpy())
+    assert not np.array_equal(second.numpy(), plain)
+
+
+def test_a_threads_exit_updates_only_what_that_thread_recorded():
+    """Thread B is between two uses of its Linear when thread A's region exits: B's casts and state are those of
+    B running alone."""
+    import threading
+    recipe = mp.amp.DelayedScaling(amax_history_len=4)
+    xa, xb = mp.tensor(data((8, 16), 360)), mp.tensor(data((8, 16), 361))
+
+    def b_step(layer, x, pause=lambda: None):
+        with mp.amp.fp8_autocast(recipe=recipe):
+            h = layer(x)
+            pause()
+            return layer(h)             # the same module twice in one forward
+
+    results = []
+    for threaded in (False, True):
+        mp.manual_seed(0)
+        b, a = mp.nn.Linear(16, 16), mp.nn.Linear(16, 16)
+        b_step(b, xb), b_step(b, xb)
+        go, done = threading.Event(), threading.Event()
+
+        def a_step():
+            go.wait()
+            with mp.amp.fp8_autocast(recipe=recipe):
+                a(xa)
+            done.set()
+
+        def pause():
+            go.set()
+            done.wait()
+
+        thread = threading.Thread(target=a_step)
+        thread.start()
+        if not threaded:
+            go.set()
+            done.wait()   # A ran before B's step, not in the middle of it
+        y = b_step(b, xb * 100, pause if threaded else lambda: None)
+        thread.join()
+        results.append((y.numpy(), b.fp8_amax_history.numpy().copy(), b.fp8_scale.numpy().copy()))
+    for alone, threaded in zip(*results):
+        np.testing.assert_array_equal(threaded, alone)
+
+
+def test_a_refused_reduction_leaves_the_amaxes_for_the_next_exit(monkeypatch):
+    layer = linear(16, 4)
+    x = mp.tensor(data((4, 16), 370))
+
+    class Refusing(OtherRank):
+        def all_reduce(self, a, op):
+            raise RuntimeError("the collective failed")
+
+    monkeypatch.setattr(dist_pg, "_group", Refusing(np.zeros(3)))
+    with pytest.raises(RuntimeError, match="collective failed"):
+        with mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling(amax_history_len=4)):
+            layer(x)
+    recorded = layer.fp8_amax.numpy().copy()
+    assert recorded[0] > 0 and (layer.fp8_amax_history.numpy() == 0).all()
+    monkeypatch.setattr(dist_pg, "_group", OtherRank(np.zeros(3)))
+    with mp.amp.fp8_autocast(recipe=mp.amp.DelayedScaling(amax_history_len=4)):
+        pass                            # an exit with nothing new: the kept amaxes are updated now
+    np.testing.assert_array_equal(layer.fp8_amax_history.numpy()[:, -1], recorded)
+    assert (layer.fp8_amax.numpy() == 0).all()

@@ -42,7 +42,7 @@ def enter(gemms):
     global entered
     with _lock:
         entered += 1
-    previous = current()
+    previous = getattr(_local, "gemms", None)   # (not current(): inside a backward that is None, not the region's)
     _local.gemms = gemms
     return previous
 

@@ -80,9 +80,7 @@ __all__ = ["fp8_autocast", "active", "linear", "conv"]
 INPUT, WEIGHT, GRAD_OUTPUT = 0, 1, 2   # rows of a module's fp8_amax_history and fp8_scale
 ROLES = ("input", "weight", "grad_output")
 _QUANTIZABLE = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-_local = threading.local()             # .regions: the fp8_autocast objects entered on this thread
-_PENDING = weakref.WeakKeyDictionary()  # module -> recipe: the modules with amaxes recorded since the last update
-_LOCK = threading.Lock()
+_local = threading.local()   # .regions: the fp8_autocast objects entered on this thread; .pending: _pending()
 
 
 # ---- the region ----
@@ -253,11 +251,19 @@ class QuantizeGrad(Function):
 _STATE = ("fp8_amax_history", "fp8_scale", "fp8_amax")   # a module's buffers; all three float32, in its state_dict
 
 
+def _pending():
+    """This thread's modules with amaxes recorded since its last update (module -> the recipe of its latest cast),
+    in the order they first recorded. Per thread, as the regions are: a thread's exit updates what that thread
+    recorded (a backward runs in the thread that calls it), never a module another thread is in the middle of."""
+    if not hasattr(_local, "pending"):
+        _local.pending = weakref.WeakKeyDictionary()
+    return _local.pending
+
+
 def _record(module, recipe):
     """The amaxes buffer a recording cast folds its amax into; the module joins those the next update takes, with
     the recipe of its latest cast (a module keeps its place: the order in which the modules first recorded)."""
-    with _LOCK:
-        _PENDING[module] = recipe
+    _pending()[module] = recipe
     return module.fp8_amax._array
 
 
@@ -314,21 +320,21 @@ def _update_delayed():
     the order they first recorded: so on ranks running the same loop they are the same modules in the same order,
     and the amaxes of the groups whose recipe has reduce_amax are first MAX-reduced across ranks, in one flat
     buffer per device (_reduce_amaxes), so every rank takes the same update."""
-    with _LOCK:
-        groups = {}   # (device, recipe) -> modules
-        for m, recipe in list(_PENDING.items()):
-            if getattr(m, "fp8_amax", None) is not None:
-                groups.setdefault((str(m.fp8_scale.device), recipe), []).append(m)
-        _PENDING.clear()
-        taken = {}
-        for key, group in groups.items():
-            taken[key] = _be.array_module(group[0].fp8_amax._array).concatenate([m.fp8_amax._array for m in group])
-            for m in group:
-                m.fp8_amax._array.fill(0)   # the next cast starts a new entry
-    for device in dict.fromkeys(key[0] for key in groups):
+    pending = _pending()
+    groups = {}   # (device, recipe) -> modules
+    for m, recipe in list(pending.items()):
+        if getattr(m, "fp8_amax", None) is not None:
+            groups.setdefault((str(m.fp8_scale.device), recipe), []).append(m)
+    taken = {key: _be.array_module(group[0].fp8_amax._array).concatenate([m.fp8_amax._array for m in group])
+             for key, group in groups.items()}   # (copies)
+    for device in dict.fromkeys(key[0] for key in groups):   # a refused reduction leaves the amaxes for next time
         reduced = [key for key in groups if key[0] == device and key[1].reduce_amax]
         for key, amaxes in zip(reduced, _reduce_amaxes([taken[key] for key in reduced], device)):
             taken[key] = amaxes
+    pending.clear()
+    for group in groups.values():
+        for m in group:
+            m.fp8_amax._array.fill(0)   # the next cast starts a new entry
     for (device, recipe), group in groups.items():
         xp = _be.array_module(group[0].fp8_scale._array)
         history = xp.concatenate([m.fp8_amax_history._array for m in group]).astype(np.float32)
