@@ -1362,3 +1362,19 @@ def test_a_refused_reduction_leaves_the_amaxes_for_the_next_exit(monkeypatch):
         pass                            # an exit with nothing new: the kept amaxes are updated now
     np.testing.assert_array_equal(layer.fp8_amax_history.numpy()[:, -1], recorded)
     assert (layer.fp8_amax.numpy() == 0).all()
+
+
+def test_a_checkpoint_history_of_no_columns_is_refused_and_one_without_pending_amaxes_is_named():
+    src = linear(16, 4)
+    step(src, data((4, 16), 380), data((4, 4), 381), mp.amp.DelayedScaling(amax_history_len=4))
+    sd = dict(src.state_dict())
+    sd["fp8_amax_history"] = mp.zeros(3, 0)
+    with pytest.raises(ValueError, match=r"fp8_amax_history must have shape \(3, amax_history_len\)"):
+        linear(16, 4).load_state_dict(sd)
+    older = {k: v for k, v in src.state_dict().items() if k != "fp8_amax"}   # a history and a scale, no fp8_amax
+    with pytest.raises(RuntimeError, match="fp8_amax"):
+        linear(16, 4).load_state_dict(older)
+    kept = linear(16, 4)
+    kept.load_state_dict(older, strict=False)
+    np.testing.assert_array_equal(kept.fp8_scale.numpy(), src.fp8_scale.numpy())
+    np.testing.assert_array_equal(kept.fp8_amax_history.numpy(), src.fp8_amax_history.numpy())

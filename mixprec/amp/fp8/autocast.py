@@ -280,8 +280,10 @@ def _ensure_state(module, recipe):
 
 def load_state_hook(module, state_dict, prefix, *args):
     """The load_state_dict pre-hook of Linear and the convolution modules: a checkpoint's FP8 state is checked,
-    then creates the buffers it fills (Module.load_state_dict takes them back if the load fails). A scale of 0, inf or NaN, or a negative or non-finite
-    history entry, would make every later output non-finite: refused with a ValueError."""
+    then creates the buffers it fills (Module.load_state_dict takes them back if the load fails). A scale of 0,
+    inf or NaN, or a negative or non-finite history entry, would make every later output non-finite, and a
+    history must be (3, n) with n >= 1: refused with a ValueError. A checkpoint with a history and a scale but
+    no fp8_amax gets all three buffers, so a strict load names the missing key and strict=False keeps the two."""
     for name, finite, positive in (("fp8_scale", True, True), ("fp8_amax_history", True, False),
                                    ("fp8_amax", False, False)):   # a pending amax may be inf/NaN: that row skips
         value = state_dict.get(prefix + name)
@@ -297,8 +299,10 @@ def load_state_hook(module, state_dict, prefix, *args):
                              "inf or NaN would make every later output non-finite")
     history = state_dict.get(prefix + "fp8_amax_history")
     shape = tuple(getattr(history, "shape", ()))
-    if getattr(module, "fp8_amax_history", None) is None and all(prefix + n in state_dict for n in _STATE) \
-            and len(shape) == 2 and shape[0] == 3:
+    if history is not None and (len(shape) != 2 or shape[0] != 3 or shape[1] < 1):
+        raise ValueError(f"{type(module).__name__}.load_state_dict: {prefix}fp8_amax_history must have shape "
+                         f"(3, amax_history_len) with amax_history_len >= 1, the checkpoint's has {shape}")
+    if getattr(module, "fp8_amax_history", None) is None and all(prefix + n in state_dict for n in _STATE[:2]):
         _register_state(module, shape[1])
 
 
