@@ -9,7 +9,10 @@ Inside the region a Linear computes, from three differentiable pieces,
   HYBRID) and dequantize at once; their backward is the identity (straight-through), as in
   Transformer Engine, whose GEMM input gradients are not quantized.
 - QG is the identity forward; its backward quantizes the incoming gradient to the
-  recipe's backward format (E5M2 under HYBRID) and dequantizes it.
+  recipe's backward format (E5M2 under HYBRID) and dequantizes it; an inf or NaN passes
+  as it is, so a GradScaler still sees an overflow.
+- A forward under no_grad (evaluation) records no amax, and a region left with grad mode
+  off updates nothing. Attention's two products are never quantized (ops/attention.py).
 - The matrix product saves its (dequantized) inputs, so its backward computes
   dgrad = QG(g) @ QW(w) and wgrad = QG(g).T @ QX(x): Transformer Engine's FP8 backward GEMMs.
   The bias gradient is the sum of the unquantized gradient, as Transformer Engine's bgrad.
@@ -38,9 +41,9 @@ Recipes:
 - MXFP8BlockScaling: one E8M0 scale per 32 values along each GEMM's contraction dimension.
   The backward GEMMs contract over other dimensions than the forward (dgrad over
   out_features, wgrad over the batch), so, as in Transformer Engine, x and w are quantized
-  again in blocks along those (columnwise): one Function does the forward and both backward
-  GEMMs, and every dimension (in_features, out_features, and the batch when a gradient is
-  needed) must be a multiple of 32.
+  again in blocks along those (columnwise): one Function (MXMatmul) does the forward and both
+  backward GEMMs, and every dimension a GEMM contracts must be a multiple of 32 (in_features,
+  out_features, and the batch when the weight's gradient is computed).
 
 Convolution modules (nn.Conv{1,2,3}d, nn.ConvTranspose{1,2,3}d) run QG(conv(QX(x), QW(w))) + bias from the same
 pieces and state; MXFP8BlockScaling refuses them (its blocks would run along an im2col copy of the input).
