@@ -609,16 +609,14 @@ def test_the_amaxes_of_all_modules_travel_in_one_max_all_reduce(device, monkeypa
 
 
 # ---- devices ----
-@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling(),
-                                    mp.amp.MXFP8BlockScaling()], ids=["delayed", "current", "mxfp8"])
-def test_on_the_device_equal_to_the_cpu(device, recipe):
-    """Two steps on `device` give the CPU's outputs, gradients and scaling state (the kernels are bit-exact
-    with their NumPy twins; the GEMMs may sum in another order)."""
-    cpu, dev = linear(32, 32), linear(32, 32).to(device)
+def same_steps_on_the_device(cpu, dev, device, recipe, x_shape, g_shape, seed):
+    """Two steps of the module `cpu` and its copy `dev` on `device`, in one region (its exit updates both): the
+    outputs, input and weight gradients agree within float32 summation order, and the delayed scaling state
+    bit for bit (the kernels are bit-exact with their NumPy twins)."""
     for k in range(2):
-        x, g = data((32, 32), 130 + k, 3.0), data((32, 32), 140 + k, 1e-3)
+        x, g = data(x_shape, seed + k, 3.0), data(g_shape, seed + 10 + k, 1e-3)
         xs = [mp.tensor(x, device=where, requires_grad=True) for where in ("cpu", device)]
-        with mp.amp.fp8_autocast(recipe=recipe):   # both in one region: the exit updates both
+        with mp.amp.fp8_autocast(recipe=recipe):
             ys = [cpu(xs[0]), dev(xs[1])]
         for y, where in zip(ys, ("cpu", device)):
             y.backward(mp.tensor(g, device=where))
@@ -629,6 +627,14 @@ def test_on_the_device_equal_to_the_cpu(device, recipe):
         np.testing.assert_array_equal(dev.fp8_scale.cpu().numpy(), cpu.fp8_scale.numpy())
         np.testing.assert_array_equal(dev.fp8_amax_history.cpu().numpy(), cpu.fp8_amax_history.numpy())
         assert dev.fp8_scale.device.type == device
+
+
+@pytest.mark.parametrize("recipe", [mp.amp.DelayedScaling(amax_history_len=4), mp.amp.CurrentScaling(),
+                                    mp.amp.MXFP8BlockScaling()], ids=["delayed", "current", "mxfp8"])
+def test_on_the_device_equal_to_the_cpu(device, recipe):
+    """Two steps on `device` give the CPU's outputs, gradients and scaling state (the kernels are bit-exact
+    with their NumPy twins; the GEMMs may sum in another order)."""
+    same_steps_on_the_device(linear(32, 32), linear(32, 32).to(device), device, recipe, (32, 32), (32, 32), 130)
 
 
 def test_a_module_moved_after_a_step_keeps_working(device):
@@ -1195,21 +1201,7 @@ def test_conv_on_the_device_equal_to_the_cpu(device, recipe):
     def conv():
         mp.manual_seed(7)
         return mp.nn.Conv2d(4, 6, 3, padding=1)
-    cpu, dev = conv(), conv().to(device)
-    for k in range(2):
-        x, g = data((2, 4, 6, 6), 300 + k, 3.0), data((2, 6, 6, 6), 310 + k, 1e-3)
-        xs = [mp.tensor(x, device=where, requires_grad=True) for where in ("cpu", device)]
-        with mp.amp.fp8_autocast(recipe=recipe):
-            ys = [cpu(xs[0]), dev(xs[1])]
-        for y, where in zip(ys, ("cpu", device)):
-            y.backward(mp.tensor(g, device=where))
-        for got, want in ((ys[1], ys[0]), (xs[1].grad, xs[0].grad), (dev.weight.grad, cpu.weight.grad)):
-            want = want.numpy()   # float32 sums in another order: within float32 rounding of the largest term
-            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
-    if isinstance(recipe, mp.amp.DelayedScaling):
-        np.testing.assert_array_equal(dev.fp8_scale.cpu().numpy(), cpu.fp8_scale.numpy())
-        np.testing.assert_array_equal(dev.fp8_amax_history.cpu().numpy(), cpu.fp8_amax_history.numpy())
-        assert dev.fp8_scale.device.type == device
+    same_steps_on_the_device(conv(), conv().to(device), device, recipe, (2, 4, 6, 6), (2, 6, 6, 6), 300)
 
 
 @pytest.mark.parametrize("recipe", [mp.amp.CurrentScaling(), mp.amp.MXFP8BlockScaling()], ids=["current", "mxfp8"])
