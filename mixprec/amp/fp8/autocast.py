@@ -199,10 +199,12 @@ class _Quantizer:
 
 
 class _Delayed(_Quantizer):
-    """With row `row` of the module's delayed-scaling state, folding the amax into its pending amaxes (`records`:
-    set False for a forward under no_grad, an evaluation, which only uses the scales)."""
+    """With row `row` of the module's delayed-scaling state, folding the amax into its pending amaxes. Made in the
+    forward: under no_grad (an evaluation) it only uses the scales and records nothing."""
 
-    records = True
+    def __init__(self, module, row, fp8, recipe):
+        super().__init__(module, row, fp8, recipe)
+        self.records = is_grad_enabled()
 
     def cast(self, a):
         scale = self.module.fp8_scale._array[self.row:self.row + 1].astype(np.float32)  # a copy: the scale now
@@ -379,12 +381,8 @@ def _gemm_quantizers(module, recipe):
     if isinstance(recipe, DelayedScaling):
         _ensure_state(module, recipe)
     kind = _Delayed if isinstance(recipe, DelayedScaling) else _Current
-    quantizers = tuple(kind(module, row, fp8, recipe) for row, fp8 in
-                       ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
-    if kind is _Delayed and not is_grad_enabled():
-        for q in quantizers:
-            q.records = False
-    return quantizers
+    return tuple(kind(module, row, fp8, recipe) for row, fp8 in
+                 ((INPUT, fmt.forward), (WEIGHT, fmt.forward), (GRAD_OUTPUT, fmt.backward)))
 
 
 def _quantized(product, x, w, quantizers):
