@@ -315,6 +315,23 @@ def test_gpu_checks_report_at_the_next_synchronisation():
 
 
 @gpu
+def test_gpu_checks_report_their_own_message_after_many_distinct_ones():
+    """Checks name sizes in their messages, so a process meets many: more than the device has slots. Each
+    read gives the slots back, so a later failure reports its own message and error type, alone."""
+    from mixprec.backend import device_checks
+    ok = mp.zeros(3, device="cuda") > 0
+    for n in range(3 * device_checks._SLOTS):      # passing checks, read in between as training does
+        device_checks.check(ok._array, RuntimeError, f"a passing check on size {n}")
+        if n % 8 == 7:
+            cuda.synchronize()
+    cuda.synchronize()
+    mp.nn.functional.embedding(mp.tensor([3, 11], device="cuda"), mp.randn(10, 2, device="cuda"))
+    with pytest.raises(IndexError) as raised:
+        cuda.synchronize()
+    assert str(raised.value).startswith("embedding: index out of range for a table of 10 rows (found on cuda:")
+
+
+@gpu
 def test_dropout_on_the_gpu_draws_there_from_one_host_seed():
     x = mp.ones(1000, 100, device="cuda")
     mp.manual_seed(5)

@@ -11,10 +11,11 @@ import numpy as np
 from .. import backend
 from .capture import is_capturing
 
-_SLOTS = 32  # distinct messages tracked per device; the last slot gathers any beyond
+_SLOTS = 32  # distinct messages tracked between two reads; the last slot gathers any beyond
 _flags: dict[int, object] = {}  # device index -> int32 flags on that device, one per message
-_messages: dict[tuple, int] = {}  # (exception type, message) -> slot
+_messages: dict[tuple, int] = {}  # (exception type, message) -> slot, since the flags were last all read
 _pending: set[int] = set()  # devices with flags set since they were last read
+_captured = False  # a check ran inside a graph capture: its slot is baked into the graph, so slots stay put
 
 
 def flags(index: int):
@@ -43,7 +44,9 @@ def check(bad, error: type, message: str, culprit=None) -> None:
         return
     if bad.size == 0:
         return
+    global _captured
     index = bad.device.id
+    _captured = _captured or is_capturing()
     slot = _messages.setdefault((error, message), min(len(_messages), _SLOTS - 1))
     flag = flags(index)[slot:slot + 1]
     backend._cupy.bitwise_or(flag, bad.any(), out=flag)
@@ -77,14 +80,24 @@ def raise_device_errors(index: int | None = None) -> None:
         _report(dev, backend._cupy.asnumpy(_flags[dev]))
 
 
+def _forget_slots() -> None:
+    """Once every device's flags are read (all zero), the messages give up their slots, so the slots count the
+    distinct messages checked between two reads, not in the whole process (messages name sizes, so they are
+    many); a message that met the shared last slot would be reported among strangers, with their error type."""
+    if not _pending and not _captured:
+        _messages.clear()
+
+
 def _report(dev: int, found) -> None:
     """Raise what the flags read back from device ``dev`` (found, on the host) say ``check`` found; clear them."""
     if not found.any():
+        _forget_slots()
         return
     _flags[dev].fill(0)
     failed = [(err, msg) for (err, msg), slot in _messages.items() if found[slot]]
     error = failed[0][0]
     listed = "; ".join(msg for _, msg in failed)
+    _forget_slots()
     raise error(f"{listed} (found on cuda:{dev} by an earlier call, reported here where the host waits "
                 "for the GPU)")
 
@@ -94,3 +107,4 @@ def discard_device_errors() -> None:
     for dev in list(_pending):
         _pending.discard(dev)
         _flags[dev].fill(0)
+    _forget_slots()
