@@ -15,7 +15,7 @@ _SLOTS = 32  # distinct messages tracked between two reads; the last slot gather
 _flags: dict[int, object] = {}  # device index -> int32 flags on that device, one per message
 _messages: dict[tuple, int] = {}  # (exception type, message) -> slot, since the flags were last all read
 _pending: set[int] = set()  # devices with flags set since they were last read
-_captured = False  # a check ran inside a graph capture: its slot is baked into the graph, so slots stay put
+_captured: set[tuple] = set()  # messages checked inside a graph capture: their slots are baked into the graph
 
 
 def flags(index: int):
@@ -44,10 +44,14 @@ def check(bad, error: type, message: str, culprit=None) -> None:
         return
     if bad.size == 0:
         return
-    global _captured
     index = bad.device.id
-    _captured = _captured or is_capturing()
-    slot = _messages.setdefault((error, message), min(len(_messages), _SLOTS - 1))
+    key = (error, message)
+    slot = _messages.get(key)
+    if slot is None:   # the lowest free slot
+        taken = set(_messages.values())
+        slot = _messages[key] = next((i for i in range(_SLOTS - 1) if i not in taken), _SLOTS - 1)
+    if is_capturing():
+        _captured.add(key)
     flag = flags(index)[slot:slot + 1]
     backend._cupy.bitwise_or(flag, bad.any(), out=flag)
     _pending.add(index)
@@ -83,9 +87,11 @@ def raise_device_errors(index: int | None = None) -> None:
 def _forget_slots() -> None:
     """Once every device's flags are read (all zero), the messages give up their slots, so the slots count the
     distinct messages checked between two reads, not in the whole process (messages name sizes, so they are
-    many); a message that met the shared last slot would be reported among strangers, with their error type."""
-    if not _pending and not _captured:
-        _messages.clear()
+    many); a message that met the shared last slot would be reported among strangers, with their error type.
+    Those checked in a graph capture keep theirs: a replay of the graph sets that slot."""
+    if not _pending:
+        for key in [key for key in _messages if key not in _captured]:
+            del _messages[key]
 
 
 def _report(dev: int, found) -> None:
